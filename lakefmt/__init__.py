@@ -1,0 +1,63 @@
+"""lakefmt: a lakehouse table format of immutable Parquet files and atomic snapshots.
+
+>>> import lakefmt, pyarrow as pa
+>>> t = lakefmt.create_table("/tmp/events", pa.schema([("id", pa.int64()), ("dt", pa.string())]),
+...                          partition_by=["dt"])
+>>> t.append(pa.table({"id": [1, 2], "dt": ["2026-11-01", "2026-11-02"]}))
+>>> t.scan().to_arrow()
+"""
+
+from lakefmt.commit.committer import Committer
+from lakefmt.errors import (
+    CommitConflictError,
+    CommitError,
+    CommitRetriesExhaustedError,
+    CommitStateUnknownError,
+    CorruptMetadataError,
+    InvalidPartitionError,
+    LakefmtError,
+    LocationNotEmptyError,
+    NotATableError,
+    PathOutsideTableError,
+    SchemaMismatchError,
+    SnapshotNotFoundError,
+    TableAlreadyExistsError,
+    UnsupportedFormatVersionError,
+    UnsupportedTypeError,
+)
+from lakefmt.read.scan import FileTask, Scan
+from lakefmt.spec import FORMAT_VERSION, CommitKind, CommitMessage, Snapshot, TableSchema
+from lakefmt.table import Table, create_table, open_table
+from lakefmt.write.writer import TableWriter
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "FORMAT_VERSION",
+    "CommitConflictError",
+    "CommitError",
+    "CommitKind",
+    "CommitMessage",
+    "CommitRetriesExhaustedError",
+    "CommitStateUnknownError",
+    "Committer",
+    "CorruptMetadataError",
+    "FileTask",
+    "InvalidPartitionError",
+    "LakefmtError",
+    "LocationNotEmptyError",
+    "NotATableError",
+    "PathOutsideTableError",
+    "Scan",
+    "SchemaMismatchError",
+    "Snapshot",
+    "SnapshotNotFoundError",
+    "Table",
+    "TableAlreadyExistsError",
+    "TableSchema",
+    "TableWriter",
+    "UnsupportedFormatVersionError",
+    "UnsupportedTypeError",
+    "create_table",
+    "open_table",
+]

@@ -1,0 +1,1 @@
+"""Driver-side commit: the protocol and manifest merging."""

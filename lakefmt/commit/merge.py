@@ -1,0 +1,143 @@
+"""Manifest merging: the policy (a few knobs), an in-order bin packer, and the three merges the committer uses.
+
+* delta merge: a commit's many small per-task manifests become target-size manifests;
+* minor merge: once ``min_count`` small manifests pile up in the base list, they are merged (ADD/DELETE
+  pairs that meet in the merged group cancel out);
+* full merge: once DELETE entries in the base reach ``full_threshold``, every manifest is rewritten with only
+  the live files.
+
+Together they keep the number of manifests a snapshot references at most
+``ceil(entries_bytes / target_size) + min_count`` and the DELETE entries below ``full_threshold``, so commit
+cost does not grow with the number of snapshots.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TypeVar
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakefmt.io import FileIO
+from lakefmt.metastore import MetaStore
+from lakefmt.options import TableOptions
+from lakefmt.read.plan import concat_entries
+from lakefmt.spec import FileKind, ManifestFileMeta, TableSchema
+from lakefmt.spec import layout
+from lakefmt.spec.manifest import encode_manifest, manifest_meta
+
+__all__ = ["ManifestMerger", "MergePolicy", "pack"]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class MergePolicy:
+    """When and how manifests are merged (Paimon's knobs of the same names)."""
+
+    target_size: int = 8 << 20  #: ``manifest.target-file-size``
+    min_count: int = 30  #: ``manifest.merge-min-count``
+    full_threshold: int = 1000  #: ``manifest.full-compaction-threshold`` (DELETE entries)
+
+    @classmethod
+    def from_options(cls, options: TableOptions) -> MergePolicy:
+        return cls(options.manifest_target_size, options.manifest_merge_min_count, options.manifest_full_merge_threshold)
+
+
+def pack(items: Sequence[T], size: Callable[[T], int], target: int) -> list[list[T]]:
+    """Greedy, order-preserving bin packing: consecutive items go in one bin until it reaches ``target``."""
+    bins: list[list[T]] = []
+    current: list[T] = []
+    total = 0
+    for item in items:
+        current.append(item)
+        total += size(item)
+        if total >= target:
+            bins.append(current)
+            current, total = [], 0
+    if current:
+        bins.append(current)
+    return bins
+
+
+def cancel_pairs(entries: pa.Table) -> pa.Table:
+    """Drop every ADD whose DELETE is in the same table, and that DELETE."""
+    is_add = pc.equal(entries.column("kind"), int(FileKind.ADD))
+    adds = entries.filter(is_add)
+    if adds.num_rows == entries.num_rows:
+        return entries
+    dels = entries.filter(pc.invert(is_add))
+    add_paths = adds.column("path").combine_chunks()
+    del_paths = dels.column("path").combine_chunks()
+    adds = adds.filter(pc.invert(pc.is_in(adds.column("path"), value_set=del_paths)))
+    dels = dels.filter(pc.invert(pc.is_in(dels.column("path"), value_set=add_paths)))
+    return concat_entries([adds, dels])
+
+
+class ManifestMerger:
+    """Reads manifests through a MetaStore and writes merged ones under names owned by one commit attempt."""
+
+    def __init__(self, store: MetaStore, io: FileIO, schema: TableSchema, policy: MergePolicy, writer_id: str) -> None:
+        self._store = store
+        self._io = io
+        self._schema = schema
+        self._policy = policy
+        self._writer_id = writer_id
+        self._counter = 0
+        self.written: list[str] = []  #: manifest names this merger wrote (garbage if the commit fails)
+
+    def next_name(self, list_file: bool = False) -> str:
+        self._counter += 1
+        make = layout.manifest_list_name if list_file else layout.manifest_name
+        return make(self._writer_id, self._counter)
+
+    def write_entries(self, entries: pa.Table, bytes_per_entry: float) -> list[ManifestFileMeta]:
+        """Write ``entries`` as manifests of about the target size each."""
+        if entries.num_rows == 0:
+            return []
+        per_file = max(1, int(self._policy.target_size / max(bytes_per_entry, 1.0)))
+        out = []
+        for start in range(0, entries.num_rows, per_file):
+            chunk = entries.slice(start, per_file)
+            data = encode_manifest(chunk)
+            name = self.next_name()
+            self._io.write(layout.manifest_path(name), data)
+            self.written.append(name)
+            out.append(manifest_meta(name, len(data), chunk, self._schema.id))
+        return out
+
+    def _rewrite(self, metas: Sequence[ManifestFileMeta], cancel: bool) -> list[ManifestFileMeta]:
+        entries = concat_entries([self._store.manifest(m.file_name) for m in metas])
+        total_bytes = sum(m.file_size for m in metas)
+        per_entry = total_bytes / max(entries.num_rows, 1)
+        if cancel:
+            entries = cancel_pairs(entries)
+        return self.write_entries(entries, per_entry)
+
+    def merge_delta(self, metas: Sequence[ManifestFileMeta]) -> list[ManifestFileMeta]:
+        """Per-task manifests -> delta manifests: small ones are merged into target-size ones."""
+        small = [m for m in metas if m.file_size < self._policy.target_size]
+        if len(small) < 2:
+            return list(metas)
+        big = [m for m in metas if m.file_size >= self._policy.target_size]
+        return big + self._merge_small(small, cancel=False)
+
+    def merge_base(self, metas: Sequence[ManifestFileMeta]) -> list[ManifestFileMeta]:
+        """The previous snapshot's base + delta -> this snapshot's base, with minor or full merge."""
+        deletes = sum(m.num_deleted_files for m in metas)
+        if deletes >= self._policy.full_threshold:
+            return self._rewrite(metas, cancel=True)
+        small = [m for m in metas if m.file_size < self._policy.target_size]
+        small_bytes = sum(m.file_size for m in small)
+        if len(small) < self._policy.min_count and small_bytes < self._policy.target_size:
+            return list(metas)
+        big = [m for m in metas if m.file_size >= self._policy.target_size]
+        return big + self._merge_small(small, cancel=True)
+
+    def _merge_small(self, small: Sequence[ManifestFileMeta], cancel: bool) -> list[ManifestFileMeta]:
+        out: list[ManifestFileMeta] = []
+        for group in pack(small, lambda m: m.file_size, self._policy.target_size):
+            out.extend(group if len(group) == 1 else self._rewrite(group, cancel))
+        return out

@@ -1,0 +1,90 @@
+"""Every exception lakefmt raises on purpose.
+
+The type carries the outcome, so callers can act on it without parsing messages:
+
+* :class:`CommitConflictError` and :class:`CommitRetriesExhaustedError` mean the commit did **not** land:
+  the files it wrote are garbage and it is safe to clean them up or to retry.
+* :class:`CommitStateUnknownError` means lakefmt could not tell whether the commit landed: never delete the
+  files it wrote; re-open the table and retry with the same commit user and identifier (dedup makes the
+  retry a no-op if the first attempt had landed).
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CommitConflictError",
+    "CommitError",
+    "CommitRetriesExhaustedError",
+    "CommitStateUnknownError",
+    "CorruptMetadataError",
+    "InvalidPartitionError",
+    "LakefmtError",
+    "LocationNotEmptyError",
+    "NotATableError",
+    "PathOutsideTableError",
+    "SchemaMismatchError",
+    "SnapshotNotFoundError",
+    "TableAlreadyExistsError",
+    "UnsupportedFormatVersionError",
+    "UnsupportedTypeError",
+]
+
+
+class LakefmtError(Exception):
+    """Base class of every error lakefmt raises on purpose."""
+
+
+class NotATableError(LakefmtError):
+    """The location holds no lakefmt table (no schema file)."""
+
+
+class TableAlreadyExistsError(LakefmtError):
+    """``create_table`` was asked to create a table where one already exists."""
+
+
+class LocationNotEmptyError(LakefmtError):
+    """``create_table`` was pointed at a location that already holds other files."""
+
+
+class SchemaMismatchError(LakefmtError, ValueError):
+    """Data does not match the table schema (missing, extra or mistyped columns, nulls in a required one)."""
+
+
+class UnsupportedTypeError(LakefmtError, TypeError):
+    """An Arrow type lakefmt cannot store, or cannot use for the purpose asked (e.g. as a partition key)."""
+
+
+class InvalidPartitionError(LakefmtError, ValueError):
+    """A partition specification names unknown columns or values that cannot be used."""
+
+
+class CorruptMetadataError(LakefmtError):
+    """A metadata file (schema, snapshot, manifest list, manifest) is malformed, truncated or empty."""
+
+
+class UnsupportedFormatVersionError(LakefmtError):
+    """A metadata file was written by a newer format version than this library understands."""
+
+
+class PathOutsideTableError(LakefmtError):
+    """A path stored in metadata, or given by a caller, would resolve outside the table root."""
+
+
+class SnapshotNotFoundError(LakefmtError, LookupError):
+    """The requested snapshot does not exist (never created, or expired)."""
+
+
+class CommitError(LakefmtError):
+    """Base class of commit failures."""
+
+
+class CommitConflictError(CommitError):
+    """A concurrent commit changed what this commit depends on; this commit did not land."""
+
+
+class CommitRetriesExhaustedError(CommitError):
+    """Lost the race for the next snapshot id too many times; this commit did not land."""
+
+
+class CommitStateUnknownError(CommitError):
+    """The outcome of publishing is unknown: do not delete this commit's files; retry with the same identifier."""

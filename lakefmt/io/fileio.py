@@ -1,0 +1,346 @@
+"""FileIO: bytes and relative paths under one table root, over fsspec. Knows nothing of the format.
+
+Guarantees per operation, on every backend:
+
+* ``read``: the whole object or :class:`FileNotFoundError`. Never cached.
+* ``write``: for uniquely named immutable files; may overwrite (names never repeat).
+* ``publish``: put-if-absent. Exactly one of several racing callers gets ``True``; a reader never sees a
+  partial object; a retry of a publish whose answer was lost still returns ``True`` (the object is read back
+  and compared). How each backend gets there is documented on its ``_publish``.
+* ``list``: fresh (no listing cache), names only, sorted.
+* ``delete``: idempotent; deleting a missing file is not an error.
+
+``storage_options`` go to fsspec and nowhere else: not into metadata, ``repr`` or logs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import fsspec
+import pyarrow as pa
+import pyarrow.fs as pafs
+
+from lakefmt.io.paths import check_relative
+
+__all__ = ["FileIO", "FileInfo", "LocalFileIO", "MemoryFileIO", "S3FileIO", "file_io_for"]
+
+TEMP_MARKER = ".tmp-"
+
+
+@dataclass(frozen=True, slots=True)
+class FileInfo:
+    """One file under the root: path relative to the root, size in bytes, modification time (ms since epoch)."""
+
+    path: str
+    size: int
+    mtime_ms: int
+
+
+def _mtime_ms(info: dict[str, Any]) -> int:
+    for key in ("mtime", "LastModified", "last_modified", "created", "updated"):
+        value = info.get(key)
+        if value is None:
+            continue
+        if isinstance(value, datetime):
+            return int(value.timestamp() * 1000)
+        if isinstance(value, int | float):
+            return int(value * 1000)
+        if isinstance(value, str):
+            with contextlib.suppress(ValueError):
+                return int(datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp() * 1000)
+    return 0
+
+
+class FileIO:
+    """Base FileIO over an fsspec filesystem. Use :func:`file_io_for` to get the right backend for a URI."""
+
+    protocol: str = "generic"
+
+    def __init__(self, uri: str, storage_options: dict[str, Any] | None = None) -> None:
+        self.uri = uri.rstrip("/") if uri not in ("/",) else uri
+        self._storage_options = dict(storage_options or {})
+        self._fs: fsspec.AbstractFileSystem | None = None
+        self.root = self._root_path()
+
+    # -- plumbing ---------------------------------------------------------------------------------------
+    def _make_fs(self) -> fsspec.AbstractFileSystem:
+        fs, _ = fsspec.core.url_to_fs(self.uri, **self._storage_options)
+        return fs
+
+    def _root_path(self) -> str:
+        _, path = fsspec.core.url_to_fs(self.uri, **self._storage_options)
+        return str(path).rstrip("/")
+
+    @property
+    def fs(self) -> fsspec.AbstractFileSystem:
+        """The underlying fsspec filesystem (created lazily; not pickled)."""
+        if self._fs is None:
+            self._fs = self._make_fs()
+        return self._fs
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_fs"] = None  # live clients and caches never travel to executors
+        return state
+
+    def __repr__(self) -> str:  # storage options deliberately left out
+        return f"{type(self).__name__}({self.uri!r})"
+
+    def full_path(self, rel: str) -> str:
+        """The filesystem path of ``rel`` (checked: it cannot leave the root)."""
+        return f"{self.root}/{check_relative(rel)}"
+
+    def new_temp_name(self, rel: str) -> str:
+        """A unique sibling name for a temporary file that will become ``rel``."""
+        head, _, name = rel.rpartition("/")
+        tmp = f".{name}{TEMP_MARKER}{uuid.uuid4().hex}"
+        return f"{head}/{tmp}" if head else tmp
+
+    # -- operations -------------------------------------------------------------------------------------
+    def read(self, rel: str) -> bytes:
+        """Read a whole file; :class:`FileNotFoundError` if it does not exist."""
+        data: bytes = self.fs.cat_file(self.full_path(rel))
+        return data
+
+    def write(self, rel: str, data: bytes) -> None:
+        """Write a uniquely named immutable file (creating parent folders)."""
+        path = self.full_path(rel)
+        self._makedirs_for(path)
+        self.fs.pipe_file(path, data)
+
+    def open_output(self, rel: str) -> Any:
+        """A writable binary stream (``write``, ``tell``, ``close``) for a uniquely named immutable file."""
+        path = self.full_path(rel)
+        self._makedirs_for(path)
+        return self.fs.open(path, "wb")
+
+    def sync(self, rel: str) -> None:
+        """Make a closed file durable where the backend needs it (local disk: fsync). Object stores: no-op."""
+
+    def publish(self, rel: str, data: bytes) -> bool:
+        """Create ``rel`` with ``data`` only if absent. ``True``: ours is there; ``False``: someone else's is."""
+        path = self.full_path(rel)
+        self._makedirs_for(path)
+        try:
+            self._publish(path, data)
+            return True
+        except FileExistsError:
+            return self._is_ours(path, data)
+
+    def _publish(self, path: str, data: bytes) -> None:
+        """Generic fsspec: check-then-write. NOT atomic: only safe with a single committer per table."""
+        self.fs.pipe_file(path, data, mode="create")
+
+    def _is_ours(self, path: str, data: bytes) -> bool:
+        try:
+            existing = self.fs.cat_file(path)
+        except FileNotFoundError:
+            return False
+        return bool(existing == data)
+
+    def list(self, rel_dir: str) -> list[str]:
+        """Names (not paths) of the files directly inside ``rel_dir``, sorted; empty if it does not exist."""
+        path = self.full_path(rel_dir)
+        try:
+            entries = self.fs.ls(path, detail=True)
+        except FileNotFoundError:
+            return []
+        names = [str(e["name"]).rstrip("/").rsplit("/", 1)[-1] for e in entries if e.get("type") != "directory"]
+        return sorted(names)
+
+    def walk(self) -> Iterator[FileInfo]:
+        """Every file under the root, recursively, with size and modification time."""
+        try:
+            found = self.fs.find(self.root, detail=True)
+        except FileNotFoundError:
+            return
+        prefix = self.root.rstrip("/") + "/"
+        for name, info in sorted(found.items()):
+            name = str(name)
+            if not name.startswith(prefix) or info.get("type") == "directory":
+                continue
+            yield FileInfo(name[len(prefix):], int(info.get("size") or 0), _mtime_ms(info))
+
+    def exists(self, rel: str) -> bool:
+        """Whether ``rel`` exists (by reading its metadata; prefer ``read`` where the content is needed)."""
+        return bool(self.fs.exists(self.full_path(rel)))
+
+    def delete(self, rel: str) -> None:
+        """Delete a file; a missing file is not an error."""
+        with contextlib.suppress(FileNotFoundError):
+            self.fs.rm_file(self.full_path(rel))
+
+    def _makedirs_for(self, path: str) -> None:
+        """Object stores need no folders; local and memory backends override."""
+
+    # -- bridge to pyarrow ------------------------------------------------------------------------------
+    def arrow_filesystem(self) -> pafs.FileSystem:
+        """A pyarrow filesystem on which :meth:`full_path` paths are valid."""
+        return pafs.PyFileSystem(pafs.FSSpecHandler(self.fs))
+
+
+class LocalFileIO(FileIO):
+    """Local disk. ``publish`` = write temp, fsync, ``os.link`` (fails if taken), unlink temp, fsync folder."""
+
+    protocol = "file"
+
+    def _make_fs(self) -> fsspec.AbstractFileSystem:
+        return fsspec.filesystem("file")
+
+    def _root_path(self) -> str:
+        uri = self.uri[len("file://"):] if self.uri.startswith("file://") else self.uri
+        return os.path.abspath(os.path.expanduser(uri))
+
+    def read(self, rel: str) -> bytes:
+        with open(self.full_path(rel), "rb") as f:
+            return f.read()
+
+    def write(self, rel: str, data: bytes) -> None:
+        path = self.full_path(rel)
+        self._makedirs_for(path)
+        with open(path, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+
+    def open_output(self, rel: str) -> Any:
+        path = self.full_path(rel)
+        self._makedirs_for(path)
+        return pa.OSFile(path, "wb")  # native stream: no Python call per Parquet page
+
+    def sync(self, rel: str) -> None:
+        fd = os.open(self.full_path(rel), os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def _publish(self, path: str, data: bytes) -> None:
+        folder, name = os.path.split(path)
+        tmp = os.path.join(folder, f".{name}{TEMP_MARKER}{uuid.uuid4().hex}")
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        try:
+            os.link(tmp, path)  # atomic, fails with FileExistsError if the name is taken
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def list(self, rel_dir: str) -> list[str]:
+        try:
+            with os.scandir(self.full_path(rel_dir)) as it:
+                return sorted(e.name for e in it if e.is_file(follow_symlinks=False) or e.is_symlink())
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+
+    def walk(self) -> Iterator[FileInfo]:
+        root = self.root
+        for folder, dirs, files in os.walk(root, followlinks=False):
+            dirs.sort()
+            for name in sorted(files):
+                full = os.path.join(folder, name)
+                try:
+                    st = os.lstat(full)
+                except FileNotFoundError:
+                    continue
+                rel = os.path.relpath(full, root).replace(os.sep, "/")
+                yield FileInfo(rel, st.st_size, int(st.st_mtime * 1000))
+
+    def exists(self, rel: str) -> bool:
+        return os.path.lexists(self.full_path(rel))
+
+    def delete(self, rel: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.full_path(rel))
+
+    def _makedirs_for(self, path: str) -> None:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+
+    def arrow_filesystem(self) -> pafs.FileSystem:
+        return pafs.LocalFileSystem()
+
+
+class MemoryFileIO(FileIO):
+    """fsspec's in-process memory filesystem (tests, notebooks). ``publish`` is check-and-set under a lock."""
+
+    protocol = "memory"
+    _lock = threading.Lock()
+
+    def _publish(self, path: str, data: bytes) -> None:
+        with MemoryFileIO._lock:
+            if self.fs.exists(path):
+                raise FileExistsError(path)
+            self.fs.pipe_file(path, data)
+
+    def _makedirs_for(self, path: str) -> None:
+        self.fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
+
+
+class S3FileIO(FileIO):
+    """S3 through s3fs. ``publish`` = PutObject with ``If-None-Match: *``.
+
+    A PUT that landed but whose answer was lost is retried by botocore and then answered 412: the object is
+    read back and compared, so the winner never mistakes its own write for a loss. AWS's 409
+    ConditionalRequestConflict (a concurrent conditional PUT still in flight) surfaces as ``OSError(EIO)``:
+    the same put is retried with backoff. Listing caches are off, so a probe never sees a stale answer.
+    """
+
+    protocol = "s3"
+    CONFLICT_RETRIES = 8
+
+    def _make_fs(self) -> fsspec.AbstractFileSystem:
+        options = {"use_listings_cache": False, "skip_instance_cache": True, **self._storage_options}
+        return fsspec.filesystem("s3", **options)
+
+    def _root_path(self) -> str:
+        return self.uri.split("://", 1)[1].rstrip("/")
+
+    def _publish(self, path: str, data: bytes) -> None:
+        delay = 0.05
+        for attempt in range(self.CONFLICT_RETRIES):
+            try:
+                self.fs.pipe_file(path, data, mode="create")
+                return
+            except FileExistsError:
+                raise
+            except OSError as exc:
+                if exc.errno != errno.EIO or attempt == self.CONFLICT_RETRIES - 1:
+                    raise
+                time.sleep(delay)
+                delay = min(delay * 2, 1.0)
+
+    def read(self, rel: str) -> bytes:
+        data: bytes = self.fs.cat_file(self.full_path(rel))
+        return data
+
+
+def file_io_for(uri: str, storage_options: dict[str, Any] | None = None) -> FileIO:
+    """The FileIO backend for ``uri``: a plain path or ``file://`` (local), ``memory://``, ``s3://``/``s3a://``,
+    or any other fsspec protocol (generic; its publish is not atomic, so one committer per table)."""
+    if "://" not in uri or uri.startswith("file://"):
+        return LocalFileIO(uri, storage_options)
+    scheme = uri.split("://", 1)[0].lower()
+    if scheme == "memory":
+        return MemoryFileIO(uri, storage_options)
+    if scheme in ("s3", "s3a"):
+        if scheme == "s3a":
+            uri = "s3://" + uri.split("://", 1)[1]
+        return S3FileIO(uri, storage_options)
+    return FileIO(uri, storage_options)

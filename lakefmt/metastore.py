@@ -1,0 +1,155 @@
+"""Reading and locating a table's metadata files through a FileIO: schemas, snapshots, manifest lists,
+manifests. Shared by the writer, the committer, the planner and maintenance."""
+
+from __future__ import annotations
+
+import contextlib
+from collections import OrderedDict
+
+import pyarrow as pa
+
+from lakefmt.errors import CorruptMetadataError, NotATableError, PathOutsideTableError, SnapshotNotFoundError
+from lakefmt.io import FileIO
+from lakefmt.spec import ManifestFileMeta, Snapshot, TableSchema
+from lakefmt.spec import layout
+from lakefmt.spec.manifest import decode_manifest
+from lakefmt.spec.manifest_list import decode_manifest_list
+
+__all__ = ["MetaStore"]
+
+
+def _check_name(name: str, what: str) -> str:
+    if not name or "/" in name or "\\" in name or name in (".", ".."):
+        raise PathOutsideTableError(f"{what} names {name!r}, which is not a file name inside the table")
+    return name
+
+
+class MetaStore:
+    """Metadata access for one table root. Immutable files (manifests, lists) are cached by name."""
+
+    MANIFEST_CACHE_SIZE = 256
+
+    def __init__(self, io: FileIO) -> None:
+        self.io = io
+        self._manifests: OrderedDict[str, pa.Table] = OrderedDict()
+        self._lists: OrderedDict[str, list[ManifestFileMeta]] = OrderedDict()
+
+    def __getstate__(self) -> dict[str, object]:
+        return {"io": self.io, "_manifests": OrderedDict(), "_lists": OrderedDict()}
+
+    # -- schemas ----------------------------------------------------------------------------------------
+    def schema_ids(self) -> list[int]:
+        ids = (layout.parse_numbered(n, "schema") for n in self.io.list(layout.SCHEMA_DIR))
+        return sorted(i for i in ids if i is not None)
+
+    def schema(self, schema_id: int) -> TableSchema:
+        path = layout.schema_path(schema_id)
+        try:
+            data = self.io.read(path)
+        except FileNotFoundError as exc:
+            raise CorruptMetadataError(f"schema {schema_id} is missing ({path})") from exc
+        return TableSchema.from_json(data, what=f"schema file {path}")
+
+    def latest_schema(self) -> TableSchema:
+        ids = self.schema_ids()
+        if not ids:
+            raise NotATableError(f"{self.io.uri} is not a lakefmt table (no {layout.SCHEMA_DIR}/schema-0)")
+        return self.schema(ids[-1])
+
+    # -- snapshots --------------------------------------------------------------------------------------
+    def snapshot_ids(self) -> list[int]:
+        """Ids of the snapshot files present, ascending (a fresh listing)."""
+        ids = (layout.parse_numbered(n, "snapshot") for n in self.io.list(layout.SNAPSHOT_DIR))
+        return sorted(i for i in ids if i is not None)
+
+    def try_snapshot(self, snapshot_id: int) -> Snapshot | None:
+        """The snapshot, or None if its file does not exist (a probe is one read, never a cached exists)."""
+        path = layout.snapshot_path(snapshot_id)
+        try:
+            data = self.io.read(path)
+        except FileNotFoundError:
+            return None
+        return Snapshot.from_json(data, what=f"snapshot file {path}")
+
+    def snapshot(self, snapshot_id: int) -> Snapshot:
+        snap = self.try_snapshot(snapshot_id)
+        if snap is None:
+            ids = self.snapshot_ids()
+            if ids and snapshot_id < ids[0]:
+                raise SnapshotNotFoundError(
+                    f"snapshot {snapshot_id} has expired; the earliest retained snapshot is {ids[0]}"
+                )
+            span = f"snapshots {ids[0]}..{ids[-1]}" if ids else "no snapshots"
+            raise SnapshotNotFoundError(f"snapshot {snapshot_id} does not exist (the table has {span})")
+        return snap
+
+    def _read_hint(self, path: str) -> int | None:
+        try:
+            text = self.io.read(path).decode("ascii", "replace").strip()
+        except FileNotFoundError:
+            return None
+        return int(text) if text.isdigit() else None
+
+    def latest_snapshot(self) -> Snapshot | None:
+        """The latest snapshot: start from the LATEST hint, then probe forward until a snapshot is absent.
+        A missing, stale or garbage hint costs a listing, never a wrong answer."""
+        hint = self._read_hint(layout.LATEST)
+        current = self.try_snapshot(hint) if hint else None
+        if current is None:
+            ids = self.snapshot_ids()
+            if not ids:
+                return None
+            current = self.snapshot(ids[-1])
+        while True:
+            nxt = self.try_snapshot(current.id + 1)
+            if nxt is None:
+                return current
+            current = nxt
+
+    def earliest_snapshot_id(self) -> int | None:
+        ids = self.snapshot_ids()
+        return ids[0] if ids else None
+
+    def write_hint(self, path: str, snapshot_id: int) -> None:
+        """Best effort: a hint that fails to update is only stale, and stale hints are harmless."""
+        with contextlib.suppress(OSError):
+            self.io.write(path, str(snapshot_id).encode())
+
+    # -- manifests --------------------------------------------------------------------------------------
+    def manifest_list(self, name: str) -> list[ManifestFileMeta]:
+        cached = self._lists.get(name)
+        if cached is not None:
+            return cached
+        path = layout.manifest_list_path(_check_name(name, "a snapshot"))
+        try:
+            data = self.io.read(path)
+        except FileNotFoundError as exc:
+            raise CorruptMetadataError(f"manifest list {path} is missing") from exc
+        metas = decode_manifest_list(data, what=f"manifest list {path}")
+        for m in metas:
+            _check_name(m.file_name, f"manifest list {path}")
+        self._remember(self._lists, name, metas)
+        return metas
+
+    def snapshot_manifests(self, snap: Snapshot) -> list[ManifestFileMeta]:
+        """Every manifest of a snapshot: its base list (the table before it) then its delta list."""
+        return self.manifest_list(snap.base_manifest_list) + self.manifest_list(snap.delta_manifest_list)
+
+    def manifest(self, name: str) -> pa.Table:
+        cached = self._manifests.get(name)
+        if cached is not None:
+            return cached
+        path = layout.manifest_path(_check_name(name, "a manifest list"))
+        try:
+            data = self.io.read(path)
+        except FileNotFoundError as exc:
+            raise CorruptMetadataError(f"manifest {path} is missing") from exc
+        table = decode_manifest(data, what=f"manifest {path}")
+        self._remember(self._manifests, name, table)
+        return table
+
+    def _remember(self, cache: OrderedDict[str, object], key: str, value: object) -> None:  # type: ignore[type-arg]
+        cache[key] = value
+        cache.move_to_end(key)
+        while len(cache) > self.MANIFEST_CACHE_SIZE:
+            cache.popitem(last=False)

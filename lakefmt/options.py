@@ -1,0 +1,121 @@
+"""Table options: string key/values stored in the schema file, parsed into typed settings here.
+
+Sizes accept ``b``, ``kb``, ``mb``, ``gb`` suffixes (binary multiples); durations accept ``ms``, ``s``, ``m``,
+``h``, ``d``. Unknown keys are kept (other tools may use them) but never interpreted.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from lakefmt.errors import LakefmtError
+
+__all__ = ["InvalidOptionError", "TableOptions", "parse_duration_ms", "parse_size"]
+
+
+class InvalidOptionError(LakefmtError, ValueError):
+    """A table option has a value that cannot be parsed or is out of range."""
+
+
+_SIZE = re.compile(r"^\s*(\d+)\s*(b|kb|k|mb|m|gb|g|kib|mib|gib)?\s*$", re.IGNORECASE)
+_SIZE_UNITS = {None: 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mb": 1 << 20,
+               "mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30}
+_DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|min|h|d)\s*$", re.IGNORECASE)
+_DURATION_MS = {"ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def parse_size(text: str, key: str = "size") -> int:
+    """``"8mb"`` -> 8388608."""
+    m = _SIZE.match(str(text))
+    if m is None:
+        raise InvalidOptionError(f"{key}: {text!r} is not a size (examples: 512kb, 8mb, 1gb)")
+    unit = m.group(2).lower() if m.group(2) else None
+    return int(m.group(1)) * _SIZE_UNITS[unit]
+
+
+def _int(text: str, key: str) -> int:
+    try:
+        return int(str(text).strip())
+    except ValueError as exc:
+        raise InvalidOptionError(f"{key}: {text!r} is not an integer") from exc
+
+
+def _bool(text: str, key: str) -> bool:
+    value = str(text).strip().lower()
+    if value not in ("true", "false"):
+        raise InvalidOptionError(f"{key}: {text!r} is not true or false")
+    return value == "true"
+
+
+def _compression(text: str, key: str) -> str:
+    value = str(text).strip().lower()
+    if value not in ("zstd", "snappy", "gzip", "lz4", "brotli", "none"):
+        raise InvalidOptionError(f"{key}: {text!r} is not a Parquet codec (zstd, snappy, gzip, lz4, brotli, none)")
+    return value
+
+
+def parse_duration_ms(text: str, key: str = "duration") -> int:
+    """``"7d"`` -> 604800000; a bare number is taken as milliseconds."""
+    s = str(text).strip()
+    if s.isdigit():
+        return int(s)
+    m = _DURATION.match(s)
+    if m is None:
+        raise InvalidOptionError(f"{key}: {text!r} is not a duration (examples: 90s, 30m, 12h, 7d)")
+    return int(m.group(1)) * _DURATION_MS[m.group(2).lower()]
+
+
+@dataclass(frozen=True)
+class TableOptions:
+    """Typed view of the options that lakefmt interprets. Keys follow Paimon's naming where one exists."""
+
+    target_file_size: int = 128 << 20  #: ``target-file-size``: roll data files at this size
+    row_group_rows: int = 1 << 20  #: ``write.row-group-rows``: buffer rows into row groups this large
+    row_group_size: int = 128 << 20  #: ``write.row-group-size``: ... or this many in-memory bytes
+    write_buffer_size: int = 256 << 20  #: ``write.buffer-size``: flush the largest partition above this
+    compression: str = "zstd"  #: ``file.compression``
+    fsync: bool = True  #: ``write.fsync``: fsync each data file on local disk before it can be committed
+    manifest_target_size: int = 8 << 20  #: ``manifest.target-file-size``
+    manifest_merge_min_count: int = 30  #: ``manifest.merge-min-count``: merge small manifests at this count
+    manifest_full_merge_threshold: int = 1000  #: ``manifest.full-compaction-threshold``: DELETE entries
+    commit_max_retries: int = 20  #: ``commit.max-retries``: lost races before giving up
+    commit_user_retention_ms: int = 30 * 86_400_000  #: ``commit.user-retention``: dedup memory per user
+    commit_user_max: int = 10_000  #: ``commit.user-max``: most users remembered for dedup
+
+    _KEYS: ClassVar[dict[str, tuple[str, Callable[[str, str], Any]]]] = {
+        "target-file-size": ("target_file_size", parse_size),
+        "write.row-group-rows": ("row_group_rows", _int),
+        "write.row-group-size": ("row_group_size", parse_size),
+        "write.buffer-size": ("write_buffer_size", parse_size),
+        "file.compression": ("compression", _compression),
+        "write.fsync": ("fsync", _bool),
+        "manifest.target-file-size": ("manifest_target_size", parse_size),
+        "manifest.merge-min-count": ("manifest_merge_min_count", _int),
+        "manifest.full-compaction-threshold": ("manifest_full_merge_threshold", _int),
+        "commit.max-retries": ("commit_max_retries", _int),
+        "commit.user-retention": ("commit_user_retention_ms", parse_duration_ms),
+        "commit.user-max": ("commit_user_max", _int),
+    }
+
+    @classmethod
+    def from_map(cls, options: Mapping[str, str]) -> TableOptions:
+        """Parse the options lakefmt knows; :class:`InvalidOptionError` names a bad key and value."""
+        values: dict[str, Any] = {}
+        for key, raw in options.items():
+            spec = cls._KEYS.get(key)
+            if spec is None:
+                continue
+            attr, parse = spec
+            value = parse(raw, key)
+            if isinstance(value, int) and not isinstance(value, bool) and value < 1:
+                raise InvalidOptionError(f"option {key} must be positive, got {raw!r}")
+            values[attr] = value
+        return cls(**values)
+
+    @classmethod
+    def known_keys(cls) -> list[str]:
+        return sorted(cls._KEYS)
+

@@ -1,0 +1,1 @@
+"""Planning and reading snapshots."""

@@ -1,0 +1,206 @@
+"""Planning: snapshot -> manifest lists -> manifests (pruned by partition ranges) -> live entries (ADD minus
+DELETE) -> entries pruned by partition values and column min/max for a filter.
+
+Pruning is done by pyarrow itself: each manifest or file gets a *guarantee* expression built from its
+statistics (``x >= min and x <= max``, ``dt == '2026-11-01'``, ``is_null(x)``), and pyarrow's expression
+simplifier drops those under which the filter cannot be true. Pruning only decides which files are read; the
+filter is then applied to the rows of every file kept, so a result never depends on pruning being tight.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+import pyarrow.fs as pafs
+
+from lakefmt.errors import PathOutsideTableError
+from lakefmt.metastore import MetaStore
+from lakefmt.spec import FileKind, ManifestFileMeta, Snapshot, TableSchema
+from lakefmt.spec.manifest import ColumnStats, manifest_schema
+
+__all__ = ["live_entries", "prune_entries", "referenced_columns", "select_manifests"]
+
+_BAD_PATH = r"(^/)|(^|/)\.{1,2}(/|$)|//|\\|://|\x00|^$"
+
+
+def referenced_columns(filter: pc.Expression | None, schema: pa.Schema) -> list[str]:
+    """Columns the filter may reference. A superset is harmless (it only costs pruning time)."""
+    if filter is None:
+        return []
+    text = str(filter)
+    return [n for n in schema.names if re.search(r"(?<![\w])" + re.escape(n) + r"(?![\w])", text)]
+
+
+def _range_guarantee(name: str, lo: Any, hi: Any, null_count: int | None, row_count: int | None) -> pc.Expression | None:
+    col = pc.field(name)
+    if null_count is not None and row_count is not None and null_count >= row_count:
+        return col.is_null()
+    if lo is None or hi is None:
+        return None
+    if isinstance(lo, pa.Scalar) and not lo.is_valid:
+        return None
+    rng = (col >= lo) & (col <= hi)
+    if null_count == 0:
+        return rng
+    return rng | col.is_null()
+
+
+def _surviving(filter: pc.Expression, schema: pa.Schema, guarantees: Sequence[pc.Expression | None]) -> list[bool]:
+    """For each guarantee, can the filter be true of some row it allows? Uses pyarrow's simplifier."""
+    exprs = [g if g is not None else pc.scalar(True) for g in guarantees]
+    if not exprs:
+        return []
+    dataset = ds.FileSystemDataset.from_paths(
+        [str(i) for i in range(len(exprs))],
+        schema=schema,
+        format=ds.ParquetFileFormat(),
+        filesystem=pafs.LocalFileSystem(),
+        partitions=exprs,
+    )
+    keep = [False] * len(exprs)
+    for fragment in dataset.get_fragments(filter=filter):
+        keep[int(fragment.path)] = True
+    return keep
+
+
+def _and(parts: list[pc.Expression]) -> pc.Expression | None:
+    if not parts:
+        return None
+    out = parts[0]
+    for p in parts[1:]:
+        out = out & p
+    return out
+
+
+def select_manifests(
+    metas: Sequence[ManifestFileMeta], filter: pc.Expression | None, schema: TableSchema
+) -> list[ManifestFileMeta]:
+    """Manifests whose partition ranges may hold rows matching ``filter``."""
+    keys = [k for k in referenced_columns(filter, schema.arrow_schema) if k in schema.partition_keys]
+    if filter is None or not keys:
+        return list(metas)
+    guarantees = []
+    for m in metas:
+        parts = []
+        for k in keys:
+            s: ColumnStats | None = m.partition_stats.get(k)
+            if s is None:
+                continue
+            t = schema.arrow_schema.field(k).type
+            lo = None if s.min is None else pa.scalar(s.min, t)
+            hi = None if s.max is None else pa.scalar(s.max, t)
+            g = _range_guarantee(k, lo, hi, s.null_count, m.num_entries)
+            if g is not None:
+                parts.append(g)
+        guarantees.append(_and(parts))
+    keep = _surviving(filter, schema.arrow_schema, guarantees)
+    return [m for m, k in zip(metas, keep, strict=True) if k]
+
+
+def _read_all(store: MetaStore, metas: Sequence[ManifestFileMeta]) -> list[pa.Table]:
+    names = [m.file_name for m in metas]
+    if len(names) <= 2 or store.io.protocol in ("file", "memory"):
+        return [store.manifest(n) for n in names]
+    with ThreadPoolExecutor(max_workers=min(16, len(names))) as pool:
+        return list(pool.map(store.manifest, names))
+
+
+def concat_entries(tables: Sequence[pa.Table]) -> pa.Table:
+    """Concatenate manifest entry tables (unifying schemas written by different schema versions)."""
+    if len(tables) == 1:
+        return tables[0]
+    return pa.concat_tables(tables, promote_options="permissive")
+
+
+def live_entries(
+    store: MetaStore, snap: Snapshot, schema: TableSchema, filter: pc.Expression | None = None
+) -> pa.Table:
+    """ADD entries of the files live in ``snap`` (only those in manifests that may match ``filter``)."""
+    metas = select_manifests(store.snapshot_manifests(snap), filter, schema)
+    if not metas:
+        return _empty_entries(store, snap)
+    entries = concat_entries(_read_all(store, metas))
+    kind = entries.column("kind")
+    is_add = pc.equal(kind, int(FileKind.ADD))
+    adds = entries.filter(is_add)
+    if adds.num_rows != entries.num_rows:
+        deleted = entries.filter(pc.invert(is_add)).column("path")
+        adds = adds.filter(pc.invert(pc.is_in(adds.column("path"), value_set=deleted.combine_chunks())))
+    bad = pc.match_substring_regex(adds.column("path"), _BAD_PATH)
+    if pc.any(bad).as_py():
+        sample = adds.filter(bad).column("path")[0].as_py()
+        raise PathOutsideTableError(f"a manifest of snapshot {snap.id} lists data file {sample!r} outside the table")
+    return adds
+
+
+def _empty_entries(store: MetaStore, snap: Snapshot) -> pa.Table:
+    schema = store.schema(snap.schema_id)
+    return manifest_schema(schema.arrow_schema, schema.partition_keys).empty_table()
+
+
+def prune_entries(entries: pa.Table, filter: pc.Expression | None, schema: TableSchema) -> pa.Table:
+    """Entries whose partition values and column ranges may hold rows matching ``filter``."""
+    cols = referenced_columns(filter, schema.arrow_schema)
+    if filter is None or not cols or entries.num_rows == 0:
+        return entries
+    keep = pa.array([True] * entries.num_rows)
+    part_cols = [c for c in cols if c in schema.partition_keys]
+    if part_cols:
+        keep = pc.and_(keep, _prune_partitions(entries, filter, schema, part_cols))
+    stat_cols = [c for c in cols if c not in schema.partition_keys]
+    if stat_cols and "stats" in entries.column_names:
+        candidates = entries.filter(keep)
+        stats = candidates.column("stats").combine_chunks()
+        names = [stats.type.field(i).name for i in range(stats.type.num_fields)]
+        stat_cols = [c for c in stat_cols if c in names]
+        if stat_cols and candidates.num_rows:
+            rows = candidates.column("row_count").to_pylist()
+            per_col = []
+            for c in stat_cols:
+                child = stats.field(c)
+                per_col.append((c, child.field("min"), child.field("max"), child.field("null_count").to_pylist()))
+            guarantees = []
+            for i in range(candidates.num_rows):
+                parts = []
+                for c, mins, maxs, nulls in per_col:
+                    g = _range_guarantee(c, mins[i], maxs[i], nulls[i], rows[i])
+                    if g is not None:
+                        parts.append(g)
+                guarantees.append(_and(parts))
+            survived = _surviving(filter, schema.arrow_schema, guarantees)
+            kept_paths = candidates.filter(pa.array(survived)).column("path")
+            keep = pc.and_(keep, pc.is_in(entries.column("path"), value_set=kept_paths.combine_chunks()))
+    return entries.filter(keep)
+
+
+def _partition_key(table: pa.Table, cols: list[str]) -> pa.Array:
+    """One string per row identifying its partition values (nulls distinct from every value)."""
+    parts = [pc.fill_null(pc.cast(table.column(c), pa.string()), "\x00null") for c in cols]
+    if len(parts) == 1:
+        return parts[0]
+    return pc.binary_join_element_wise(*parts, "\x01")
+
+
+def _prune_partitions(entries: pa.Table, filter: pc.Expression, schema: TableSchema, cols: list[str]) -> pa.Array:
+    """One guarantee per distinct partition (not per file), mapped back to the entries."""
+    part = entries.column("partition").combine_chunks()
+    keys = pa.table({c: part.field(c) for c in cols})
+    distinct = keys.group_by(cols, use_threads=False).aggregate([])
+    guarantees = []
+    for row in distinct.to_pylist():
+        parts = []
+        for c in cols:
+            v = row[c]
+            t = keys.schema.field(c).type
+            parts.append(pc.field(c).is_null() if v is None else pc.field(c) == pa.scalar(v, t))
+        guarantees.append(_and(parts))
+    survived = distinct.filter(pa.array(_surviving(filter, schema.arrow_schema, guarantees), pa.bool_()))
+    if survived.num_rows == distinct.num_rows:
+        return pa.array([True] * entries.num_rows)
+    return pc.is_in(_partition_key(keys, cols), value_set=_partition_key(survived, cols))

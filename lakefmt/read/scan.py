@@ -1,0 +1,192 @@
+"""Scans: which files a read covers (engine-neutral file tasks) and a pyarrow dataset over exactly them."""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+
+from lakefmt.errors import SchemaMismatchError, SnapshotNotFoundError
+from lakefmt.io import FileIO
+from lakefmt.metastore import MetaStore
+from lakefmt.read.plan import concat_entries, live_entries, prune_entries
+from lakefmt.spec import FileKind, Snapshot, TableSchema
+from lakefmt.spec.manifest import manifest_schema
+
+__all__ = ["FileTask", "Scan", "snapshot_as_of"]
+
+
+@dataclass(frozen=True, slots=True)
+class FileTask:
+    """One data file to read: path relative to the table root, full path on the filesystem, size, rows,
+    and its partition values."""
+
+    path: str
+    full_path: str
+    file_size: int
+    row_count: int
+    partition: dict[str, Any]
+
+
+def _to_millis(as_of: datetime.datetime | int | float) -> int:
+    if isinstance(as_of, datetime.datetime):
+        if as_of.tzinfo is None:
+            as_of = as_of.astimezone()  # naive = local time, as Python does everywhere else
+        return int(as_of.timestamp() * 1000)
+    if isinstance(as_of, bool) or not isinstance(as_of, int | float):
+        raise TypeError(f"as_of must be a datetime or epoch milliseconds, got {as_of!r}")
+    return int(as_of)
+
+
+def snapshot_as_of(store: MetaStore, as_of: datetime.datetime | int | float) -> Snapshot:
+    """The latest snapshot committed at or before ``as_of`` (binary search over retained snapshots)."""
+    millis = _to_millis(as_of)
+    ids = store.snapshot_ids()
+    latest = store.latest_snapshot()
+    if latest is not None and (not ids or ids[-1] < latest.id):
+        ids.append(latest.id)
+    times: dict[int, int] = {}
+
+    def time_of(i: int) -> int:
+        if i not in times:
+            times[i] = store.snapshot(ids[i]).time_millis
+        return times[i]
+
+    lo, hi = 0, len(ids)
+    while lo < hi:  # first index with time > millis
+        mid = (lo + hi) // 2
+        if time_of(mid) <= millis:
+            lo = mid + 1
+        else:
+            hi = mid
+    if lo == 0:
+        first = f"; the earliest retained snapshot was committed at {time_of(0)} ms" if ids else ""
+        raise SnapshotNotFoundError(f"no snapshot was committed at or before {millis} ms since the epoch{first}")
+    return store.snapshot(ids[lo - 1])
+
+
+class Scan:
+    """A read of one snapshot (or of what a range of snapshots added), optionally filtered and projected.
+
+    ``filter`` is a ``pyarrow.compute`` expression; it prunes manifests and files by partition values and
+    column min/max, and is applied exactly to the rows read.
+    """
+
+    def __init__(
+        self,
+        io: FileIO,
+        store: MetaStore,
+        *,
+        filter: pc.Expression | None = None,
+        columns: Sequence[str] | None = None,
+        snapshot_id: int | None = None,
+        as_of: datetime.datetime | int | float | None = None,
+        from_snapshot: int | None = None,
+        to_snapshot: int | None = None,
+    ) -> None:
+        if snapshot_id is not None and as_of is not None:
+            raise ValueError("pass snapshot_id or as_of, not both")
+        if from_snapshot is not None and (snapshot_id is not None or as_of is not None):
+            raise ValueError("an incremental scan (from_snapshot/to_snapshot) takes no snapshot_id or as_of")
+        self._io = io
+        self._store = store
+        self.filter = filter
+        self.columns = list(columns) if columns is not None else None
+        self._incremental = from_snapshot is not None or to_snapshot is not None
+        if self._incremental:
+            self.snapshot = self._resolve_range(from_snapshot, to_snapshot)
+        elif snapshot_id is not None:
+            self.snapshot = store.snapshot(snapshot_id)
+        elif as_of is not None:
+            self.snapshot = snapshot_as_of(store, as_of)
+        else:
+            self.snapshot = store.latest_snapshot()
+        self.schema: TableSchema = store.schema(self.snapshot.schema_id) if self.snapshot else store.latest_schema()
+        if self.columns is not None:
+            unknown = [c for c in self.columns if c not in self.schema.arrow_schema.names]
+            if unknown:
+                raise SchemaMismatchError(
+                    f"unknown column(s) {', '.join(unknown)}; the table has {', '.join(self.schema.arrow_schema.names)}"
+                )
+        self._entries: pa.Table | None = None
+
+    def _resolve_range(self, start: int | None, end: int | None) -> Snapshot | None:
+        end_snap = self._store.snapshot(end) if end is not None else self._store.latest_snapshot()
+        if end_snap is None:
+            self._from = 0
+            return None
+        self._from = start if start is not None else 0
+        if self._from > end_snap.id:
+            raise ValueError(f"from_snapshot {self._from} is after to_snapshot {end_snap.id}")
+        return end_snap
+
+    # -- planning ---------------------------------------------------------------------------------------
+    def entries(self) -> pa.Table:
+        """The manifest entries (ADD) of the files this scan reads, after pruning."""
+        if self._entries is None:
+            if self.snapshot is None:
+                entries = manifest_schema(self.schema.arrow_schema, self.schema.partition_keys).empty_table()
+            elif self._incremental:
+                entries = self._added_between(self._from, self.snapshot)
+            else:
+                entries = live_entries(self._store, self.snapshot, self.schema, self.filter)
+            self._entries = prune_entries(entries, self.filter, self.schema)
+        return self._entries
+
+    def _added_between(self, start: int, end: Snapshot) -> pa.Table:
+        """Files added by snapshots start+1..end (and not deleted again within that range)."""
+        tables = []
+        for sid in range(start + 1, end.id + 1):
+            snap = end if sid == end.id else self._store.snapshot(sid)
+            for m in self._store.manifest_list(snap.delta_manifest_list):
+                tables.append(self._store.manifest(m.file_name))
+        if not tables:
+            return manifest_schema(self.schema.arrow_schema, self.schema.partition_keys).empty_table()
+        entries = concat_entries(tables)
+        is_add = pc.equal(entries.column("kind"), int(FileKind.ADD))
+        adds = entries.filter(is_add)
+        dels = entries.filter(pc.invert(is_add)).column("path").combine_chunks()
+        return adds.filter(pc.invert(pc.is_in(adds.column("path"), value_set=dels)))
+
+    def files(self) -> list[FileTask]:
+        """The data files this scan reads."""
+        e = self.entries()
+        paths = e.column("path").to_pylist()
+        sizes = e.column("file_size").to_pylist()
+        rows = e.column("row_count").to_pylist()
+        parts = e.column("partition").to_pylist() if "partition" in e.column_names else [{}] * len(paths)
+        return [
+            FileTask(p, self._io.full_path(p), s, r, dict(part or {}))
+            for p, s, r, part in zip(paths, sizes, rows, parts, strict=True)
+        ]
+
+    # -- reading ----------------------------------------------------------------------------------------
+    def to_dataset(self) -> ds.Dataset:
+        """A ``pyarrow.dataset`` over exactly the planned files (filter not yet applied to rows)."""
+        full = [self._io.full_path(p) for p in self.entries().column("path").to_pylist()]
+        return ds.FileSystemDataset.from_paths(
+            full,
+            schema=self.schema.arrow_schema,
+            format=ds.ParquetFileFormat(),
+            filesystem=self._io.arrow_filesystem(),
+        )
+
+    def to_batches(self) -> Iterator[pa.RecordBatch]:
+        """Record batches of the rows matching the filter, projected to the columns asked for."""
+        yield from self.to_dataset().to_batches(columns=self.columns, filter=self.filter)
+
+    def to_arrow(self) -> pa.Table:
+        """The rows matching the filter as one Arrow table."""
+        return self.to_dataset().to_table(columns=self.columns, filter=self.filter)
+
+    def count(self) -> int:
+        """Number of matching rows (from metadata alone when there is no filter)."""
+        if self.filter is None:
+            return int(pc.sum(self.entries().column("row_count")).as_py() or 0)
+        return int(self.to_dataset().count_rows(filter=self.filter))
+

@@ -1,0 +1,19 @@
+"""The format's data model and codecs. Pure: no I/O here."""
+
+from lakefmt.spec.codec import FORMAT_VERSION
+from lakefmt.spec.manifest import ColumnStats, DataFile, FileKind, ManifestFileMeta
+from lakefmt.spec.message import CommitMessage
+from lakefmt.spec.schema import TableSchema
+from lakefmt.spec.snapshot import CommitKind, Snapshot
+
+__all__ = [
+    "FORMAT_VERSION",
+    "ColumnStats",
+    "CommitMessage",
+    "CommitKind",
+    "DataFile",
+    "FileKind",
+    "ManifestFileMeta",
+    "Snapshot",
+    "TableSchema",
+]

@@ -1,0 +1,63 @@
+"""Names of the files and folders of a table, relative to its root."""
+
+from __future__ import annotations
+
+import re
+
+__all__ = [
+    "EARLIEST",
+    "LATEST",
+    "MANIFEST_DIR",
+    "SCHEMA_DIR",
+    "SNAPSHOT_DIR",
+    "data_file_name",
+    "manifest_list_path",
+    "manifest_path",
+    "parse_numbered",
+    "schema_path",
+    "snapshot_path",
+]
+
+SCHEMA_DIR = "schema"
+SNAPSHOT_DIR = "snapshot"
+MANIFEST_DIR = "manifest"
+LATEST = f"{SNAPSHOT_DIR}/LATEST"
+EARLIEST = f"{SNAPSHOT_DIR}/EARLIEST"
+
+_NUMBERED = re.compile(r"^(schema|snapshot)-(\d+)$")
+
+
+def schema_path(schema_id: int) -> str:
+    return f"{SCHEMA_DIR}/schema-{schema_id}"
+
+
+def snapshot_path(snapshot_id: int) -> str:
+    return f"{SNAPSHOT_DIR}/snapshot-{snapshot_id}"
+
+
+def manifest_path(name: str) -> str:
+    return f"{MANIFEST_DIR}/{name}"
+
+
+def manifest_list_path(name: str) -> str:
+    return f"{MANIFEST_DIR}/{name}"
+
+
+def manifest_name(writer_id: str, k: int) -> str:
+    return f"manifest-{writer_id}-{k}"
+
+
+def manifest_list_name(writer_id: str, k: int) -> str:
+    return f"manifest-list-{writer_id}-{k}"
+
+
+def data_file_name(writer_id: str, k: int) -> str:
+    return f"data-{writer_id}-{k}.parquet"
+
+
+def parse_numbered(name: str, prefix: str) -> int | None:
+    """``snapshot-12`` -> 12 (for ``prefix='snapshot'``); None for any other name."""
+    m = _NUMBERED.match(name)
+    if m is None or m.group(1) != prefix:
+        return None
+    return int(m.group(2))

@@ -1,0 +1,198 @@
+"""Manifest files: one entry per data file added or deleted, encoded as an Arrow IPC file (zstd).
+
+Entries live as Arrow tables end to end (writers build them, the committer concatenates and slices them, the
+planner filters them), so no code path touches entries one Python object at a time except the writer that
+creates them.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakefmt.spec.codec import read_arrow_file, write_arrow_file
+
+__all__ = [
+    "ColumnStats",
+    "DataFile",
+    "FileKind",
+    "ManifestFileMeta",
+    "decode_manifest",
+    "encode_manifest",
+    "entries_table",
+    "is_stats_type",
+    "manifest_meta",
+    "manifest_schema",
+    "stats_type",
+]
+
+MANIFEST_KIND = "manifest"
+
+
+class FileKind(enum.IntEnum):
+    """Kind of a manifest entry (stored as int8 in column ``kind``)."""
+
+    ADD = 0
+    DELETE = 1
+
+
+@dataclass(frozen=True, slots=True)
+class ColumnStats:
+    """min/max (None when unknown) and null count of one column of one data file."""
+
+    min: Any
+    max: Any
+    null_count: int
+
+
+@dataclass(frozen=True)
+class DataFile:
+    """Metadata of one data file, as a writer produces it. ``path`` is relative to the table root."""
+
+    path: str
+    file_size: int
+    row_count: int
+    schema_id: int
+    partition: Mapping[str, Any]
+    stats: Mapping[str, ColumnStats]
+    creation_time_ms: int
+
+
+def is_stats_type(t: pa.DataType) -> bool:
+    """Whether min/max statistics are kept for columns of type ``t`` (orderable primitives)."""
+    return bool(
+        pa.types.is_integer(t)
+        or pa.types.is_floating(t)
+        or pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_binary(t)
+        or pa.types.is_large_binary(t)
+        or pa.types.is_boolean(t)
+        or pa.types.is_date(t)
+        or pa.types.is_timestamp(t)
+        or pa.types.is_time(t)
+        or pa.types.is_decimal(t)
+    ) and not pa.types.is_float16(t)
+
+
+def stats_type(columns: pa.Schema) -> pa.StructType:
+    """``struct<col: struct<min, max, null_count>>`` over the stat-able columns of ``columns``."""
+    return pa.struct(
+        [
+            pa.field(f.name, pa.struct([("min", f.type), ("max", f.type), ("null_count", pa.int64())]))
+            for f in columns
+            if is_stats_type(f.type)
+        ]
+    )
+
+
+def manifest_schema(table_schema: pa.Schema, partition_keys: Sequence[str]) -> pa.Schema:
+    """The Arrow schema of a manifest file for a table with these columns and partition keys."""
+    fields = [pa.field("kind", pa.int8(), nullable=False)]
+    if partition_keys:
+        fields.append(pa.field("partition", pa.struct([table_schema.field(k) for k in partition_keys])))
+    fields += [
+        pa.field("path", pa.string(), nullable=False),
+        pa.field("file_size", pa.int64(), nullable=False),
+        pa.field("row_count", pa.int64(), nullable=False),
+        pa.field("schema_id", pa.int64(), nullable=False),
+        pa.field("creation_time_ms", pa.int64(), nullable=False),
+    ]
+    st = stats_type(table_schema)
+    if st.num_fields:
+        fields.append(pa.field("stats", st))
+    return pa.schema(fields)
+
+
+def entries_table(
+    kind: FileKind, files: Sequence[DataFile], table_schema: pa.Schema, partition_keys: Sequence[str]
+) -> pa.Table:
+    """Build manifest entries (all of one kind) for ``files``."""
+    schema = manifest_schema(table_schema, partition_keys)
+    n = len(files)
+    columns: dict[str, pa.Array] = {"kind": pa.array([int(kind)] * n, pa.int8())}
+    if partition_keys:
+        columns["partition"] = pa.array(
+            [{k: f.partition.get(k) for k in partition_keys} for f in files], schema.field("partition").type
+        )
+    columns["path"] = pa.array([f.path for f in files], pa.string())
+    columns["file_size"] = pa.array([f.file_size for f in files], pa.int64())
+    columns["row_count"] = pa.array([f.row_count for f in files], pa.int64())
+    columns["schema_id"] = pa.array([f.schema_id for f in files], pa.int64())
+    columns["creation_time_ms"] = pa.array([f.creation_time_ms for f in files], pa.int64())
+    if "stats" in schema.names:
+        st: pa.StructType = schema.field("stats").type
+        children = []
+        for i in range(st.num_fields):
+            name = st.field(i).name
+            col_type = st.field(i).type.field("min").type
+            per_file = [f.stats.get(name) for f in files]
+            mins = pa.array([s.min if s else None for s in per_file], col_type)
+            maxs = pa.array([s.max if s else None for s in per_file], col_type)
+            nulls = pa.array([s.null_count if s else None for s in per_file], pa.int64())
+            children.append(pa.StructArray.from_arrays([mins, maxs, nulls], names=["min", "max", "null_count"]))
+        columns["stats"] = pa.StructArray.from_arrays(children, fields=list(st))
+    return pa.table(columns, schema=schema)
+
+
+def encode_manifest(entries: pa.Table) -> bytes:
+    """A manifest file's bytes."""
+    return write_arrow_file(entries, MANIFEST_KIND)
+
+
+def decode_manifest(data: bytes, what: str = "manifest") -> pa.Table:
+    """Entries of a manifest file; CorruptMetadataError / UnsupportedFormatVersionError when unreadable."""
+    return read_arrow_file(data, MANIFEST_KIND, what)
+
+
+@dataclass(frozen=True)
+class ManifestFileMeta:
+    """What a manifest list says about one manifest file. Small and picklable: this is a commit message's
+    payload. ``partition_stats`` maps each partition key to its min, max and null count over the entries."""
+
+    file_name: str
+    file_size: int
+    num_added_files: int
+    num_deleted_files: int
+    num_added_rows: int
+    num_deleted_rows: int
+    schema_id: int
+    partition_stats: Mapping[str, ColumnStats] = field(default_factory=dict)
+
+    @property
+    def num_entries(self) -> int:
+        return self.num_added_files + self.num_deleted_files
+
+
+def manifest_meta(file_name: str, file_size: int, entries: pa.Table, schema_id: int) -> ManifestFileMeta:
+    """Summarise a manifest's entries (counts and partition ranges), vectorised."""
+    kind = entries.column("kind")
+    is_add = pc.equal(kind, int(FileKind.ADD))
+    rows = entries.column("row_count")
+    added_rows = pc.sum(pc.if_else(is_add, rows, 0)).as_py() or 0
+    deleted_rows = pc.sum(pc.if_else(is_add, 0, rows)).as_py() or 0
+    num_added = pc.sum(pc.cast(is_add, pa.int64())).as_py() or 0
+    partition_stats: dict[str, ColumnStats] = {}
+    if "partition" in entries.column_names:
+        part = entries.column("partition").combine_chunks()
+        for i in range(part.type.num_fields):
+            child = part.field(i)
+            mm = pc.min_max(child)
+            partition_stats[part.type.field(i).name] = ColumnStats(
+                mm["min"].as_py(), mm["max"].as_py(), child.null_count
+            )
+    return ManifestFileMeta(
+        file_name=file_name,
+        file_size=file_size,
+        num_added_files=num_added,
+        num_deleted_files=entries.num_rows - num_added,
+        num_added_rows=added_rows,
+        num_deleted_rows=deleted_rows,
+        schema_id=schema_id,
+        partition_stats=partition_stats,
+    )

@@ -1,0 +1,62 @@
+"""Partition folders: ``<k1>=<v1>/<k2>=<v2>/`` with keys and values escaped so that any value is one safe
+path component. The manifest, not the path, is the source of truth for partition values: readers never parse
+folder names, so escaping only has to be safe and readable, and the same value always maps to the same folder.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+__all__ = ["NULL_VALUE", "escape_component", "partition_path", "value_to_text"]
+
+NULL_VALUE = "__null__"
+_SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
+_MAX_COMPONENT = 200
+
+
+def escape_component(text: str) -> str:
+    """Percent-encode (UTF-8) every character outside ``[A-Za-z0-9._-]``, and dots too when the text is all
+    dots, so the result can never be ``.``, ``..``, contain ``/``, ``=`` or ``%`` unescaped, or be empty."""
+    out = []
+    for ch in text:
+        if ch in _SAFE:
+            out.append(ch)
+        else:
+            out.extend(f"%{b:02X}" for b in ch.encode("utf-8"))
+    escaped = "".join(out)
+    if escaped.strip(".") == "":
+        escaped = escaped.replace(".", "%2E")
+    return escaped or "%"  # "" never reaches here as a component value: see value_to_text
+
+
+def value_to_text(value: Any) -> str:
+    """The folder text of one partition value."""
+    if value is None:
+        return NULL_VALUE
+    if isinstance(value, bool):
+        text = "true" if value else "false"
+    elif isinstance(value, datetime.date):
+        text = value.isoformat()
+    else:
+        text = str(value)
+    if text == "":
+        return "%"  # the empty string: escape_component never yields a lone '%'
+    escaped = escape_component(text)
+    if escaped == NULL_VALUE:
+        escaped = "%5F" + escaped[1:]
+    return escaped
+
+
+def partition_path(keys: Sequence[str], values: Mapping[str, Any]) -> str:
+    """``k1=v1/k2=v2`` for the given keys (empty string for an unpartitioned table)."""
+    parts = []
+    for key in keys:
+        part = f"{escape_component(key)}={value_to_text(values.get(key))}"
+        if len(part) > _MAX_COMPONENT:
+            digest = hashlib.sha256(part.encode()).hexdigest()[:16]
+            part = f"{part[: _MAX_COMPONENT - 18]}~{digest}"
+        parts.append(part)
+    return "/".join(parts)

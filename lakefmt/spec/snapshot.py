@@ -1,0 +1,133 @@
+"""The snapshot file (``snapshot/snapshot-<n>``): one committed version of the table."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from lakefmt.errors import CorruptMetadataError
+from lakefmt.spec.codec import FORMAT_VERSION, check_version, decode_json, encode_json
+
+__all__ = ["CommitKind", "Snapshot"]
+
+
+class CommitKind(enum.Enum):
+    """What a snapshot did to the table."""
+
+    APPEND = "APPEND"
+    OVERWRITE = "OVERWRITE"
+    COMPACT = "COMPACT"
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A committed version of the table. JSON field names follow Paimon's snapshot v3 where they overlap.
+
+    ``commit_users`` maps each recently seen commit user to ``[last identifier, time millis]``; it is carried
+    forward by every commit, so exactly-once dedup is one read of the latest snapshot and survives expiration.
+    ``nonce`` makes the file's bytes unique to one commit attempt, so a publisher can recognise its own write.
+    """
+
+    id: int
+    schema_id: int
+    base_manifest_list: str
+    base_manifest_list_size: int
+    delta_manifest_list: str
+    delta_manifest_list_size: int
+    commit_user: str
+    commit_identifier: int
+    commit_kind: CommitKind
+    time_millis: int
+    total_record_count: int
+    delta_record_count: int
+    total_file_count: int = 0
+    watermark: int | None = None
+    properties: Mapping[str, str] = field(default_factory=dict)
+    commit_users: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+    nonce: str = ""
+    version: int = FORMAT_VERSION
+
+    def to_json(self) -> bytes:
+        """The snapshot file's bytes."""
+        obj: dict[str, Any] = {
+            "version": self.version,
+            "id": self.id,
+            "schemaId": self.schema_id,
+            "baseManifestList": self.base_manifest_list,
+            "baseManifestListSize": self.base_manifest_list_size,
+            "deltaManifestList": self.delta_manifest_list,
+            "deltaManifestListSize": self.delta_manifest_list_size,
+            "commitUser": self.commit_user,
+            "commitIdentifier": self.commit_identifier,
+            "commitKind": self.commit_kind.value,
+            "timeMillis": self.time_millis,
+            "totalRecordCount": self.total_record_count,
+            "deltaRecordCount": self.delta_record_count,
+            "totalFileCount": self.total_file_count,
+        }
+        if self.watermark is not None:
+            obj["watermark"] = self.watermark
+        if self.properties:
+            obj["properties"] = dict(self.properties)
+        obj["commitUsers"] = {u: list(v) for u, v in self.commit_users.items()}
+        obj["nonce"] = self.nonce
+        return encode_json(obj)
+
+    @classmethod
+    def from_json(cls, data: bytes, what: str = "snapshot") -> Snapshot:
+        """Parse a snapshot file. Unknown fields are ignored; a newer format version is refused."""
+        obj = decode_json(data, what)
+        version = check_version(obj.get("version"), what)
+        try:
+            users = obj.get("commitUsers") or {}
+            return cls(
+                version=version,
+                id=_int(obj["id"]),
+                schema_id=_int(obj["schemaId"]),
+                base_manifest_list=_str(obj["baseManifestList"]),
+                base_manifest_list_size=_int(obj.get("baseManifestListSize", 0)),
+                delta_manifest_list=_str(obj["deltaManifestList"]),
+                delta_manifest_list_size=_int(obj.get("deltaManifestListSize", 0)),
+                commit_user=_str(obj["commitUser"]),
+                commit_identifier=_int(obj["commitIdentifier"]),
+                commit_kind=CommitKind(obj["commitKind"]),
+                time_millis=_int(obj["timeMillis"]),
+                total_record_count=_int(obj["totalRecordCount"]),
+                delta_record_count=_int(obj["deltaRecordCount"]),
+                total_file_count=_int(obj.get("totalFileCount", 0)),
+                watermark=None if obj.get("watermark") is None else _int(obj["watermark"]),
+                properties={str(k): str(v) for k, v in (obj.get("properties") or {}).items()},
+                commit_users={str(u): (_int(v[0]), _int(v[1])) for u, v in users.items()},
+                nonce=str(obj.get("nonce", "")),
+            )
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
+            raise CorruptMetadataError(f"{what} is malformed: missing or invalid field {exc}") from exc
+
+    def to_dict(self) -> dict[str, Any]:
+        """A plain dict (for ``--json`` output and display)."""
+        return {
+            "id": self.id,
+            "schema_id": self.schema_id,
+            "commit_kind": self.commit_kind.value,
+            "commit_user": self.commit_user,
+            "commit_identifier": self.commit_identifier,
+            "time_millis": self.time_millis,
+            "total_record_count": self.total_record_count,
+            "delta_record_count": self.delta_record_count,
+            "total_file_count": self.total_file_count,
+            "watermark": self.watermark,
+        }
+
+
+def _int(v: Any) -> int:
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise TypeError(f"expected an integer, got {v!r}")
+    return v
+
+
+def _str(v: Any) -> str:
+    if not isinstance(v, str):
+        raise TypeError(f"expected a string, got {v!r}")
+    return v

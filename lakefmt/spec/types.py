@@ -1,0 +1,106 @@
+"""Arrow types <-> the JSON type grammar of the format spec (docs/format.md, "Types")."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+
+from lakefmt.errors import CorruptMetadataError, UnsupportedTypeError
+
+__all__ = ["field_from_json", "field_to_json", "type_from_json", "type_to_json"]
+
+_PRIMITIVES: dict[str, pa.DataType] = {
+    "null": pa.null(),
+    "boolean": pa.bool_(),
+    "int8": pa.int8(),
+    "int16": pa.int16(),
+    "int32": pa.int32(),
+    "int64": pa.int64(),
+    "uint8": pa.uint8(),
+    "uint16": pa.uint16(),
+    "uint32": pa.uint32(),
+    "uint64": pa.uint64(),
+    "float16": pa.float16(),
+    "float32": pa.float32(),
+    "float64": pa.float64(),
+    "string": pa.string(),
+    "large_string": pa.large_string(),
+    "binary": pa.binary(),
+    "large_binary": pa.large_binary(),
+    "date32": pa.date32(),
+}
+_PRIMITIVE_NAMES = {t: name for name, t in _PRIMITIVES.items()}
+
+
+def type_to_json(t: pa.DataType) -> Any:
+    """The JSON form of an Arrow type; :class:`UnsupportedTypeError` for types the format does not store."""
+    name = _PRIMITIVE_NAMES.get(t)
+    if name is not None:
+        return name
+    if pa.types.is_timestamp(t):
+        return {"type": "timestamp", "unit": t.unit, "tz": t.tz}
+    if pa.types.is_time(t):
+        return {"type": "time", "unit": t.unit}
+    if pa.types.is_decimal(t):
+        return {"type": "decimal", "precision": t.precision, "scale": t.scale, "bitWidth": t.bit_width}
+    if pa.types.is_fixed_size_binary(t):
+        return {"type": "fixed_binary", "width": t.byte_width}
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return {
+            "type": "large_list" if pa.types.is_large_list(t) else "list",
+            "element": field_to_json(t.value_field),
+        }
+    if pa.types.is_map(t):
+        return {
+            "type": "map",
+            "key": field_to_json(t.key_field),
+            "value": field_to_json(t.item_field),
+            "keysSorted": t.keys_sorted,
+        }
+    if pa.types.is_struct(t):
+        return {"type": "struct", "fields": [field_to_json(t.field(i)) for i in range(t.num_fields)]}
+    raise UnsupportedTypeError(f"Arrow type {t} is not supported by lakefmt tables")
+
+
+def type_from_json(j: Any) -> pa.DataType:
+    """Inverse of :func:`type_to_json`; :class:`CorruptMetadataError` on anything it does not recognise."""
+    if isinstance(j, str):
+        if j in _PRIMITIVES:
+            return _PRIMITIVES[j]
+        raise CorruptMetadataError(f"unknown type {j!r} in schema")
+    if not isinstance(j, dict) or "type" not in j:
+        raise CorruptMetadataError(f"malformed type {j!r} in schema")
+    kind = j["type"]
+    try:
+        if kind == "timestamp":
+            return pa.timestamp(j["unit"], tz=j.get("tz"))
+        if kind == "time":
+            return pa.time32(j["unit"]) if j["unit"] in ("s", "ms") else pa.time64(j["unit"])
+        if kind == "decimal":
+            make = pa.decimal256 if j.get("bitWidth") == 256 else pa.decimal128
+            return make(j["precision"], j["scale"])
+        if kind == "fixed_binary":
+            return pa.binary(j["width"])
+        if kind in ("list", "large_list"):
+            element = field_from_json(j["element"])
+            return pa.large_list(element) if kind == "large_list" else pa.list_(element)
+        if kind == "map":
+            return pa.map_(field_from_json(j["key"]), field_from_json(j["value"]), j.get("keysSorted", False))
+        if kind == "struct":
+            return pa.struct([field_from_json(f) for f in j["fields"]])
+    except (KeyError, TypeError, ValueError, pa.ArrowInvalid) as exc:
+        raise CorruptMetadataError(f"malformed {kind} type {j!r} in schema: {exc}") from exc
+    raise CorruptMetadataError(f"unknown type {kind!r} in schema")
+
+
+def field_to_json(f: pa.Field) -> dict[str, Any]:
+    """The JSON form of a (nested) Arrow field: name, type, nullable."""
+    return {"name": f.name, "type": type_to_json(f.type), "nullable": f.nullable}
+
+
+def field_from_json(j: Any) -> pa.Field:
+    """Inverse of :func:`field_to_json`."""
+    if not isinstance(j, dict) or not isinstance(j.get("name"), str) or "type" not in j:
+        raise CorruptMetadataError(f"malformed field {j!r} in schema")
+    return pa.field(j["name"], type_from_json(j["type"]), nullable=bool(j.get("nullable", True)))

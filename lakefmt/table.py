@@ -1,0 +1,211 @@
+"""The public face: create_table, open_table, Table."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakefmt.commit.committer import Committer
+from lakefmt.errors import CommitStateUnknownError, LocationNotEmptyError, TableAlreadyExistsError
+from lakefmt.io import FileIO, file_io_for
+from lakefmt.metastore import MetaStore
+from lakefmt.options import TableOptions
+from lakefmt.read.scan import FileTask, Scan
+from lakefmt.spec import CommitMessage, Snapshot, TableSchema
+from lakefmt.spec import layout
+from lakefmt.spec.types import type_to_json
+from lakefmt.write.writer import TableWriter
+
+__all__ = ["Table", "create_table", "open_table"]
+
+
+def create_table(
+    uri: str,
+    schema: pa.Schema,
+    partition_by: Sequence[str] | None = None,
+    options: Mapping[str, str] | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+) -> Table:
+    """Create an empty table at ``uri`` (a path, ``file://``, ``s3://``, ``memory://`` or any fsspec URL).
+
+    Refuses a location that already holds a table (:class:`TableAlreadyExistsError`) or any other files
+    (:class:`LocationNotEmptyError`: maintenance deletes unreferenced files under a table root, so a table
+    must own its folder).
+    """
+    if not isinstance(schema, pa.Schema):
+        raise TypeError(f"schema must be a pyarrow.Schema, got {type(schema).__name__}")
+    for f in schema:
+        type_to_json(f.type)  # UnsupportedTypeError names the type early
+    opts = {str(k): str(v) for k, v in (options or {}).items()}
+    TableOptions.from_map(opts)  # InvalidOptionError names a bad option before anything is written
+    table_schema = TableSchema(
+        id=0,
+        arrow_schema=pa.schema(list(schema)),
+        partition_keys=tuple(partition_by or ()),
+        options=opts,
+        time_millis=int(time.time() * 1000),
+    )
+    io = file_io_for(uri, dict(storage_options or {}))
+    store = MetaStore(io)
+    if store.schema_ids():
+        raise TableAlreadyExistsError(f"a lakefmt table already exists at {uri}")
+    stray = next(iter(io.walk()), None)
+    if stray is not None:
+        raise LocationNotEmptyError(
+            f"{uri} is not empty (it holds {stray.path!r}); create the table in an empty location"
+        )
+    if not io.publish(layout.schema_path(0), table_schema.to_json()):
+        raise TableAlreadyExistsError(f"a lakefmt table was created at {uri} concurrently")
+    return Table(io, store)
+
+
+def open_table(uri: str, storage_options: Mapping[str, Any] | None = None) -> Table:
+    """Open an existing table; :class:`NotATableError` if ``uri`` holds none."""
+    io = file_io_for(uri, dict(storage_options or {}))
+    store = MetaStore(io)
+    store.latest_schema()  # raises NotATableError
+    return Table(io, store)
+
+
+class Table:
+    """A lakefmt table. Cheap to create; holds no open resources; picklable (storage options included,
+    live clients excluded)."""
+
+    def __init__(self, io: FileIO, store: MetaStore) -> None:
+        self.io = io
+        self._store = store
+
+    def __repr__(self) -> str:
+        return f"Table({self.io.uri!r})"
+
+    @property
+    def uri(self) -> str:
+        return self.io.uri
+
+    # -- schema ----------------------------------------------------------------------------------------
+    def table_schema(self) -> TableSchema:
+        """The current schema with partition keys and options."""
+        return self._store.latest_schema()
+
+    def schema(self) -> pa.Schema:
+        """The current Arrow schema."""
+        return self.table_schema().arrow_schema
+
+    @property
+    def partition_keys(self) -> tuple[str, ...]:
+        return self.table_schema().partition_keys
+
+    @property
+    def options(self) -> dict[str, str]:
+        return dict(self.table_schema().options)
+
+    # -- writing ---------------------------------------------------------------------------------------
+    def new_writer(self, *, writer_id: str | None = None) -> TableWriter:
+        """A task-side writer: ``write`` batches, then ``prepare_commit()`` for a small, picklable message."""
+        return TableWriter(self.io, self.table_schema(), writer_id=writer_id)
+
+    def new_committer(self, commit_user: str | None = None) -> Committer:
+        """A committer; ``commit(messages, identifier=n)`` publishes exactly once per (commit user, n)."""
+        return Committer(self.io, self._store, commit_user)
+
+    def append(self, data: Any) -> Snapshot | None:
+        """Append rows (Table, RecordBatch, RecordBatchReader or iterable of batches) in one snapshot."""
+        return self._write_and_commit(data, None)
+
+    def overwrite(self, data: Any, partition: Mapping[str, Any] | None = None) -> Snapshot | None:
+        """Replace the whole table (``partition=None``) or one partition, e.g. ``{"dt": "2026-11-01"}``."""
+        return self._write_and_commit(data, partition if partition is not None else {})
+
+    def _write_and_commit(self, data: Any, partition: Mapping[str, Any] | None) -> Snapshot | None:
+        writer = self.new_writer()
+        with writer:
+            writer.write(data)
+            message = writer.prepare_commit()
+        committer = self.new_committer()
+        try:
+            if partition is None:
+                return committer.commit([message], identifier=0)
+            return committer.overwrite([message], identifier=0, partition=partition)
+        except CommitStateUnknownError:
+            raise  # it may have landed: never delete its files
+        except BaseException:
+            _discard(self.io, message, writer)  # failed before publishing: nothing references these files
+            raise
+
+    # -- reading ---------------------------------------------------------------------------------------
+    def scan(
+        self,
+        filter: pc.Expression | None = None,
+        columns: Sequence[str] | None = None,
+        snapshot_id: int | None = None,
+        as_of: datetime.datetime | int | float | None = None,
+        *,
+        from_snapshot: int | None = None,
+        to_snapshot: int | None = None,
+    ) -> Scan:
+        """Plan a read: the latest snapshot, one by id or timestamp (``as_of``), or what snapshots
+        ``from_snapshot+1 .. to_snapshot`` added. Then ``.to_arrow()``, ``.to_batches()``,
+        ``.to_dataset()`` or ``.files()``."""
+        return Scan(
+            self.io,
+            self._store,
+            filter=filter,
+            columns=columns,
+            snapshot_id=snapshot_id,
+            as_of=as_of,
+            from_snapshot=from_snapshot,
+            to_snapshot=to_snapshot,
+        )
+
+    def to_arrow(self, **kwargs: Any) -> pa.Table:
+        """Shorthand for ``scan(**kwargs).to_arrow()``."""
+        return self.scan(**kwargs).to_arrow()
+
+    def files(self, snapshot_id: int | None = None) -> list[FileTask]:
+        """The live data files of a snapshot (the latest by default)."""
+        return self.scan(snapshot_id=snapshot_id).files()
+
+    # -- history ---------------------------------------------------------------------------------------
+    def snapshots(self) -> list[Snapshot]:
+        """Every retained snapshot, oldest first."""
+        out = []
+        for sid in self._store.snapshot_ids():
+            snap = self._store.try_snapshot(sid)
+            if snap is not None:
+                out.append(snap)
+        latest = self._store.latest_snapshot()
+        if latest is not None and (not out or out[-1].id < latest.id):
+            out.extend(self._store.snapshot(i) for i in range(out[-1].id + 1 if out else latest.id, latest.id + 1))
+        return out
+
+    def snapshot(self, snapshot_id: int) -> Snapshot:
+        """One snapshot; :class:`SnapshotNotFoundError` if it never existed or has expired."""
+        return self._store.snapshot(snapshot_id)
+
+    def latest_snapshot(self) -> Snapshot | None:
+        """The latest snapshot, or None for a table with no commits yet."""
+        return self._store.latest_snapshot()
+
+    def commit_user_identifier(self, commit_user: str) -> int | None:
+        """The last identifier ``commit_user`` committed, as remembered by the latest snapshot."""
+        latest = self._store.latest_snapshot()
+        if latest is None:
+            return None
+        last = latest.commit_users.get(commit_user)
+        return last[0] if last else None
+
+
+def _discard(io: FileIO, message: CommitMessage, writer: TableWriter) -> None:
+    """Delete the files of a commit that is known not to have landed (best effort: orphan-clean is the
+    backstop)."""
+    paths = [f.path for f in writer.written_files] + [layout.manifest_path(m.file_name) for m in message.manifests]
+    for path in paths:
+        with contextlib.suppress(OSError):
+            io.delete(path)
+

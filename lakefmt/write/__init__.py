@@ -1,0 +1,1 @@
+"""Task-side writing: data files and per-task manifests."""

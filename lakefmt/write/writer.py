@@ -1,0 +1,239 @@
+"""The task-side writer: Parquet data files per partition, then one per-task manifest.
+
+Partition columns are kept **in** the data files (as well as in the manifest): every data file is a complete,
+self-describing Parquet file, readers need no path parsing, and column min/max pruning covers partition
+columns too. A constant column costs a few bytes per row group once dictionary/RLE-encoded.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from lakefmt.errors import LakefmtError, SchemaMismatchError
+from lakefmt.io import FileIO
+from lakefmt.options import TableOptions
+from lakefmt.spec import CommitMessage, DataFile, FileKind, TableSchema
+from lakefmt.spec import layout
+from lakefmt.spec.manifest import encode_manifest, entries_table, manifest_meta
+from lakefmt.spec.partition import partition_path
+from lakefmt.write.conform import conform
+from lakefmt.write.stats import StatsCollector
+
+__all__ = ["TableWriter", "WriterClosedError", "as_tables"]
+
+
+class WriterClosedError(LakefmtError):
+    """``write`` after ``prepare_commit`` or ``abort``."""
+
+
+def as_tables(data: Any) -> Iterable[pa.Table]:
+    """Accept a Table, RecordBatch, RecordBatchReader, pandas-like object with ``__arrow_c_stream__``, or an
+    iterable of batches/tables, and yield tables."""
+    if isinstance(data, pa.Table):
+        yield data
+    elif isinstance(data, pa.RecordBatch):
+        yield pa.Table.from_batches([data])
+    elif isinstance(data, pa.RecordBatchReader):
+        for batch in data:
+            yield pa.Table.from_batches([batch])
+    elif hasattr(data, "__arrow_c_stream__"):
+        yield from as_tables(pa.RecordBatchReader.from_stream(data))
+    elif isinstance(data, Iterable) and not isinstance(data, str | bytes | dict):
+        for item in data:
+            if not isinstance(item, pa.Table | pa.RecordBatch):
+                raise SchemaMismatchError(f"expected Arrow tables or record batches, got {type(item).__name__}")
+            yield from as_tables(item)
+    else:
+        raise SchemaMismatchError(
+            f"cannot write {type(data).__name__}: pass a pyarrow Table, RecordBatch, RecordBatchReader "
+            "or an iterable of them"
+        )
+
+
+@dataclass
+class _OpenFile:
+    rel_path: str
+    stream: Any  # a binary output stream with tell() and close()
+    writer: pq.ParquetWriter
+    stats: StatsCollector
+    rows: int = 0
+
+
+@dataclass
+class _PartitionState:
+    values: dict[str, Any]
+    folder: str
+    buffered: list[pa.Table] = field(default_factory=list)
+    buffered_rows: int = 0
+    buffered_bytes: int = 0
+    file: _OpenFile | None = None
+
+
+class TableWriter:
+    """Writes data files for one task and, on :meth:`prepare_commit`, one manifest listing them.
+
+    Nothing is visible to readers until a committer publishes the returned :class:`CommitMessage`. Not
+    thread-safe: use one writer per task or thread.
+    """
+
+    def __init__(self, io: FileIO, schema: TableSchema, *, writer_id: str | None = None) -> None:
+        self._io = io
+        self._schema = schema
+        self._options = TableOptions.from_map(schema.options)
+        self.writer_id = writer_id or uuid.uuid4().hex
+        self._partitions: dict[tuple[Any, ...], _PartitionState] = {}
+        self._done: list[DataFile] = []
+        self._counter = 0
+        self._buffered_bytes = 0
+        self._closed = False
+
+    # -- public -----------------------------------------------------------------------------------------
+    def write(self, data: Any) -> None:
+        """Buffer and write rows (Table, RecordBatch, RecordBatchReader or an iterable of them)."""
+        if self._closed:
+            raise WriterClosedError("this writer has already been committed or aborted")
+        for table in as_tables(data):
+            if table.num_rows == 0:
+                conform(table, self._schema.arrow_schema)
+                continue
+            table = conform(table, self._schema.arrow_schema)
+            for values, part in self._split(table):
+                self._buffer(values, part)
+            while self._buffered_bytes > self._options.write_buffer_size:
+                largest = max(self._partitions.values(), key=lambda p: p.buffered_bytes)
+                self._flush(largest)
+
+    def prepare_commit(self) -> CommitMessage:
+        """Close every file and write the per-task manifest; return its metadata (nothing is published)."""
+        if self._closed:
+            raise WriterClosedError("this writer has already been committed or aborted")
+        for state in self._partitions.values():
+            self._flush(state)
+            self._close_file(state)
+        self._closed = True
+        if not self._done:
+            return CommitMessage(self.writer_id, ())
+        entries = entries_table(
+            FileKind.ADD, self._done, self._schema.arrow_schema, self._schema.partition_keys
+        )
+        data = encode_manifest(entries)
+        name = layout.manifest_name(self.writer_id, self._next())
+        self._io.write(layout.manifest_path(name), data)
+        meta = manifest_meta(name, len(data), entries, self._schema.id)
+        return CommitMessage(self.writer_id, (meta,))
+
+    def abort(self) -> None:
+        """Close and delete everything this writer wrote (best effort; orphan-clean removes the rest)."""
+        self._closed = True
+        for state in self._partitions.values():
+            if state.file is not None:
+                try:
+                    state.file.writer.close()
+                    state.file.stream.close()
+                except (OSError, pa.ArrowException):
+                    pass
+                self._io.delete(state.file.rel_path)
+                state.file = None
+        for f in self._done:
+            self._io.delete(f.path)
+        self._done.clear()
+
+    @property
+    def written_files(self) -> list[DataFile]:
+        """Data files completed so far."""
+        return list(self._done)
+
+    def __enter__(self) -> TableWriter:
+        return self
+
+    def __exit__(self, exc_type: object, *_: object) -> None:
+        if exc_type is not None and not self._closed:
+            self.abort()
+
+    # -- internals --------------------------------------------------------------------------------------
+    def _next(self) -> int:
+        self._counter += 1
+        return self._counter - 1
+
+    def _split(self, table: pa.Table) -> list[tuple[tuple[Any, ...], pa.Table]]:
+        keys = list(self._schema.partition_keys)
+        if not keys:
+            return [((), table)]
+        key_table = table.select(keys)
+        if all(pc.count_distinct(key_table.column(k), mode="all").as_py() == 1 for k in keys):
+            first = key_table.slice(0, 1).to_pylist()[0]
+            return [(tuple(first[k] for k in keys), table)]
+        rows = key_table.append_column("__row", pa.array(range(table.num_rows), pa.int64()))
+        groups = rows.group_by(keys, use_threads=False).aggregate([("__row", "list")])
+        out = []
+        key_values = [groups.column(k).to_pylist() for k in keys]
+        indices = groups.column("__row_list")
+        for g in range(groups.num_rows):
+            out.append((tuple(v[g] for v in key_values), table.take(indices[g].values)))
+        return out
+
+    def _buffer(self, values: tuple[Any, ...], part: pa.Table) -> None:
+        state = self._partitions.get(values)
+        if state is None:
+            mapping = dict(zip(self._schema.partition_keys, values, strict=True))
+            state = _PartitionState(mapping, partition_path(self._schema.partition_keys, mapping))
+            self._partitions[values] = state
+        size = part.nbytes
+        state.buffered.append(part)
+        state.buffered_rows += part.num_rows
+        state.buffered_bytes += size
+        self._buffered_bytes += size
+        if state.buffered_rows >= self._options.row_group_rows or state.buffered_bytes >= self._options.row_group_size:
+            self._flush(state)
+
+    def _flush(self, state: _PartitionState) -> None:
+        if not state.buffered:
+            return
+        table = pa.concat_tables(state.buffered) if len(state.buffered) > 1 else state.buffered[0]
+        self._buffered_bytes -= state.buffered_bytes
+        state.buffered, state.buffered_rows, state.buffered_bytes = [], 0, 0
+        f = state.file or self._open_file(state)
+        f.writer.write_table(table, row_group_size=max(table.num_rows, 1))
+        f.stats.update(table)
+        f.rows += table.num_rows
+        if f.stream.tell() >= self._options.target_file_size:
+            self._close_file(state)
+
+    def _open_file(self, state: _PartitionState) -> _OpenFile:
+        name = layout.data_file_name(self.writer_id, self._next())
+        rel = f"{state.folder}/{name}" if state.folder else name
+        stream = self._io.open_output(rel)
+        compression = None if self._options.compression == "none" else self._options.compression
+        writer = pq.ParquetWriter(stream, self._schema.arrow_schema, compression=compression)
+        state.file = _OpenFile(rel, stream, writer, StatsCollector(self._schema.arrow_schema))
+        return state.file
+
+    def _close_file(self, state: _PartitionState) -> None:
+        f = state.file
+        if f is None:
+            return
+        state.file = None
+        f.writer.close()
+        size = f.stream.tell()
+        f.stream.close()
+        if self._options.fsync:
+            self._io.sync(f.rel_path)
+        self._done.append(
+            DataFile(
+                path=f.rel_path,
+                file_size=size,
+                row_count=f.rows,
+                schema_id=self._schema.id,
+                partition=state.values,
+                stats=f.stats.result(),
+                creation_time_ms=int(time.time() * 1000),
+            )
+        )
