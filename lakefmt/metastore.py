@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import contextlib
 from collections import OrderedDict
+from typing import Any
 
 import pyarrow as pa
 
 from lakefmt.errors import CorruptMetadataError, NotATableError, PathOutsideTableError, SnapshotNotFoundError
 from lakefmt.io import FileIO
-from lakefmt.spec import ManifestFileMeta, Snapshot, TableSchema
-from lakefmt.spec import layout
+from lakefmt.spec import ManifestFileMeta, Snapshot, TableSchema, layout
 from lakefmt.spec.manifest import decode_manifest
 from lakefmt.spec.manifest_list import decode_manifest_list
 
@@ -148,7 +148,7 @@ class MetaStore:
         self._remember(self._manifests, name, table)
         return table
 
-    def _remember(self, cache: OrderedDict[str, object], key: str, value: object) -> None:  # type: ignore[type-arg]
+    def _remember(self, cache: OrderedDict[str, Any], key: str, value: Any) -> None:
         cache[key] = value
         cache.move_to_end(key)
         while len(cache) > self.MANIFEST_CACHE_SIZE:

@@ -17,8 +17,7 @@ from lakefmt.io import FileIO, file_io_for
 from lakefmt.metastore import MetaStore
 from lakefmt.options import TableOptions
 from lakefmt.read.scan import FileTask, Scan
-from lakefmt.spec import CommitMessage, Snapshot, TableSchema
-from lakefmt.spec import layout
+from lakefmt.spec import CommitMessage, Snapshot, TableSchema, layout
 from lakefmt.spec.types import type_to_json
 from lakefmt.write.writer import TableWriter
 
@@ -208,4 +207,3 @@ def _discard(io: FileIO, message: CommitMessage, writer: TableWriter) -> None:
     for path in paths:
         with contextlib.suppress(OSError):
             io.delete(path)
-

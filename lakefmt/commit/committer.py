@@ -36,8 +36,7 @@ from lakefmt.io import FileIO
 from lakefmt.metastore import MetaStore
 from lakefmt.options import TableOptions
 from lakefmt.read.plan import live_entries
-from lakefmt.spec import CommitKind, CommitMessage, FileKind, ManifestFileMeta, Snapshot, TableSchema
-from lakefmt.spec import layout
+from lakefmt.spec import CommitKind, CommitMessage, FileKind, ManifestFileMeta, Snapshot, TableSchema, layout
 from lakefmt.spec.manifest import manifest_schema
 from lakefmt.spec.manifest_list import encode_manifest_list
 
@@ -92,7 +91,9 @@ class Committer:
         """Replace the whole table (``partition=None``) or the files of one partition with ``messages``.
 
         Raises :class:`CommitConflictError` if a concurrent commit changed the replaced files first."""
-        return self._commit(CommitKind.OVERWRITE, messages, identifier, _Overwrite(partition or {}), watermark, properties)
+        return self._commit(
+            CommitKind.OVERWRITE, messages, identifier, _Overwrite(partition or {}), watermark, properties
+        )
 
     def already_committed(self, identifier: int, latest: Snapshot | None = None) -> bool:
         """Whether this user has committed ``identifier`` (or a later one) according to the latest snapshot."""
@@ -133,7 +134,9 @@ class Committer:
         if overwrite is not None:
             deleted = self._files_to_replace(latest, schema, partition)
             if deleted.num_rows:
-                delete_entries = deleted.set_column(0, "kind", pa.array([int(FileKind.DELETE)] * deleted.num_rows, pa.int8()))
+                delete_entries = deleted.set_column(
+                    0, "kind", pa.array([int(FileKind.DELETE)] * deleted.num_rows, pa.int8())
+                )
                 delta = delta + merger.write_entries(delete_entries, 100.0)
         if not delta:
             return None
@@ -142,7 +145,9 @@ class Committer:
         for _attempt in range(options.commit_max_retries + 1):
             base_metas = merger.merge_base(self._store.snapshot_manifests(latest)) if latest else []  # (d)
             base_list = self._write_list(merger, base_metas, schema)
-            snap = self._snapshot(latest, schema, kind, identifier, base_list, delta_list, delta, watermark, properties, options)
+            snap = self._snapshot(
+                latest, schema, kind, identifier, base_list, delta_list, delta, watermark, properties, options
+            )
             if self._publish(snap):  # (e)
                 self._store.write_hint(layout.LATEST, snap.id)  # (g)
                 return snap
@@ -158,7 +163,9 @@ class Committer:
             f"(commit user {self.commit_user!r}, identifier {identifier}); the commit did not land"
         )
 
-    def _write_list(self, merger: ManifestMerger, metas: Sequence[ManifestFileMeta], schema: TableSchema) -> tuple[str, int]:
+    def _write_list(
+        self, merger: ManifestMerger, metas: Sequence[ManifestFileMeta], schema: TableSchema
+    ) -> tuple[str, int]:
         data = encode_manifest_list(metas, schema.partition_schema)
         name = merger.next_name(list_file=True)
         self._io.write(layout.manifest_list_path(name), data)
@@ -259,11 +266,12 @@ class Committer:
 
 
 def _normalize_partition(partition: Mapping[str, Any], schema: TableSchema) -> dict[str, Any]:
-    out = {}
+    out: dict[str, Any] = {}
     for key, value in partition.items():
         if key not in schema.partition_keys:
             raise InvalidPartitionError(
-                f"{key!r} is not a partition key of this table (partition keys: {list(schema.partition_keys) or 'none'})"
+                f"{key!r} is not a partition key of this table "
+                f"(partition keys: {list(schema.partition_keys) or 'none'})"
             )
         t = schema.arrow_schema.field(key).type
         if value is None:
@@ -282,7 +290,11 @@ def _check_inside(added: Sequence[ManifestFileMeta], partition: Mapping[str, Any
             s = m.partition_stats.get(key)
             if s is None:
                 continue
-            ok = (s.null_count == m.num_entries) if value is None else (s.min == value and s.max == value and not s.null_count)
+            ok = (
+                (s.null_count == m.num_entries)
+                if value is None
+                else (s.min == value and s.max == value and not s.null_count)
+            )
             if not ok:
                 raise InvalidPartitionError(
                     f"the data to overwrite partition {dict(partition)} has rows with {key} outside it "
@@ -293,7 +305,11 @@ def _check_inside(added: Sequence[ManifestFileMeta], partition: Mapping[str, Any
 def _partition_expr(partition: Mapping[str, Any], schema: TableSchema) -> pc.Expression | None:
     expr = None
     for key, value in partition.items():
-        e = pc.field(key).is_null() if value is None else pc.field(key) == pa.scalar(value, schema.arrow_schema.field(key).type)
+        e = (
+            pc.field(key).is_null()
+            if value is None
+            else pc.field(key) == pa.scalar(value, schema.arrow_schema.field(key).type)
+        )
         expr = e if expr is None else expr & e
     return expr
 

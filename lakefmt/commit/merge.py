@@ -24,8 +24,7 @@ from lakefmt.io import FileIO
 from lakefmt.metastore import MetaStore
 from lakefmt.options import TableOptions
 from lakefmt.read.plan import concat_entries
-from lakefmt.spec import FileKind, ManifestFileMeta, TableSchema
-from lakefmt.spec import layout
+from lakefmt.spec import FileKind, ManifestFileMeta, TableSchema, layout
 from lakefmt.spec.manifest import encode_manifest, manifest_meta
 
 __all__ = ["ManifestMerger", "MergePolicy", "pack"]
@@ -43,7 +42,9 @@ class MergePolicy:
 
     @classmethod
     def from_options(cls, options: TableOptions) -> MergePolicy:
-        return cls(options.manifest_target_size, options.manifest_merge_min_count, options.manifest_full_merge_threshold)
+        return cls(
+            options.manifest_target_size, options.manifest_merge_min_count, options.manifest_full_merge_threshold
+        )
 
 
 def pack(items: Sequence[T], size: Callable[[T], int], target: int) -> list[list[T]]:

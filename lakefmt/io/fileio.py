@@ -169,7 +169,7 @@ class FileIO:
             name = str(name)
             if not name.startswith(prefix) or info.get("type") == "directory":
                 continue
-            yield FileInfo(name[len(prefix):], int(info.get("size") or 0), _mtime_ms(info))
+            yield FileInfo(name[len(prefix) :], int(info.get("size") or 0), _mtime_ms(info))
 
     def exists(self, rel: str) -> bool:
         """Whether ``rel`` exists (by reading its metadata; prefer ``read`` where the content is needed)."""
@@ -198,7 +198,7 @@ class LocalFileIO(FileIO):
         return fsspec.filesystem("file")
 
     def _root_path(self) -> str:
-        uri = self.uri[len("file://"):] if self.uri.startswith("file://") else self.uri
+        uri = self.uri[len("file://") :] if self.uri.startswith("file://") else self.uri
         return os.path.abspath(os.path.expanduser(uri))
 
     def read(self, rel: str) -> bytes:

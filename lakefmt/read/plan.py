@@ -37,7 +37,9 @@ def referenced_columns(filter: pc.Expression | None, schema: pa.Schema) -> list[
     return [n for n in schema.names if re.search(r"(?<![\w])" + re.escape(n) + r"(?![\w])", text)]
 
 
-def _range_guarantee(name: str, lo: Any, hi: Any, null_count: int | None, row_count: int | None) -> pc.Expression | None:
+def _range_guarantee(
+    name: str, lo: Any, hi: Any, null_count: int | None, row_count: int | None
+) -> pc.Expression | None:
     col = pc.field(name)
     if null_count is not None and row_count is not None and null_count >= row_count:
         return col.is_null()

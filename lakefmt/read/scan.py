@@ -189,4 +189,3 @@ class Scan:
         if self.filter is None:
             return int(pc.sum(self.entries().column("row_count")).as_py() or 0)
         return int(self.to_dataset().count_rows(filter=self.filter))
-

@@ -9,8 +9,8 @@ from lakefmt.spec.snapshot import CommitKind, Snapshot
 __all__ = [
     "FORMAT_VERSION",
     "ColumnStats",
-    "CommitMessage",
     "CommitKind",
+    "CommitMessage",
     "DataFile",
     "FileKind",
     "ManifestFileMeta",

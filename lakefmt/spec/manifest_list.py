@@ -27,9 +27,7 @@ _BASE_FIELDS = [
 
 def encode_manifest_list(metas: Sequence[ManifestFileMeta], partition_schema: pa.Schema) -> bytes:
     """A manifest list file's bytes."""
-    columns: dict[str, pa.Array] = {
-        f.name: pa.array([getattr(m, f.name) for m in metas], f.type) for f in _BASE_FIELDS
-    }
+    columns: dict[str, pa.Array] = {f.name: pa.array([getattr(m, f.name) for m in metas], f.type) for f in _BASE_FIELDS}
     fields = list(_BASE_FIELDS)
     if len(partition_schema):
         st = stats_type(partition_schema)

@@ -20,8 +20,7 @@ import pyarrow.parquet as pq
 from lakefmt.errors import LakefmtError, SchemaMismatchError
 from lakefmt.io import FileIO
 from lakefmt.options import TableOptions
-from lakefmt.spec import CommitMessage, DataFile, FileKind, TableSchema
-from lakefmt.spec import layout
+from lakefmt.spec import CommitMessage, DataFile, FileKind, TableSchema, layout
 from lakefmt.spec.manifest import encode_manifest, entries_table, manifest_meta
 from lakefmt.spec.partition import partition_path
 from lakefmt.write.conform import conform
@@ -121,9 +120,7 @@ class TableWriter:
         self._closed = True
         if not self._done:
             return CommitMessage(self.writer_id, ())
-        entries = entries_table(
-            FileKind.ADD, self._done, self._schema.arrow_schema, self._schema.partition_keys
-        )
+        entries = entries_table(FileKind.ADD, self._done, self._schema.arrow_schema, self._schema.partition_keys)
         data = encode_manifest(entries)
         name = layout.manifest_name(self.writer_id, self._next())
         self._io.write(layout.manifest_path(name), data)
