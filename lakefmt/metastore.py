@@ -33,9 +33,10 @@ class MetaStore:
         self.io = io
         self._manifests: OrderedDict[str, pa.Table] = OrderedDict()
         self._lists: OrderedDict[str, list[ManifestFileMeta]] = OrderedDict()
+        self._schemas: dict[int, TableSchema] = {}
 
     def __getstate__(self) -> dict[str, object]:
-        return {"io": self.io, "_manifests": OrderedDict(), "_lists": OrderedDict()}
+        return {"io": self.io, "_manifests": OrderedDict(), "_lists": OrderedDict(), "_schemas": {}}
 
     # -- schemas ----------------------------------------------------------------------------------------
     def schema_ids(self) -> list[int]:
@@ -43,12 +44,17 @@ class MetaStore:
         return sorted(i for i in ids if i is not None)
 
     def schema(self, schema_id: int) -> TableSchema:
+        cached = self._schemas.get(schema_id)
+        if cached is not None:
+            return cached
         path = layout.schema_path(schema_id)
         try:
             data = self.io.read(path)
         except FileNotFoundError as exc:
             raise CorruptMetadataError(f"schema {schema_id} is missing ({path})") from exc
-        return TableSchema.from_json(data, what=f"schema file {path}")
+        schema = TableSchema.from_json(data, what=f"schema file {path}")
+        self._schemas[schema_id] = schema  # schema files are immutable
+        return schema
 
     def latest_schema(self) -> TableSchema:
         ids = self.schema_ids()

@@ -14,8 +14,9 @@ import pyarrow.compute as pc
 from lakefmt.commit.committer import Committer
 from lakefmt.errors import CommitStateUnknownError, LocationNotEmptyError, TableAlreadyExistsError
 from lakefmt.io import FileIO, file_io_for
+from lakefmt.maintenance import MaintenanceReport, Progress, expire_snapshots, remove_orphan_files
 from lakefmt.metastore import MetaStore
-from lakefmt.options import TableOptions
+from lakefmt.options import TableOptions, parse_duration_ms
 from lakefmt.read.scan import FileTask, Scan
 from lakefmt.spec import CommitMessage, Snapshot, TableSchema, layout
 from lakefmt.spec.types import type_to_json
@@ -191,6 +192,43 @@ class Table:
         """The latest snapshot, or None for a table with no commits yet."""
         return self._store.latest_snapshot()
 
+    # -- maintenance -----------------------------------------------------------------------------------
+    def expire_snapshots(
+        self,
+        *,
+        retain_min: int = 1,
+        retain_max: int | None = None,
+        older_than: Duration | None = None,
+        dry_run: bool = False,
+        progress: Progress | None = None,
+    ) -> MaintenanceReport:
+        """Expire old snapshots (never the latest; at least ``retain_min`` kept; at most ``retain_max``;
+        those committed more than ``older_than`` ago go) and delete the files only they reference.
+
+        ``older_than``: a ``timedelta``, a duration string (``"90m"``, ``"12h"``, ``"7d"``) or seconds."""
+        return expire_snapshots(
+            self.io,
+            self._store,
+            retain_min=retain_min,
+            retain_max=retain_max,
+            older_than_ms=None if older_than is None else duration_ms(older_than),
+            dry_run=dry_run,
+            progress=progress,
+        )
+
+    def remove_orphan_files(
+        self,
+        *,
+        older_than: Duration = datetime.timedelta(days=1),
+        dry_run: bool = False,
+        progress: Progress | None = None,
+    ) -> MaintenanceReport:
+        """Delete files under the table root that no retained snapshot references and that were last
+        modified more than ``older_than`` ago (default 1 day, so in-flight commits are never touched)."""
+        return remove_orphan_files(
+            self.io, self._store, older_than_ms=duration_ms(older_than), dry_run=dry_run, progress=progress
+        )
+
     def commit_user_identifier(self, commit_user: str) -> int | None:
         """The last identifier ``commit_user`` committed, as remembered by the latest snapshot."""
         latest = self._store.latest_snapshot()
@@ -198,6 +236,24 @@ class Table:
             return None
         last = latest.commit_users.get(commit_user)
         return last[0] if last else None
+
+
+Duration = datetime.timedelta | str | int | float
+
+
+def duration_ms(value: Duration) -> int:
+    """Milliseconds of a timedelta, a duration string (``"7d"``) or a number of seconds."""
+    if isinstance(value, datetime.timedelta):
+        ms = int(value.total_seconds() * 1000)
+    elif isinstance(value, str):
+        ms = parse_duration_ms(value, "older_than")
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        ms = int(value * 1000)
+    else:
+        raise TypeError(f"a duration must be a timedelta, a string like '7d' or seconds, got {value!r}")
+    if ms < 0:
+        raise ValueError(f"a duration must not be negative, got {value!r}")
+    return ms
 
 
 def _discard(io: FileIO, message: CommitMessage, writer: TableWriter) -> None:

@@ -1,0 +1,81 @@
+"""Orphan-file removal: delete files under the root that no retained snapshot references and that are older
+than a threshold (so files of a commit still in flight are never touched).
+
+The listing is taken *before* the references are read: a commit that lands in between references only files
+that are young (written just before it), which the age threshold protects. Referenced: every schema file, the
+hints, every retained snapshot file, its manifest lists and their manifests, and every data file live in
+any retained snapshot (live in the earliest, or added by a later one). Only files under the root are ever
+listed (symlinks are not followed, and a symlink is deleted as a link, never its target).
+"""
+
+from __future__ import annotations
+
+import time
+
+import pyarrow.compute as pc
+
+from lakefmt.io import FileIO
+from lakefmt.maintenance.report import MaintenanceReport, Progress, classify
+from lakefmt.metastore import MetaStore
+from lakefmt.read.plan import live_entries
+from lakefmt.spec import FileKind, layout
+
+__all__ = ["referenced_files", "remove_orphan_files"]
+
+DEFAULT_OLDER_THAN_MS = 86_400_000
+
+
+def referenced_files(store: MetaStore) -> set[str]:
+    """Paths (relative to the root) of every file the retained snapshots need."""
+    refs = {layout.LATEST, layout.EARLIEST}
+    refs.update(layout.schema_path(i) for i in store.schema_ids())
+    latest = store.latest_snapshot()
+    if latest is None:
+        return refs
+    ids = [i for i in store.snapshot_ids() if i <= latest.id]
+    first = True
+    for sid in ids:
+        snap = store.try_snapshot(sid)
+        if snap is None:
+            continue  # expired meanwhile
+        refs.add(layout.snapshot_path(sid))
+        for name in (snap.base_manifest_list, snap.delta_manifest_list):
+            refs.add(layout.manifest_list_path(name))
+            refs.update(layout.manifest_path(m.file_name) for m in store.manifest_list(name))
+        if first:
+            schema = store.schema(snap.schema_id)
+            refs.update(live_entries(store, snap, schema).column("path").to_pylist())
+            first = False
+        else:
+            for m in store.manifest_list(snap.delta_manifest_list):
+                if m.num_added_files:
+                    entries = store.manifest(m.file_name)
+                    adds = entries.filter(pc.equal(entries.column("kind"), int(FileKind.ADD)))
+                    refs.update(adds.column("path").to_pylist())
+    return refs
+
+
+def remove_orphan_files(
+    io: FileIO,
+    store: MetaStore,
+    *,
+    older_than_ms: int = DEFAULT_OLDER_THAN_MS,
+    dry_run: bool = False,
+    progress: Progress | None = None,
+) -> MaintenanceReport:
+    """Delete unreferenced files older than ``older_than_ms``; return what was (or would be) deleted."""
+    if older_than_ms < 0:
+        raise ValueError("older_than must not be negative")
+    store.latest_schema()  # NotATableError: never clean a folder that is not a table
+    listing = list(io.walk())
+    horizon = int(time.time() * 1000) - older_than_ms
+    refs = referenced_files(store)
+    report = MaintenanceReport("orphan-clean", dry_run)
+    candidates = [f for f in listing if f.path not in refs and f.mtime_ms <= horizon]
+    for done, f in enumerate(candidates, 1):
+        report.add(classify(f.path), f.path, f.size)
+        if not dry_run:
+            io.delete(f.path)
+        if progress:
+            progress(done, len(candidates), f.path)
+    return report

@@ -1,0 +1,83 @@
+"""What a maintenance run deleted (or, in a dry run, would delete): counts and bytes per kind of file."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["FileClass", "MaintenanceReport", "Progress", "classify"]
+
+#: called as progress(done, total, what) during long runs; the CLI draws a bar with it
+Progress = Callable[[int, int, str], None]
+
+
+class FileClass(enum.Enum):
+    """Kinds of files under a table root, as maintenance reports them."""
+
+    SNAPSHOT = "snapshots"
+    MANIFEST_LIST = "manifest_lists"
+    MANIFEST = "manifests"
+    DATA = "data_files"
+    TEMP = "temp_files"
+    OTHER = "other_files"
+
+
+def classify(rel_path: str) -> FileClass:
+    """The kind of a file from its path relative to the root."""
+    name = rel_path.rsplit("/", 1)[-1]
+    if ".tmp-" in name:
+        return FileClass.TEMP
+    if rel_path.startswith("snapshot/") and name.startswith("snapshot-"):
+        return FileClass.SNAPSHOT
+    if rel_path.startswith("manifest/"):
+        return FileClass.MANIFEST_LIST if name.startswith("manifest-list-") else FileClass.MANIFEST
+    if name.endswith(".parquet"):
+        return FileClass.DATA
+    return FileClass.OTHER
+
+
+@dataclass
+class MaintenanceReport:
+    """Files deleted (or that would be, with ``dry_run``), by kind; plus the snapshot ids expired."""
+
+    operation: str
+    dry_run: bool
+    deleted: dict[FileClass, list[tuple[str, int]]] = field(default_factory=dict)
+    expired_snapshots: list[int] = field(default_factory=list)
+    kept_snapshots: tuple[int, int] | None = None  #: (earliest, latest) retained
+
+    def add(self, kind: FileClass, path: str, size: int) -> None:
+        self.deleted.setdefault(kind, []).append((path, size))
+
+    def count(self, kind: FileClass) -> int:
+        return len(self.deleted.get(kind, []))
+
+    def bytes(self, kind: FileClass) -> int:
+        return sum(s for _, s in self.deleted.get(kind, []))
+
+    @property
+    def total_files(self) -> int:
+        return sum(len(v) for v in self.deleted.values())
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(s for v in self.deleted.values() for _, s in v)
+
+    @property
+    def paths(self) -> list[str]:
+        return sorted(p for v in self.deleted.values() for p, _ in v)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready summary (``--json``)."""
+        return {
+            "operation": self.operation,
+            "dry_run": self.dry_run,
+            "expired_snapshots": self.expired_snapshots,
+            "kept_snapshots": list(self.kept_snapshots) if self.kept_snapshots else None,
+            "files": {k.value: {"count": self.count(k), "bytes": self.bytes(k)} for k in FileClass},
+            "total_files": self.total_files,
+            "total_bytes": self.total_bytes,
+            "paths": self.paths,
+        }
