@@ -151,13 +151,14 @@ class Committer:
             if self._publish(snap):  # (e)
                 self._store.write_hint(layout.LATEST, snap.id)  # (g)
                 return snap
+            # back off first, then re-read: a latest read before the sleep is stale by the time it is used
+            time.sleep(delay * (1 + random.random()))
+            delay = min(delay * 2, 1.0)
             latest = self._store.latest_snapshot()  # (f)
             if self.already_committed(identifier, latest):
                 return None
             if overwrite is not None and deleted is not None:
                 self._check_unchanged(latest, schema, partition, deleted)
-            time.sleep(delay * (1 + random.random()))
-            delay = min(delay * 2, 1.0)
         raise CommitRetriesExhaustedError(
             f"lost the race for the next snapshot {options.commit_max_retries + 1} times "
             f"(commit user {self.commit_user!r}, identifier {identifier}); the commit did not land"
@@ -316,7 +317,7 @@ def _partition_expr(partition: Mapping[str, Any], schema: TableSchema) -> pc.Exp
 
 def _partition_mask(entries: pa.Table, partition: Mapping[str, Any], schema: TableSchema) -> pa.Array:
     part = entries.column("partition").combine_chunks()
-    mask = pa.array([True] * entries.num_rows)
+    mask = pa.array([True] * entries.num_rows, pa.bool_())  # typed: an empty list would be null-typed
     for key, value in partition.items():
         col = part.field(key)
         m = pc.is_null(col) if value is None else pc.fill_null(pc.equal(col, pa.scalar(value, col.type)), False)

@@ -99,6 +99,9 @@ class ManifestMerger:
         if entries.num_rows == 0:
             return []
         per_file = max(1, int(self._policy.target_size / max(bytes_per_entry, 1.0)))
+        # One record batch per manifest: concatenated inputs arrive as one chunk per source manifest, and
+        # writing those chunks as-is would carry every batch's framing (and its count) into each merge.
+        entries = entries.combine_chunks()
         out = []
         for start in range(0, entries.num_rows, per_file):
             chunk = entries.slice(start, per_file)

@@ -228,11 +228,11 @@ class LocalFileIO(FileIO):
     def _publish(self, path: str, data: bytes) -> None:
         folder, name = os.path.split(path)
         tmp = os.path.join(folder, f".{name}{TEMP_MARKER}{uuid.uuid4().hex}")
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        try:
+        try:  # the temp file goes whatever happens, also when writing or syncing it fails
+            with open(tmp, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
             os.link(tmp, path)  # atomic, fails with FileExistsError if the name is taken
         finally:
             with contextlib.suppress(FileNotFoundError):
@@ -327,7 +327,9 @@ class S3FileIO(FileIO):
                 delay = min(delay * 2, 1.0)
 
     def read(self, rel: str) -> bytes:
-        data: bytes = self.fs.cat_file(self.full_path(rel))
+        # max_concurrency=1: one GET. Otherwise s3fs first HEADs for the size (and, for a missing key, LISTs
+        # to rule out a folder), which doubles the cost of every metadata read and of every snapshot probe.
+        data: bytes = self.fs.cat_file(self.full_path(rel), max_concurrency=1)
         return data
 
 

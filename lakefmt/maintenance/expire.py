@@ -18,10 +18,11 @@ import time
 
 import pyarrow.compute as pc
 
-from lakefmt.errors import LakefmtError
+from lakefmt.errors import CorruptMetadataError, LakefmtError
 from lakefmt.io import FileIO
 from lakefmt.maintenance.report import FileClass, MaintenanceReport, Progress
 from lakefmt.metastore import MetaStore
+from lakefmt.read.plan import check_paths
 from lakefmt.spec import FileKind, Snapshot, layout
 
 __all__ = ["expire_snapshots", "select_expired"]
@@ -72,10 +73,22 @@ def expire_snapshots(
     # 1. data files deleted at or before the new earliest snapshot k
     deletable: set[str] = set()
     for s in snaps[1 : count + 1]:
-        for m in store.manifest_list(s.delta_manifest_list):
+        try:
+            metas = store.manifest_list(s.delta_manifest_list)
+        except CorruptMetadataError:
+            if s.id == retained[0].id:
+                raise
+            continue  # an interrupted run deleted it, after it had deleted every data file it named
+        for m in metas:
             if m.num_deleted_files:
-                entries = store.manifest(m.file_name)
+                try:
+                    entries = store.manifest(m.file_name)
+                except CorruptMetadataError:
+                    if s.id == retained[0].id:
+                        raise
+                    continue  # as above
                 dels = entries.filter(pc.equal(entries.column("kind"), int(FileKind.DELETE)))
+                check_paths(dels.column("path"), f"a manifest of snapshot {s.id}")  # before deleting anything
                 paths = dels.column("path").to_pylist()
                 deletable.update(paths)
                 sizes.update(zip(paths, dels.column("file_size").to_pylist(), strict=True))

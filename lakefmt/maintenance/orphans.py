@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 from lakefmt.io import FileIO
 from lakefmt.maintenance.report import MaintenanceReport, Progress, classify
 from lakefmt.metastore import MetaStore
-from lakefmt.read.plan import live_entries
+from lakefmt.read.plan import check_paths, live_entries
 from lakefmt.spec import FileKind, layout
 
 __all__ = ["referenced_files", "remove_orphan_files"]
@@ -51,6 +51,7 @@ def referenced_files(store: MetaStore) -> set[str]:
                 if m.num_added_files:
                     entries = store.manifest(m.file_name)
                     adds = entries.filter(pc.equal(entries.column("kind"), int(FileKind.ADD)))
+                    check_paths(adds.column("path"), f"a manifest of snapshot {sid}")
                     refs.update(adds.column("path").to_pylist())
     return refs
 

@@ -24,9 +24,18 @@ from lakefmt.metastore import MetaStore
 from lakefmt.spec import FileKind, ManifestFileMeta, Snapshot, TableSchema
 from lakefmt.spec.manifest import ColumnStats, manifest_schema
 
-__all__ = ["live_entries", "prune_entries", "referenced_columns", "select_manifests"]
+__all__ = ["check_paths", "has_nan_literal", "live_entries", "prune_entries", "referenced_columns", "select_manifests"]
 
-_BAD_PATH = r"(^/)|(^|/)\.{1,2}(/|$)|//|\\|://|\x00|^$"
+_BAD_PATH = r"(^/)|(^|/)\.{1,2}(/|$)|//|/$|\\|://|\x00|^$"
+
+
+def check_paths(paths: pa.ChunkedArray | pa.Array, what: str) -> None:
+    """Vectorised :func:`lakefmt.io.paths.check_relative` over data-file paths: raise
+    :class:`PathOutsideTableError` if any is not a clean relative path (it could resolve outside the root)."""
+    bad = pc.match_substring_regex(paths, _BAD_PATH)
+    if pc.any(bad).as_py():
+        sample = paths.filter(bad)[0].as_py()
+        raise PathOutsideTableError(f"{what} lists data file {sample!r} outside the table")
 
 
 def referenced_columns(filter: pc.Expression | None, schema: pa.Schema) -> list[str]:
@@ -53,11 +62,20 @@ def _range_guarantee(
     return rng | col.is_null()
 
 
+def has_nan_literal(filter: pc.Expression | None) -> bool:
+    """Whether the filter may compare with a NaN literal. pyarrow's simplifier orders NaN above every number,
+    so under ``x <= 2`` it takes ``x < nan`` for true and drops a file where ``~(x < nan)`` holds for every
+    row. A superset is harmless (a column or string named "nan" only costs pruning)."""
+    return filter is not None and re.search(r"\bnan\b", str(filter), re.IGNORECASE) is not None
+
+
 def _surviving(filter: pc.Expression, schema: pa.Schema, guarantees: Sequence[pc.Expression | None]) -> list[bool]:
     """For each guarantee, can the filter be true of some row it allows? Uses pyarrow's simplifier."""
     exprs = [g if g is not None else pc.scalar(True) for g in guarantees]
     if not exprs:
         return []
+    if has_nan_literal(filter):
+        return [True] * len(exprs)
     dataset = ds.FileSystemDataset.from_paths(
         [str(i) for i in range(len(exprs))],
         schema=schema,
@@ -134,10 +152,7 @@ def live_entries(
     if adds.num_rows != entries.num_rows:
         deleted = entries.filter(pc.invert(is_add)).column("path")
         adds = adds.filter(pc.invert(pc.is_in(adds.column("path"), value_set=deleted.combine_chunks())))
-    bad = pc.match_substring_regex(adds.column("path"), _BAD_PATH)
-    if pc.any(bad).as_py():
-        sample = adds.filter(bad).column("path")[0].as_py()
-        raise PathOutsideTableError(f"a manifest of snapshot {snap.id} lists data file {sample!r} outside the table")
+    check_paths(adds.column("path"), f"a manifest of snapshot {snap.id}")
     return adds
 
 

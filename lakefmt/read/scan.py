@@ -14,7 +14,14 @@ import pyarrow.dataset as ds
 from lakefmt.errors import SchemaMismatchError, SnapshotNotFoundError
 from lakefmt.io import FileIO
 from lakefmt.metastore import MetaStore
-from lakefmt.read.plan import concat_entries, live_entries, prune_entries
+from lakefmt.read.plan import (
+    check_paths,
+    concat_entries,
+    has_nan_literal,
+    live_entries,
+    prune_entries,
+    referenced_columns,
+)
 from lakefmt.spec import FileKind, Snapshot, TableSchema
 from lakefmt.spec.manifest import manifest_schema
 
@@ -157,18 +164,33 @@ class Scan:
         """The data files this scan reads."""
         e = self.entries()
         paths = e.column("path").to_pylist()
+        full = self._full_paths(e.column("path"), paths)
         sizes = e.column("file_size").to_pylist()
         rows = e.column("row_count").to_pylist()
-        parts = e.column("partition").to_pylist() if "partition" in e.column_names else [{}] * len(paths)
-        return [
-            FileTask(p, self._io.full_path(p), s, r, dict(part or {}))
-            for p, s, r, part in zip(paths, sizes, rows, parts, strict=True)
-        ]
+        if "partition" in e.column_names:
+            parts = [part or {} for part in e.column("partition").to_pylist()]  # fresh dicts, one per file
+        else:
+            parts = [{} for _ in paths]
+        return [FileTask(*t) for t in zip(paths, full, sizes, rows, parts, strict=True)]
+
+    def _full_paths(self, column: pa.ChunkedArray, paths: list[str]) -> list[str]:
+        """Filesystem paths of the planned files: checked once, vectorised, then joined to the root (a
+        per-path ``FileIO.full_path`` costs more than the rest of planning at 100,000 files)."""
+        what = f"a manifest of snapshot {self.snapshot.id}" if self.snapshot is not None else "a manifest"
+        check_paths(column, what)
+        if not paths:
+            return []
+        first = self._io.full_path(paths[0])
+        prefix = first[: len(first) - len(paths[0])]
+        if prefix + paths[0] != first:  # a FileIO that does more than prefix the root
+            return [self._io.full_path(p) for p in paths]
+        return [prefix + p for p in paths]
 
     # -- reading ----------------------------------------------------------------------------------------
     def to_dataset(self) -> ds.Dataset:
         """A ``pyarrow.dataset`` over exactly the planned files (filter not yet applied to rows)."""
-        full = [self._io.full_path(p) for p in self.entries().column("path").to_pylist()]
+        column = self.entries().column("path")
+        full = self._full_paths(column, column.to_pylist())
         return ds.FileSystemDataset.from_paths(
             full,
             schema=self.schema.arrow_schema,
@@ -176,16 +198,53 @@ class Scan:
             filesystem=self._io.arrow_filesystem(),
         )
 
+    def _pushdown_safe(self) -> bool:
+        """Whether pyarrow may evaluate the filter inside its Parquet scan. It prunes row groups by their
+        Parquet min/max, which leave NaN out, so a row group holding NaN and -inf claims ``f == -inf`` and
+        drops the NaN rows of ``is_nan(f)``, ``f != -inf`` or ``~(f < 0)``; and it orders a NaN literal above
+        every number (``~(x < nan)`` drops everything). Filters that may touch a floating-point column or a NaN
+        literal are therefore applied to the rows after reading instead."""
+        if self.filter is None:
+            return True
+        if has_nan_literal(self.filter):
+            return False
+        schema = self.schema.arrow_schema
+        return not any(_has_float(schema.field(c).type) for c in referenced_columns(self.filter, schema))
+
     def to_batches(self) -> Iterator[pa.RecordBatch]:
         """Record batches of the rows matching the filter, projected to the columns asked for."""
-        yield from self.to_dataset().to_batches(columns=self.columns, filter=self.filter)
+        if self._pushdown_safe():
+            yield from self.to_dataset().to_batches(columns=self.columns, filter=self.filter)
+            return
+        for batch in self.to_dataset().to_batches(columns=self.columns_to_read()):
+            kept = pa.Table.from_batches([batch]).filter(self.filter)
+            yield from (kept if self.columns is None else kept.select(self.columns)).to_batches()
+
+    def columns_to_read(self) -> list[str] | None:
+        """The projection plus the columns the filter needs (None: all columns)."""
+        if self.columns is None:
+            return None
+        extra = referenced_columns(self.filter, self.schema.arrow_schema)
+        return list(dict.fromkeys([*self.columns, *extra]))
 
     def to_arrow(self) -> pa.Table:
         """The rows matching the filter as one Arrow table."""
-        return self.to_dataset().to_table(columns=self.columns, filter=self.filter)
+        if self._pushdown_safe():
+            return self.to_dataset().to_table(columns=self.columns, filter=self.filter)
+        kept = self.to_dataset().to_table(columns=self.columns_to_read()).filter(self.filter)
+        return kept if self.columns is None else kept.select(self.columns)
 
     def count(self) -> int:
         """Number of matching rows (from metadata alone when there is no filter)."""
         if self.filter is None:
             return int(pc.sum(self.entries().column("row_count")).as_py() or 0)
+        if not self._pushdown_safe():
+            return sum(b.num_rows for b in self.to_batches())
         return int(self.to_dataset().count_rows(filter=self.filter))
+
+
+def _has_float(t: pa.DataType) -> bool:
+    """Whether ``t`` is, or nests, a floating-point type (whose Parquet statistics ignore NaN)."""
+    if pa.types.is_floating(t):
+        return True
+    return any(_has_float(t.field(i).type) for i in range(t.num_fields)) if hasattr(t, "field") else False

@@ -68,6 +68,15 @@ def write_arrow_file(table: pa.Table, kind: str) -> bytes:
     return bytes(sink.getvalue())
 
 
+def _check_names(fields: list[pa.Field]) -> None:
+    """Raise UnicodeDecodeError if any (nested) field name is not UTF-8: pyarrow decodes names lazily, so a
+    corrupt name would otherwise surface deep inside a reader (e.g. in ``to_pylist``)."""
+    for f in fields:
+        _ = f.name
+        t = f.type
+        _check_names([t.field(i) for i in range(t.num_fields)] if hasattr(t, "field") else [])
+
+
 def read_arrow_file(data: bytes, kind: str, what: str) -> pa.Table:
     """Decode an Arrow IPC metadata file, checking that it is complete, of ``kind``, and not from the future."""
     if not data:
@@ -75,7 +84,11 @@ def read_arrow_file(data: bytes, kind: str, what: str) -> pa.Table:
     try:
         reader = pa.ipc.open_file(pa.py_buffer(data))
         table = reader.read_all()
-    except (pa.ArrowInvalid, pa.ArrowIOError, OSError) as exc:
+        # Corrupt bytes can decode into arrays with impossible offsets or invalid UTF-8 that crash the
+        # process later (a C++ check failure in to_pylist): full validation costs ~25 ns per entry.
+        table.validate(full=True)
+        _check_names(list(table.schema))
+    except (pa.ArrowException, OSError, UnicodeDecodeError) as exc:  # incl. NotImplemented, Memory errors
         raise CorruptMetadataError(f"{what} is not a readable Arrow file (truncated or corrupt): {exc}") from exc
     meta = table.schema.metadata or {}
     if meta.get(KIND_KEY) != kind.encode():

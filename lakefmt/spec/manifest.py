@@ -15,6 +15,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakefmt.errors import CorruptMetadataError
 from lakefmt.spec.codec import read_arrow_file, write_arrow_file
 
 __all__ = [
@@ -76,7 +77,7 @@ def is_stats_type(t: pa.DataType) -> bool:
         or pa.types.is_date(t)
         or pa.types.is_timestamp(t)
         or pa.types.is_time(t)
-        or pa.types.is_decimal(t)
+        or (pa.types.is_decimal(t) and t.bit_width >= 128)  # pyarrow has no min_max for decimal32/64
     ) and not pa.types.is_float16(t)
 
 
@@ -145,9 +146,18 @@ def encode_manifest(entries: pa.Table) -> bytes:
     return write_arrow_file(entries, MANIFEST_KIND)
 
 
+#: Columns every reader relies on; a manifest without them (e.g. a corrupted column name) is refused here.
+_REQUIRED_COLUMNS = {"kind": pa.int8(), "path": pa.string(), "file_size": pa.int64(), "row_count": pa.int64()}
+
+
 def decode_manifest(data: bytes, what: str = "manifest") -> pa.Table:
     """Entries of a manifest file; CorruptMetadataError / UnsupportedFormatVersionError when unreadable."""
-    return read_arrow_file(data, MANIFEST_KIND, what)
+    table = read_arrow_file(data, MANIFEST_KIND, what)
+    for name, t in _REQUIRED_COLUMNS.items():
+        i = table.schema.get_field_index(name)
+        if i < 0 or table.schema.field(i).type != t:
+            raise CorruptMetadataError(f"{what} is malformed: no {t} column {name!r}")
+    return table
 
 
 @dataclass(frozen=True)

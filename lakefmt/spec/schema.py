@@ -88,5 +88,5 @@ class TableSchema:
                 options={str(k): str(v) for k, v in (obj.get("options") or {}).items()},
                 time_millis=int(obj.get("timeMillis", 0)),
             )
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise CorruptMetadataError(f"{what} is malformed: {exc!r}") from exc

@@ -78,7 +78,8 @@ def type_from_json(j: Any) -> pa.DataType:
         if kind == "time":
             return pa.time32(j["unit"]) if j["unit"] in ("s", "ms") else pa.time64(j["unit"])
         if kind == "decimal":
-            make = pa.decimal256 if j.get("bitWidth") == 256 else pa.decimal128
+            widths = {32: pa.decimal32, 64: pa.decimal64, 256: pa.decimal256}
+            make = widths.get(j.get("bitWidth", 128), pa.decimal128)
             return make(j["precision"], j["scale"])
         if kind == "fixed_binary":
             return pa.binary(j["width"])

@@ -87,7 +87,8 @@ class TableWriter:
         self._io = io
         self._schema = schema
         self._options = TableOptions.from_map(schema.options)
-        self.writer_id = writer_id or uuid.uuid4().hex
+        self.writer_id = writer_id or uuid.uuid4().hex  #: a label for commit messages and logs
+        self._file_id = uuid.uuid4().hex  # names files: unique even if a caller reuses writer_id
         self._partitions: dict[tuple[Any, ...], _PartitionState] = {}
         self._done: list[DataFile] = []
         self._counter = 0
@@ -122,7 +123,7 @@ class TableWriter:
             return CommitMessage(self.writer_id, ())
         entries = entries_table(FileKind.ADD, self._done, self._schema.arrow_schema, self._schema.partition_keys)
         data = encode_manifest(entries)
-        name = layout.manifest_name(self.writer_id, self._next())
+        name = layout.manifest_name(self._file_id, self._next())
         self._io.write(layout.manifest_path(name), data)
         meta = manifest_meta(name, len(data), entries, self._schema.id)
         return CommitMessage(self.writer_id, (meta,))
@@ -197,15 +198,22 @@ class TableWriter:
         table = pa.concat_tables(state.buffered) if len(state.buffered) > 1 else state.buffered[0]
         self._buffered_bytes -= state.buffered_bytes
         state.buffered, state.buffered_rows, state.buffered_bytes = [], 0, 0
-        f = state.file or self._open_file(state)
-        f.writer.write_table(table, row_group_size=max(table.num_rows, 1))
-        f.stats.update(table)
-        f.rows += table.num_rows
-        if f.stream.tell() >= self._options.target_file_size:
-            self._close_file(state)
+        # One row group per slice of at most row-group-rows rows and about row-group-size bytes: a single large
+        # write (one 10M-row table) must not become one huge row group, and files roll between row groups.
+        step = self._options.row_group_rows
+        if table.nbytes > self._options.row_group_size:
+            step = min(step, max(1, table.num_rows * self._options.row_group_size // table.nbytes))
+        for start in range(0, table.num_rows, step):
+            group = table.slice(start, step)
+            f = state.file or self._open_file(state)
+            f.writer.write_table(group, row_group_size=max(group.num_rows, 1))
+            f.stats.update(group)
+            f.rows += group.num_rows
+            if f.stream.tell() >= self._options.target_file_size:
+                self._close_file(state)
 
     def _open_file(self, state: _PartitionState) -> _OpenFile:
-        name = layout.data_file_name(self.writer_id, self._next())
+        name = layout.data_file_name(self._file_id, self._next())
         rel = f"{state.folder}/{name}" if state.folder else name
         stream = self._io.open_output(rel)
         compression = None if self._options.compression == "none" else self._options.compression
