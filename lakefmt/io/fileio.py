@@ -135,15 +135,17 @@ class FileIO:
             self._publish(path, data)
             return True
         except FileExistsError:
-            return self._is_ours(path, data)
+            return self._is_ours(rel, data)
 
     def _publish(self, path: str, data: bytes) -> None:
         """Generic fsspec: check-then-write. NOT atomic: only safe with a single committer per table."""
         self.fs.pipe_file(path, data, mode="create")
 
-    def _is_ours(self, path: str, data: bytes) -> bool:
+    def _is_ours(self, rel: str, data: bytes) -> bool:
+        """After a FileExistsError: is the object there the one we tried to put (a retried PUT whose first
+        answer was lost)? One read through the backend's own ``read`` (a single GET on S3)."""
         try:
-            existing = self.fs.cat_file(path)
+            existing = self.read(rel)
         except FileNotFoundError:
             return False
         return bool(existing == data)
