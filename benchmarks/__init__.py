@@ -1,0 +1,15 @@
+"""lakefmt benchmarks: the metadata path (commit cost, planning, manifest merge) and the data path (write and
+read overhead), each measured side by side with its baseline in the same run.
+
+Run ``python -m benchmarks [--quick] [--only NAME] [--out DIR]``. Each benchmark writes one JSON file into
+``benchmarks/results/`` (``<name>.json`` for the full mode, ``<name>-quick.json`` for ``--quick``) and the run
+ends with a compact table of every comparison: value, baseline, ratio, target, and whether it was met.
+
+The benchmarks use only lakefmt's public API and pyarrow, except where a benchmark measures one internal
+component on purpose (the manifest merger, and the writer-side metadata used to build large tables without
+writing their data files).
+"""
+
+BENCHMARKS = ("commit_scaling", "planning", "io_overhead", "manifest_merge")
+
+__all__ = ["BENCHMARKS"]

@@ -1,0 +1,320 @@
+"""Shared helpers: timing, results (JSON + table rows), synthetic data, fake data-file metadata, fresh processes."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+import lakefmt
+from lakefmt.spec import ColumnStats, DataFile
+from lakefmt.spec.partition import partition_path
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+REPO_DIR = PACKAGE_DIR.parent
+
+#: The events schema of the data-path benchmarks: about 5 columns of the usual kinds.
+EVENTS_SCHEMA = pa.schema(
+    [
+        ("id", pa.int64()),
+        ("ts", pa.timestamp("us")),
+        ("user", pa.string()),
+        ("amount", pa.float64()),
+        ("dt", pa.string()),
+    ]
+)
+
+#: The table of the metadata benchmarks: min/max/null-count statistics are kept for exactly 3 columns
+#: (id, ts, and the partition column dt).
+META_SCHEMA = pa.schema([("id", pa.int64()), ("ts", pa.timestamp("us")), ("dt", pa.string())])
+META_PARTITION_KEYS = ("dt",)
+
+_EPOCH_US = 1_793_491_200_000_000  # 2026-11-01T00:00:00Z
+_DAY_US = 86_400_000_000
+
+
+def day_name(i: int) -> str:
+    """``2026-11-01`` for 0, then one day per step (ISO dates, so they sort like the days)."""
+    return (datetime.date(2026, 11, 1) + datetime.timedelta(days=i)).isoformat()
+
+
+# -- timing ---------------------------------------------------------------------------------------------
+@contextmanager
+def timed(sink: list[float]) -> Iterator[None]:
+    """Append the wall time of the block (seconds) to ``sink``."""
+    t0 = time.perf_counter()
+    try:
+        yield
+    finally:
+        sink.append(time.perf_counter() - t0)
+
+
+def median(xs: Sequence[float]) -> float:
+    return float(statistics.median(xs))
+
+
+def interleaved(sides: dict[str, Callable[[int], Any]], reps: int,
+                after: Callable[[str, int], None] | None = None) -> dict[str, dict[str, list[float]]]:
+    """Run each side ``reps`` times, interleaved (A B C, then B C A, ...); return each side's wall times and
+    process CPU times (all threads) in seconds: ``{side: {"wall": [...], "cpu": [...]}}``.
+
+    Rotating the order spreads drift (page cache, a neighbour's load) evenly over the sides. CPU time is
+    much less sensitive than wall time to other processes on a shared machine. ``after(side, rep)`` runs
+    outside the timings (cleanup)."""
+    names = list(sides)
+    times: dict[str, dict[str, list[float]]] = {n: {"wall": [], "cpu": []} for n in names}
+    for rep in range(reps):
+        k = rep % len(names)
+        for name in names[k:] + names[:k]:
+            c0, t0 = time.process_time(), time.perf_counter()
+            sides[name](rep)
+            t1, c1 = time.perf_counter(), time.process_time()
+            times[name]["wall"].append(t1 - t0)
+            times[name]["cpu"].append(c1 - c0)
+            if after is not None:
+                after(name, rep)
+    return times
+
+
+# -- results --------------------------------------------------------------------------------------------
+@dataclass
+class Comparison:
+    """One side-by-side measurement. ``ratio`` is lakefmt's cost over the baseline's (lower is better), or for
+    scaling comparisons late over early. ``target`` is checked on ``ratio`` (``check='ratio<='``) or on
+    ``value`` (``check='value>='``, for rates such as entries/s)."""
+
+    name: str
+    value: float
+    baseline: float | None
+    unit: str
+    ratio: float | None
+    target: float | None = None
+    check: str | None = None  # "ratio<=" | "value>=" | None (informative)
+    note: str = ""
+    met: bool | None = field(default=None)
+
+    def __post_init__(self) -> None:
+        if self.target is None or self.check is None:
+            self.met = None
+        elif self.check == "ratio<=":
+            self.met = self.ratio is not None and self.ratio <= self.target
+        elif self.check == "value>=":
+            self.met = self.value >= self.target
+        else:
+            raise ValueError(f"unknown check {self.check!r}")
+
+    def target_text(self) -> str:
+        if self.target is None or self.check is None:
+            return "-"
+        if self.check == "ratio<=":
+            return f"ratio <= {self.target:g}"
+        return f">= {_num(self.target)} {self.unit}"
+
+
+@dataclass
+class Result:
+    benchmark: str
+    mode: str
+    params: dict[str, Any]
+    metrics: dict[str, Any] = field(default_factory=dict)
+    comparisons: list[Comparison] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    environment: dict[str, Any] = field(default_factory=dict)
+    duration_s: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "benchmark": self.benchmark,
+            "mode": self.mode,
+            "duration_s": round(self.duration_s, 3),
+            "environment": self.environment,
+            "params": self.params,
+            "comparisons": [asdict(c) for c in self.comparisons],
+            "metrics": self.metrics,
+            "notes": self.notes,
+        }
+
+
+def environment() -> dict[str, Any]:
+    """What the numbers depend on (no paths: results are committed to the repository)."""
+    return {
+        "python": platform.python_version(),
+        "pyarrow": pa.__version__,
+        "lakefmt": lakefmt.__version__,
+        "git_commit": _git(["rev-parse", "--short", "HEAD"]),
+        "git_dirty": bool(_git(["status", "--porcelain", "--untracked-files=no", "--", "lakefmt"])),
+        "platform": platform.platform(terse=True),
+        "machine": platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "cpu_affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "pyarrow_cpu_count": pa.cpu_count(),
+        "pyarrow_io_thread_count": pa.io_thread_count(),
+        "timestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+
+
+def _git(args: list[str]) -> str | None:
+    try:
+        out = subprocess.run(["git", *args], cwd=REPO_DIR, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def write_result(result: Result, out_dir: Path) -> Path:
+    """Write ``<name>.json`` (full) or ``<name>-quick.json`` (quick), atomically."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    suffix = "-quick" if result.mode == "quick" else ""
+    path = out_dir / f"{result.benchmark}{suffix}.json"
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(result.to_json(), indent=2, sort_keys=False) + "\n")
+    os.replace(tmp, path)
+    return path
+
+
+def _num(x: float | None) -> str:
+    if x is None:
+        return "-"
+    ax = abs(x)
+    if ax >= 1e6:
+        return f"{x / 1e6:.2f}M"
+    if ax >= 1e4:
+        return f"{x / 1e3:.1f}k"
+    if ax >= 100:
+        return f"{x:.0f}"
+    if ax >= 1:
+        return f"{x:.2f}"
+    return f"{x:.3g}"
+
+
+def _with_unit(x: float | None, unit: str) -> str:
+    if x is None:
+        return "-"
+    if unit == "s":
+        return f"{x * 1e3:.1f} ms" if x < 1 else f"{x:.3f} s"
+    return f"{_num(x)} {unit}"
+
+
+def table_rows(results: Sequence[Result]) -> str:
+    """A compact text table of every comparison."""
+    header = ("benchmark", "comparison", "value", "baseline", "ratio", "target", "met")
+    rows = [header]
+    for r in results:
+        for c in r.comparisons:
+            met = "-" if c.met is None else ("yes" if c.met else "NO")
+            rows.append(
+                (
+                    r.benchmark,
+                    c.name,
+                    _with_unit(c.value, c.unit),
+                    _with_unit(c.baseline, c.unit),
+                    "-" if c.ratio is None else f"{c.ratio:.3f}",
+                    c.target_text(),
+                    met,
+                )
+            )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+# -- disk -----------------------------------------------------------------------------------------------
+def tree_bytes(path: Path) -> tuple[int, int]:
+    """(total bytes, number of files) under ``path``."""
+    total = files = 0
+    for folder, _dirs, names in os.walk(path):
+        for n in names:
+            total += os.lstat(os.path.join(folder, n)).st_size
+            files += 1
+    return total, files
+
+
+def drop_tree(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True)
+
+
+# -- synthetic data -------------------------------------------------------------------------------------
+def events(n: int, *, seed: int = 1, days: int = 10, users: int = 10_000, first_id: int = 0) -> pa.Table:
+    """``n`` event rows (id, ts, user, amount, dt), built with pyarrow compute only (no Python loop per row).
+
+    ids ascend, ts ascends with id over ``days`` days, ``dt`` is ts's day, users are drawn from a pool."""
+    ids = pa.array(range(first_id, first_id + n), pa.int64())
+    step = max(1, (days * _DAY_US) // max(n, 1))
+    ts_us = pc.add(pc.multiply(pc.subtract(ids, first_id), step), _EPOCH_US)
+    ts = pc.cast(ts_us, pa.timestamp("us"))
+    day_idx = pc.cast(pc.divide(pc.subtract(ts_us, _EPOCH_US), _DAY_US), pa.int64())
+    day_pool = pa.array([day_name(i) for i in range(days + 1)])
+    user_pool = pa.array([f"user-{i:06d}" for i in range(users)])
+    user_idx = pc.cast(pc.floor(pc.multiply(pc.random(n, initializer=seed), users)), pa.int64())
+    amount = pc.round(pc.multiply(pc.random(n, initializer=seed + 1), 1000.0), 2)
+    return pa.table(
+        [ids, ts, user_pool.take(user_idx), amount, day_pool.take(day_idx)],
+        schema=EVENTS_SCHEMA,
+    )
+
+
+def fake_data_files(writer_id: str, count: int, day: int, first_id: int, *, rows_per_file: int = 1_000_000,
+                    schema_id: int = 0) -> list[DataFile]:
+    """Metadata of ``count`` data files of partition ``dt=day(day)`` of a META_SCHEMA table, as a writer
+    task would report them (path, size, rows, partition, min/max/null count of id, ts, dt). No data file is
+    written: the metadata benchmarks need many files, not their bytes."""
+    dt = day_name(day)
+    folder = partition_path(META_PARTITION_KEYS, {"dt": dt})
+    day_start = _EPOCH_US + day * _DAY_US
+    ts_step = _DAY_US // max(count, 1)
+    now = int(time.time() * 1000)
+    files = []
+    for k in range(count):
+        lo = first_id + k * rows_per_file
+        t_lo = day_start + k * ts_step
+        files.append(
+            DataFile(
+                path=f"{folder}/data-{writer_id}-{k}.parquet",
+                file_size=100_000_000 + (lo * 7919) % 50_000_000,
+                row_count=rows_per_file,
+                schema_id=schema_id,
+                partition={"dt": dt},
+                stats={
+                    "id": ColumnStats(lo, lo + rows_per_file - 1, 0),
+                    "ts": ColumnStats(t_lo, t_lo + ts_step - 1, 0),
+                    "dt": ColumnStats(dt, dt, 0),
+                },
+                creation_time_ms=now,
+            )
+        )
+    return files
+
+
+# -- fresh processes ------------------------------------------------------------------------------------
+def run_child(module: str, args: Sequence[str], timeout: float = 1800) -> dict[str, Any]:
+    """Run ``python -m <module> --child <args>`` in a fresh interpreter; return the JSON it prints last."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_DIR), env.get("PYTHONPATH")) if p)
+    proc = subprocess.run(
+        [sys.executable, "-m", module, "--child", *args],
+        cwd=REPO_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"{module} child failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
+    last = proc.stdout.strip().splitlines()[-1]
+    out: dict[str, Any] = json.loads(last)
+    return out
