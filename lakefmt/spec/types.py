@@ -59,6 +59,8 @@ def type_to_json(t: pa.DataType) -> Any:
             "keysSorted": t.keys_sorted,
         }
     if pa.types.is_struct(t):
+        if t.num_fields == 0:  # Parquet cannot store it: refuse at create_table, not at the first write
+            raise UnsupportedTypeError(f"Arrow type {t} (a struct with no fields) is not supported by lakefmt tables")
         return {"type": "struct", "fields": [field_to_json(t.field(i)) for i in range(t.num_fields)]}
     raise UnsupportedTypeError(f"Arrow type {t} is not supported by lakefmt tables")
 
