@@ -1,9 +1,12 @@
-"""Per-file column statistics (min, max, null count), gathered one row group at a time."""
+"""Per-file column statistics (min, max, null count) for pruning."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from lakefmt.spec.manifest import ColumnStats, is_stats_type
 
@@ -21,46 +24,85 @@ def _too_long(scalar: pa.Scalar) -> bool:
     return False
 
 
-class StatsCollector:
-    """Accumulates min/max/null counts for the stat-able columns of one data file.
+def _leaf_count(t: pa.DataType) -> int:
+    """Number of Parquet leaf columns an Arrow type becomes."""
+    if pa.types.is_struct(t):
+        return sum(_leaf_count(t.field(i).type) for i in range(t.num_fields))
+    if pa.types.is_map(t):
+        return _leaf_count(t.key_type) + _leaf_count(t.item_type)
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        return _leaf_count(t.value_type)
+    return 1
 
-    A column's min/max become unknown (None) for the whole file when any chunk has a value they cannot
-    represent safely: NaN (NaN compares false with everything, so a range would wrongly exclude it) or a
-    string longer than :data:`MAX_STAT_BYTES`. Unknown bounds never prune a file.
+
+def _from_parquet(stats: Any, which: str, t: pa.DataType) -> pa.Scalar:
+    """A Parquet row-group bound as an Arrow scalar of the column's type. Values that Python's datetime
+    cannot hold (nanoseconds) come from the raw integer, which Parquet stores in the column's own unit."""
+    try:
+        value = stats.min if which == "min" else stats.max
+    except (ValueError, OverflowError):
+        value = stats.min_raw if which == "min" else stats.max_raw
+    return pa.scalar(value, t)
+
+
+class StatsCollector:
+    """Min/max/null counts for the stat-able columns of one data file.
+
+    Min and max come from the Parquet writer's own row-group statistics once the file is closed (no second
+    pass over the data); null counts come from Arrow's validity metadata (free). A column's min/max are
+    unknown (None) for the whole file when they cannot be trusted: it holds NaN (Parquet leaves NaN out of
+    its bounds, and NaN compares false with everything, so a range would wrongly exclude it), a bound is
+    longer than :data:`MAX_STAT_BYTES`, or Parquet kept no bounds. Unknown bounds never prune a file.
     """
 
     def __init__(self, schema: pa.Schema) -> None:
-        self._columns = [f.name for f in schema if is_stats_type(f.type)]
         self._types = {f.name: f.type for f in schema}
-        self._mins: dict[str, list[pa.Scalar]] = {c: [] for c in self._columns}
-        self._maxs: dict[str, list[pa.Scalar]] = {c: [] for c in self._columns}
+        self._leaf: dict[str, int] = {}
+        leaf = 0
+        for f in schema:
+            if is_stats_type(f.type):
+                self._leaf[f.name] = leaf
+            leaf += _leaf_count(f.type)
+        self._columns = list(self._leaf)
+        self._floats = [c for c in self._columns if pa.types.is_floating(self._types[c])]
         self._nulls: dict[str, int] = {c: 0 for c in self._columns}
+        self._rows = 0
         self._unknown: set[str] = set()
 
     def update(self, table: pa.Table) -> None:
+        """Account for rows about to be written (null counts, NaN)."""
+        self._rows += table.num_rows
         for name in self._columns:
-            col = table.column(name)
-            self._nulls[name] += col.null_count
-            if name in self._unknown or col.null_count == len(col):
-                continue
-            if pa.types.is_floating(col.type) and pc.any(pc.is_nan(col)).as_py():
+            self._nulls[name] += table.column(name).null_count
+        for name in self._floats:
+            if name not in self._unknown and pc.any(pc.is_nan(table.column(name))).as_py():
                 self._unknown.add(name)
-                continue
-            mm = pc.min_max(col)
-            lo, hi = mm["min"], mm["max"]
-            if _too_long(lo) or _too_long(hi):
-                self._unknown.add(name)
-                continue
-            self._mins[name].append(lo)
-            self._maxs[name].append(hi)
 
-    def result(self) -> dict[str, ColumnStats]:
+    def result(self, metadata: pq.FileMetaData) -> dict[str, ColumnStats]:
+        """Statistics of the closed file whose Parquet footer is ``metadata``."""
         out = {}
         for name in self._columns:
+            t = self._types[name]
             lo = hi = None
-            if name not in self._unknown and self._mins[name]:
-                t = self._types[name]
-                lo = pc.min(pa.array(self._mins[name], t))
-                hi = pc.max(pa.array(self._maxs[name], t))
+            if name not in self._unknown and self._nulls[name] < self._rows:
+                mins: list[pa.Scalar] = []
+                maxs: list[pa.Scalar] = []
+                for g in range(metadata.num_row_groups):
+                    chunk = metadata.row_group(g).column(self._leaf[name])
+                    st = chunk.statistics
+                    if chunk.num_values == 0 or (
+                        st is not None and st.has_null_count and st.null_count == chunk.num_values
+                    ):
+                        continue  # an all-null row group bounds nothing
+                    if st is None or not st.has_min_max:
+                        mins = []
+                        break
+                    mins.append(_from_parquet(st, "min", t))
+                    maxs.append(_from_parquet(st, "max", t))
+                if mins:
+                    lo = pc.min(pa.array(mins, t))
+                    hi = pc.max(pa.array(maxs, t))
+                    if _too_long(lo) or _too_long(hi):
+                        lo = hi = None
             out[name] = ColumnStats(lo, hi, self._nulls[name])
         return out

@@ -227,6 +227,7 @@ class TableWriter:
             return
         state.file = None
         f.writer.close()
+        footer = f.writer.writer.metadata  # the Parquet footer, with each row group's min/max
         size = f.stream.tell()
         f.stream.close()
         if self._options.fsync:
@@ -238,7 +239,7 @@ class TableWriter:
                 row_count=f.rows,
                 schema_id=self._schema.id,
                 partition=state.values,
-                stats=f.stats.result(),
+                stats=f.stats.result(footer),
                 creation_time_ms=int(time.time() * 1000),
             )
         )
