@@ -98,7 +98,10 @@ class ManifestMerger:
         """Write ``entries`` as manifests of about the target size each."""
         if entries.num_rows == 0:
             return []
-        per_file = max(1, int(self._policy.target_size / max(bytes_per_entry, 1.0)))
+        # evenly sized files of about the target size: no small leftover manifest after every merge
+        estimated = entries.num_rows * max(bytes_per_entry, 1.0)
+        files = max(1, round(estimated / self._policy.target_size))
+        per_file = -(-entries.num_rows // files)
         # One record batch per manifest: concatenated inputs arrive as one chunk per source manifest, and
         # writing those chunks as-is would carry every batch's framing (and its count) into each merge.
         entries = entries.combine_chunks()
