@@ -95,6 +95,11 @@ class TableOptions:
     commit_max_retries: int = 20  #: ``commit.max-retries``: lost races before giving up
     commit_user_retention_ms: int = 30 * 86_400_000  #: ``commit.user-retention``: dedup memory per user
     commit_user_max: int = 10_000  #: ``commit.user-max``: most users remembered for dedup
+    #: ``snapshot.num-retained.min`` / ``.max`` and ``snapshot.time-retained``: when max or time is set,
+    #: every commit through a Table expires old snapshots afterwards (as Paimon does); unset = never
+    snapshot_retained_min: int = 10
+    snapshot_retained_max: int | None = None
+    snapshot_time_retained_ms: int | None = None
 
     _KEYS: ClassVar[dict[str, tuple[str, Callable[[str, str], Any]]]] = {
         "target-file-size": ("target_file_size", parse_size),
@@ -109,6 +114,9 @@ class TableOptions:
         "commit.max-retries": ("commit_max_retries", _int),
         "commit.user-retention": ("commit_user_retention_ms", parse_duration_ms),
         "commit.user-max": ("commit_user_max", _int),
+        "snapshot.num-retained.min": ("snapshot_retained_min", _int),
+        "snapshot.num-retained.max": ("snapshot_retained_max", _int),
+        "snapshot.time-retained": ("snapshot_time_retained_ms", parse_duration_ms),
     }
 
     @classmethod
@@ -125,6 +133,11 @@ class TableOptions:
                 raise InvalidOptionError(f"option {key} must be positive, got {raw!r}")
             values[attr] = value
         return cls(**values)
+
+    @property
+    def auto_expire(self) -> bool:
+        """Whether commits expire old snapshots afterwards."""
+        return self.snapshot_retained_max is not None or self.snapshot_time_retained_ms is not None
 
     @classmethod
     def known_keys(cls) -> list[str]:

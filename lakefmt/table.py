@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakefmt.commit.committer import Committer
-from lakefmt.errors import CommitStateUnknownError, LocationNotEmptyError, TableAlreadyExistsError
+from lakefmt.errors import CommitStateUnknownError, LakefmtError, LocationNotEmptyError, TableAlreadyExistsError
 from lakefmt.io import FileIO, file_io_for
 from lakefmt.maintenance import MaintenanceReport, Progress, expire_snapshots, remove_orphan_files
 from lakefmt.metastore import MetaStore
@@ -112,7 +112,23 @@ class Table:
 
     def new_committer(self, commit_user: str | None = None) -> Committer:
         """A committer; ``commit(messages, identifier=n)`` publishes exactly once per (commit user, n)."""
-        return Committer(self.io, self._store, commit_user)
+        return Committer(self.io, self._store, commit_user, after_commit=self._after_commit)
+
+    def _after_commit(self, snap: Snapshot) -> None:
+        """Expire snapshots after a commit when the table's options ask for it (``snapshot.num-retained.*``,
+        ``snapshot.time-retained``). Best effort: the commit has landed; a failed expiration is retried by the
+        next commit or by ``lakefmt expire``."""
+        options = TableOptions.from_map(self.table_schema().options)
+        if not options.auto_expire:
+            return
+        with contextlib.suppress(LakefmtError, OSError):
+            self.expire_snapshots(
+                retain_min=options.snapshot_retained_min,
+                retain_max=options.snapshot_retained_max,
+                older_than=None
+                if options.snapshot_time_retained_ms is None
+                else datetime.timedelta(milliseconds=options.snapshot_time_retained_ms),
+            )
 
     def append(self, data: Any) -> Snapshot | None:
         """Append rows (Table, RecordBatch, RecordBatchReader or iterable of batches) in one snapshot."""

@@ -18,7 +18,7 @@ from __future__ import annotations
 import random
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,9 +58,17 @@ class Committer:
     writes that are never replayed).
     """
 
-    def __init__(self, io: FileIO, store: MetaStore, commit_user: str | None = None) -> None:
+    def __init__(
+        self,
+        io: FileIO,
+        store: MetaStore,
+        commit_user: str | None = None,
+        *,
+        after_commit: Callable[[Snapshot], None] | None = None,
+    ) -> None:
         self._io = io
         self._store = store
+        self._after_commit = after_commit
         self._ephemeral = commit_user is None
         self.commit_user = commit_user or f"oneoff-{uuid.uuid4().hex}"
         if not isinstance(self.commit_user, str) or not self.commit_user:
@@ -150,6 +158,8 @@ class Committer:
             )
             if self._publish(snap):  # (e)
                 self._store.write_hint(layout.LATEST, snap.id)  # (g)
+                if self._after_commit is not None:
+                    self._after_commit(snap)  # e.g. snapshot expiration; the commit has landed whatever it does
                 return snap
             # back off first, then re-read: a latest read before the sleep is stale by the time it is used
             time.sleep(delay * (1 + random.random()))
