@@ -1,0 +1,376 @@
+"""The ``lakefmt`` command end to end: a subprocess of the real command against tables on local disk and on S3
+(a moto server, reached with ``-o endpoint_url=... -o key=... -o secret=...``). Independent commands run as
+parallel processes to keep the suite quick."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+import lakefmt
+from lakefmt.io import file_io_for
+from lakefmt.maintenance import FileClass, classify, referenced_files
+from lakefmt.metastore import MetaStore
+from lakefmt.spec import layout
+
+SCHEMA = pa.schema([("id", pa.int64()), ("dt", pa.string())])
+REPORT_KEYS = {
+    "operation",
+    "dry_run",
+    "expired_snapshots",
+    "kept_snapshots",
+    "files",
+    "total_files",
+    "total_bytes",
+    "paths",
+}
+
+Result = subprocess.CompletedProcess[str]
+
+
+def _opts(store: Any) -> list[str]:
+    return [arg for k, v in store.storage_options.items() for arg in ("-o", f"{k}={v}")]
+
+
+def _cli_many(commands: Sequence[Sequence[str]]) -> list[Result]:
+    """Run several ``lakefmt`` commands as parallel subprocesses; results in order."""
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "lakefmt.cli", *cmd], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for cmd in commands
+    ]
+    results = []
+    for cmd, proc in zip(commands, procs, strict=True):
+        out, err = proc.communicate(timeout=120)
+        results.append(subprocess.CompletedProcess(list(cmd), proc.returncode, out, err))
+    return results
+
+
+def _cli(*cmd: str) -> Result:
+    return _cli_many([cmd])[0]
+
+
+def _ok(r: Result) -> Result:
+    assert r.returncode == 0, f"{r.args}: exit {r.returncode}\n{r.stderr}"
+    assert "Traceback" not in r.stderr
+    return r
+
+
+def _json(r: Result) -> Any:
+    return json.loads(_ok(r).stdout)
+
+
+def _failed(r: Result, code: int) -> str:
+    """The command exited with ``code``, printing an error (no traceback) on stderr; returns stderr."""
+    assert r.returncode == code, f"{r.args}: exit {r.returncode}, expected {code}\n{r.stdout}\n{r.stderr}"
+    assert "Traceback" not in r.stderr and "Traceback" not in r.stdout
+    assert r.stderr.strip(), "no error message"
+    return r.stderr
+
+
+def _listing(t: lakefmt.Table) -> dict[str, int]:
+    return {f.path: f.size for f in t.io.walk()}
+
+
+def _history(store: Any) -> lakefmt.Table:
+    """Six snapshots with a partition overwrite and a whole-table overwrite in them."""
+    t = lakefmt.create_table(store.uri(), SCHEMA, partition_by=["dt"], storage_options=store.storage_options)
+    t.append(pa.table({"id": [1, 2, 3], "dt": ["a", "b", "c"]}, schema=SCHEMA))
+    t.append(pa.table({"id": [4, 5], "dt": ["a", "b"]}, schema=SCHEMA))
+    t.overwrite(pa.table({"id": [6], "dt": ["a"]}, schema=SCHEMA), partition={"dt": "a"})
+    t.overwrite(pa.table({"id": [7, 8], "dt": ["b", "d"]}, schema=SCHEMA))
+    t.append(pa.table({"id": [9], "dt": ["a"]}, schema=SCHEMA))
+    t.append(pa.table({"id": [10, 11], "dt": ["d", "e"]}, schema=SCHEMA))
+    return t
+
+
+def _garbage(t: lakefmt.Table) -> set[str]:
+    """Files of a write whose commit never happened, and a temp file of an interrupted publish."""
+    writer = t.new_writer()
+    with writer:
+        writer.write(pa.table({"id": [100], "dt": ["a"]}, schema=SCHEMA))
+        message = writer.prepare_commit()
+    paths = {f.path for f in writer.written_files} | {layout.manifest_path(m.file_name) for m in message.manifests}
+    tmp = t.io.new_temp_name(layout.snapshot_path(7))
+    t.io.write(tmp, b"partial")
+    return paths | {tmp}
+
+
+@pytest.fixture(params=["local", "s3"])
+def cli_store(request: pytest.FixtureRequest, local_store: Any) -> Any:
+    if request.param == "local":
+        return local_store
+    return request.getfixturevalue("s3_store")
+
+
+# -- usage -------------------------------------------------------------------------------------------------------
+
+
+def test_help_and_bad_usage(local_store: Any) -> None:
+    t = _history(local_store)
+    before = _listing(t)
+    uri = t.uri
+    top, expire_help, unknown, bad_age, zero_min, max_below_min, bad_option, no_command = _cli_many(
+        [
+            ["--help"],
+            ["expire", "--help"],
+            ["expire", uri, "--retain-max", "1", "--bogus"],
+            ["orphan-clean", uri, "--older-than", "7x"],
+            ["expire", uri, "--retain-min", "0"],
+            ["expire", uri, "--retain-min", "3", "--retain-max", "2"],
+            ["snapshots", uri, "-o", "novalue"],
+            [],
+        ]
+    )
+    text = _ok(top).stdout
+    assert "examples:" in text
+    for command in ("snapshots", "describe", "files", "expire", "orphan-clean"):
+        assert command in text
+    assert "lakefmt expire " in text and "--older-than 7d" in text and "-o endpoint_url=" in text
+    help_text = _ok(expire_help).stdout
+    assert "example" in help_text
+    for flag in ("--retain-min", "--retain-max", "--older-than", "--dry-run", "--json", "-o KEY=VALUE"):
+        assert flag in help_text
+
+    assert "--bogus" in _failed(unknown, 2)
+    assert "7x" in _failed(bad_age, 2) and "--older-than" in bad_age.stderr
+    assert "--retain-min" in _failed(zero_min, 2)
+    assert "--retain-max" in _failed(max_below_min, 2)
+    assert "novalue" in _failed(bad_option, 2)
+    _failed(no_command, 2)
+    for r in (unknown, bad_age, zero_min, max_below_min):
+        assert r.stdout == ""
+    assert _listing(t) == before, "a command refused for bad usage still changed the table"
+
+
+# -- errors ------------------------------------------------------------------------------------------------------
+
+
+def test_not_a_table_and_other_expected_errors(local_store: Any) -> None:
+    uri = local_store.uri()
+    io = file_io_for(uri)
+    io.write("data/old.parquet", b"someone else's file")
+    io.write("manifest/manifest-x-1", b"?")
+    io.write("snapshot/snapshot-1", b"{}")
+    before = {f.path for f in io.walk()}
+    missing = local_store.uri()
+    t = _history(local_store)
+    results = _cli_many(
+        [
+            ["snapshots", uri],
+            ["expire", uri, "--retain-max", "1", "--older-than", "0s"],
+            ["orphan-clean", uri, "--older-than", "0s", "--json"],
+            ["describe", missing, "--json"],
+            ["files", t.uri, "--snapshot", "99"],
+        ]
+    )
+    for r in results:
+        err = _failed(r, 1)
+        assert len(err.strip().splitlines()) == 1, err
+        assert err.startswith("lakefmt: error:")
+        assert r.stdout == ""
+    for r in results[:4]:
+        assert "not a lakefmt table" in r.stderr
+    assert "does not exist" in results[4].stderr
+    assert {f.path for f in io.walk()} == before, "a command touched a location that is not a table"
+
+
+def test_errors_on_s3(s3_store: Any) -> None:
+    """-o options reach s3fs; a prefix that holds no table and a bucket that does not exist are each one line
+    on stderr and exit 1, and the stranger's files stay."""
+    opts = _opts(s3_store)
+    uri = s3_store.uri()
+    io = file_io_for(uri, s3_store.storage_options)
+    io.write("data/old.parquet", b"someone else's file")
+    bucketless = f"s3://lakefmt-missing-{uuid.uuid4().hex[:12]}/t"
+    results = _cli_many(
+        [
+            ["orphan-clean", uri, "--older-than", "0s", *opts],
+            ["describe", bucketless, *opts],
+        ]
+    )
+    for r in results:
+        err = _failed(r, 1)
+        assert len(err.strip().splitlines()) == 1 and err.startswith("lakefmt: error:"), err
+        assert "not a lakefmt table" in err
+        assert s3_store.storage_options["secret"] not in err
+    assert [f.path for f in io.walk()] == ["data/old.parquet"]
+
+
+# -- inspection --------------------------------------------------------------------------------------------------
+
+
+def test_snapshots_describe_files(cli_store: Any) -> None:
+    t = _history(cli_store)
+    uri, opts = t.uri, _opts(cli_store)
+    commands = [
+        ["snapshots", uri, "--json", *opts],
+        ["describe", uri, "--json", *opts],
+        ["files", uri, "--snapshot", "2", "--json", *opts],
+        ["files", uri, "--json", *opts],
+    ]
+    text_forms = cli_store.kind == "local"  # on S3 each command costs ~2 s: the JSON forms suffice there
+    if text_forms:
+        commands += [[c for c in cmd if c != "--json"] for cmd in commands]
+    else:
+        commands.pop()
+    results = _cli_many(commands)
+    snaps_json, desc_json, files_old = results[:3]
+    files_json = results[3] if text_forms else files_old
+    snaps = t.snapshots()
+    # snapshots
+    rows = _json(snaps_json)
+    assert [r["id"] for r in rows] == [s.id for s in snaps] == [1, 2, 3, 4, 5, 6]
+    assert [r["commit_kind"] for r in rows] == ["APPEND", "APPEND", "OVERWRITE", "OVERWRITE", "APPEND", "APPEND"]
+    assert [r["total_record_count"] for r in rows] == [s.total_record_count for s in snaps] == [3, 5, 4, 2, 3, 5]
+    assert [r["time_millis"] for r in rows] == [s.time_millis for s in snaps]
+    # describe
+    info = _json(desc_json)
+    live = t.files()
+    assert info["uri"] == uri
+    assert info["columns"] == {"id": "int64", "dt": "string"}
+    assert info["partition_keys"] == ["dt"]
+    assert info["latest_snapshot"] == 6
+    assert info["rows"] == 5 == t.to_arrow().num_rows
+    assert info["live_files"] == len(live)
+    assert info["live_bytes"] == sum(f.file_size for f in live)
+    assert info["format_version"] == lakefmt.FORMAT_VERSION
+    # files
+    if not text_forms:
+        live = t.files(snapshot_id=2)
+    entries = _json(files_json)
+    assert sorted(e["path"] for e in entries) == sorted(f.path for f in live)
+    by_path = {f.path: f for f in live}
+    for e in entries:
+        assert e["size"] == by_path[e["path"]].file_size
+        assert e["rows"] == by_path[e["path"]].row_count
+        assert e["partition"] == {"dt": e["path"].split("/", 1)[0].split("=", 1)[1]}
+    assert sum(e["rows"] for e in entries) == 5
+    old = _json(files_old)
+    assert sorted(e["path"] for e in old) == sorted(f.path for f in t.files(snapshot_id=2))
+    assert sum(e["rows"] for e in old) == 5
+    if not text_forms:
+        return
+    snaps_text, desc_text, files_old_text, files_text = results[4:]
+    lines = _ok(snaps_text).stdout.splitlines()
+    assert lines[0].split()[:2] == ["id", "kind"] and "total_rows" in lines[0]
+    assert [line.split()[0] for line in lines[1:]] == ["1", "2", "3", "4", "5", "6"]
+    assert "OVERWRITE" in lines[3] and "UTC" in lines[3]
+    text = _ok(desc_text).stdout
+    assert uri in text and "latest_snapshot" in text and "id int64" in text and "dt string" in text
+    text = _ok(files_text).stdout
+    assert text.splitlines()[0].split() == ["path", "size", "rows", "partition"]
+    assert all(f.path in text for f in live)
+    assert all(e["path"] in _ok(files_old_text).stdout for e in old)
+
+
+# -- maintenance -------------------------------------------------------------------------------------------------
+
+
+def _check_report(report: dict[str, Any], operation: str, dry_run: bool) -> None:
+    assert set(report) == REPORT_KEYS
+    assert report["operation"] == operation and report["dry_run"] is dry_run
+    assert set(report["files"]) == {k.value for k in FileClass}
+    for v in report["files"].values():
+        assert set(v) == {"count", "bytes"} and isinstance(v["count"], int) and isinstance(v["bytes"], int)
+    assert report["total_files"] == sum(v["count"] for v in report["files"].values()) == len(report["paths"])
+    assert report["total_bytes"] == sum(v["bytes"] for v in report["files"].values())
+    assert all(isinstance(p, str) for p in report["paths"])
+
+
+def test_expire_and_orphan_clean(cli_store: Any) -> None:
+    t = _history(cli_store)
+    expected = {s.id: sorted(t.to_arrow(snapshot_id=s.id).column("id").to_pylist()) for s in t.snapshots()}
+    garbage = _garbage(t)
+    uri, opts = t.uri, _opts(cli_store)
+    before = _listing(t)
+
+    if cli_store.kind == "local":
+        # dry runs, text and JSON, delete nothing and agree with each other
+        dry_json, orphan_dry_json, dry_text, orphan_dry_text, orphan_young = _cli_many(
+            [
+                ["expire", uri, "--retain-max", "2", "--older-than", "7d", "--dry-run", "--json"],
+                ["orphan-clean", uri, "--older-than", "0s", "--dry-run", "--json"],
+                ["expire", uri, "--retain-max", "2", "--older-than", "7d", "--dry-run"],
+                ["orphan-clean", uri, "--older-than", "0s", "--dry-run"],
+                ["orphan-clean", uri, "--json"],  # default threshold: one day
+            ]
+        )
+        assert _listing(t) == before, "a dry run deleted something"
+        plan = _json(dry_json)
+        _check_report(plan, "expire", True)
+        orphan_plan = _json(orphan_dry_json)
+        _check_report(orphan_plan, "orphan-clean", True)
+        text = _ok(dry_text).stdout
+        assert "expired snapshots 1..4" in text and "retained 5..6" in text and "would delete" in text
+        assert all(p in text for p in plan["paths"])
+        assert all(p in _ok(orphan_dry_text).stdout for p in garbage)
+        young = _json(orphan_young)
+        assert young["total_files"] == 0 and young["dry_run"] is False
+    else:  # each command costs ~2 s on S3: the library's dry runs stand in for the command's
+        plan = t.expire_snapshots(retain_max=2, older_than="7d", dry_run=True).to_dict()
+        orphan_plan = t.remove_orphan_files(older_than=0, dry_run=True).to_dict()
+    assert plan["expired_snapshots"] == [1, 2, 3, 4]
+    assert plan["kept_snapshots"] == [5, 6]
+    assert plan["files"]["snapshots"]["count"] == 4
+    assert plan["files"]["data_files"]["count"] > 0
+    assert set(plan["paths"]) <= set(before) and not set(plan["paths"]) & garbage
+    for kind in ("snapshots", "manifest_lists", "data_files"):
+        mine = [p for p in plan["paths"] if classify(p).value == kind]
+        assert plan["files"][kind]["bytes"] == sum(before[p] for p in mine)
+    assert set(orphan_plan["paths"]) == garbage
+    assert orphan_plan["files"]["temp_files"]["count"] == 1
+    assert orphan_plan["files"]["data_files"]["count"] == 1
+    assert orphan_plan["files"]["manifests"]["count"] == 1
+
+    # the real expire deletes exactly what the dry run listed
+    report = _json(_cli("expire", uri, "--retain-max", "2", "--older-than", "7d", "--json", *opts))
+    _check_report(report, "expire", False)
+    assert {k: v for k, v in report.items() if k != "dry_run"} == {k: v for k, v in plan.items() if k != "dry_run"}
+    after = _listing(t)
+    assert set(before) - set(after) == set(plan["paths"])
+    t = lakefmt.open_table(uri, cli_store.storage_options)
+    for sid in (5, 6):
+        assert sorted(t.to_arrow(snapshot_id=sid).column("id").to_pylist()) == expected[sid]
+
+    # then the real orphan-clean, in text, deletes exactly the garbage
+    text = _ok(_cli("orphan-clean", uri, "--older-than", "0s", *opts)).stdout
+    assert f"deleted {len(garbage)} file(s)" in text and "temp files" in text
+    final = _listing(t)
+    assert set(after) - set(final) == garbage
+    refs = referenced_files(MetaStore(t.io))
+    assert set(final) - refs == set() and refs - set(final) <= {layout.LATEST, layout.EARLIEST}
+    assert sorted(t.to_arrow().column("id").to_pylist()) == expected[6]
+    assert [s.id for s in t.snapshots()] == [5, 6]
+    if cli_store.kind == "local":
+        again_json, expired_files = _cli_many(
+            [["expire", uri, "--retain-max", "2", "--json"], ["files", uri, "--snapshot", "1"]]
+        )
+        again = _json(again_json)
+        assert again["expired_snapshots"] == [] and again["total_files"] == 0
+        assert "expired" in _failed(expired_files, 1)
+        assert _listing(t) == final
+
+
+def test_expire_by_age_from_the_command_line(local_store: Any) -> None:
+    """--older-than selects by commit time; --retain-min still keeps the newest ones."""
+    t = _history(local_store)
+    young, old_but_kept = _cli_many(
+        [
+            ["expire", t.uri, "--older-than", "1h", "--json"],
+            ["expire", t.uri, "--older-than", "0s", "--retain-min", "4", "--dry-run", "--json"],
+        ]
+    )
+    assert _json(young)["expired_snapshots"] == []
+    assert _json(old_but_kept)["expired_snapshots"] == [1, 2]
+    report = _json(_cli("expire", t.uri, "--older-than", "0s", "--retain-min", "3", "--json"))
+    assert report["expired_snapshots"] == [1, 2, 3] and report["kept_snapshots"] == [4, 6]
+    assert [s.id for s in t.snapshots()] == [4, 5, 6]
