@@ -89,7 +89,8 @@ class MetaStore:
             raise SnapshotNotFoundError(f"snapshot {snapshot_id} does not exist (the table has {span})")
         return snap
 
-    def _read_hint(self, path: str) -> int | None:
+    def read_hint(self, path: str) -> int | None:
+        """The id a hint file holds, or None if it is missing or not a number."""
         try:
             text = self.io.read(path).decode("ascii", "replace").strip()
         except FileNotFoundError:
@@ -99,7 +100,7 @@ class MetaStore:
     def latest_snapshot(self) -> Snapshot | None:
         """The latest snapshot: start from the LATEST hint, then probe forward until a snapshot is absent.
         A missing, stale or garbage hint costs a listing, never a wrong answer."""
-        hint = self._read_hint(layout.LATEST)
+        hint = self.read_hint(layout.LATEST)
         current = self.try_snapshot(hint) if hint else None
         if current is None:
             ids = self.snapshot_ids()

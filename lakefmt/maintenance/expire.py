@@ -9,7 +9,8 @@ What goes with them, in this order (so a crash anywhere leaves a readable table 
 1. data files deleted by the snapshots ``e+1 .. k``: a file no longer live at ``k`` can be reached only by an
    expired snapshot (file names are never reused), whatever the order of overwrites;
 2. manifests and manifest lists that expired snapshots use and no retained snapshot does;
-3. the snapshot files, oldest first; 4. the EARLIEST hint.
+3. the snapshot files, oldest first; 4. the EARLIEST hint (also written before step 1, as an announcement
+   that orphan-clean honours).
 """
 
 from __future__ import annotations
@@ -124,6 +125,10 @@ def expire_snapshots(
         + [(FileClass.MANIFEST_LIST, layout.manifest_list_path(n), sizes.get(n, 0)) for n in sorted(lists)]
         + [(FileClass.SNAPSHOT, layout.snapshot_path(s.id), len(s.to_json())) for s in expired]
     )
+    if not dry_run:
+        # announce the decision before deleting anything: orphan-clean ignores snapshots below EARLIEST, so
+        # one running meanwhile never trips over a half-expired snapshot (and it is written again at the end)
+        store.write_hint(layout.EARLIEST, retained[0].id)
     for done, (kind, path, size) in enumerate(plan, 1):
         report.add(kind, path, size)
         if not dry_run:

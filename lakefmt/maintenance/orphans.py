@@ -32,7 +32,8 @@ def referenced_files(store: MetaStore) -> set[str]:
     latest = store.latest_snapshot()
     if latest is None:
         return refs
-    ids = [i for i in store.snapshot_ids() if i <= latest.id]
+    earliest = store.read_hint(layout.EARLIEST) or 0  # snapshots below it are being (or were) expired
+    ids = [i for i in store.snapshot_ids() if min(earliest, latest.id) <= i <= latest.id]
     first = True
     for sid in ids:
         snap = store.try_snapshot(sid)

@@ -405,6 +405,11 @@ def test_expire_crash_at_every_step_then_rerun(store: Any, monkeypatch: pytest.M
         for sid in range(6, 9):
             assert _ids(t2, sid) == expected[sid], f"crash after {k} deletes broke snapshot {sid}"
         assert t2.latest_snapshot() is not None and t2.latest_snapshot().id == 8  # type: ignore[union-attr]
+        if k % 2:  # orphan-clean meanwhile: the half-expired history must neither trip it nor cost a retained file
+            orphans = t2.remove_orphan_files(older_than=0)
+            assert set(orphans.paths) <= set(plan.paths)
+            for sid in range(6, 9):
+                assert _ids(t2, sid) == expected[sid], f"orphan-clean after a crash at {k} broke snapshot {sid}"
         # running expire again finishes, and ends where an uninterrupted run ends
         rerun = t2.expire_snapshots(retain_max=3)
         assert set(rerun.paths) <= set(plan.paths)
