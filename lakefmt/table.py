@@ -17,6 +17,7 @@ from lakefmt.io import FileIO, file_io_for
 from lakefmt.maintenance import MaintenanceReport, Progress, expire_snapshots, remove_orphan_files
 from lakefmt.metastore import MetaStore
 from lakefmt.options import TableOptions, parse_duration_ms
+from lakefmt.read.plan import check_paths
 from lakefmt.read.scan import FileTask, Scan
 from lakefmt.spec import CommitMessage, Snapshot, TableSchema, layout
 from lakefmt.spec.types import type_to_json
@@ -153,6 +154,19 @@ class Table:
         except BaseException:
             _discard(self.io, message, writer)  # failed before publishing: nothing references these files
             raise
+
+    def discard(self, messages: Sequence[CommitMessage]) -> None:
+        """Delete the data files and per-task manifests of commit messages that will never be committed
+        (a replayed streaming batch that dedup skipped, a job given up on). Only for messages known not to
+        have landed: their files are referenced by no snapshot. Best effort; orphan-clean is the backstop."""
+        for message in messages:
+            for meta in message.manifests:
+                with contextlib.suppress(LakefmtError, OSError):
+                    entries = self._store.manifest(meta.file_name)
+                    check_paths(entries.column("path"), f"manifest {meta.file_name}")
+                    for path in entries.column("path").to_pylist():
+                        self.io.delete(path)
+                    self.io.delete(layout.manifest_path(meta.file_name))
 
     # -- reading ---------------------------------------------------------------------------------------
     def scan(

@@ -9,5 +9,6 @@ if [ ! -x "$VENV/bin/python" ]; then
     "$PY" -m venv "$VENV"
 fi
 "$VENV/bin/python" -m pip install --quiet --upgrade pip
-"$VENV/bin/python" -m pip install --quiet -e .
+"$VENV/bin/python" -m pip install --quiet --force-reinstall --no-deps .
+"$VENV/bin/python" -m pip install --quiet ".[spark]"
 exec "$VENV/bin/python" tools/demo.py "${1:-demo-table}"

@@ -9,8 +9,11 @@ if [ ! -x "$VENV/bin/python" ]; then
     "$PY" -m venv "$VENV"
 fi
 "$VENV/bin/python" -m pip install --quiet --upgrade pip
-"$VENV/bin/python" -m pip install --quiet -e ".[dev]"
-"$VENV/bin/ruff" check lakefmt tests benchmarks tools
+# a regular (not editable) install: pyspark discovers the pyspark_lakefmt data source by listing installed
+# top-level modules, which an editable install's import hook hides from it
+"$VENV/bin/python" -m pip install --quiet --force-reinstall --no-deps .
+"$VENV/bin/python" -m pip install --quiet ".[dev]"
+"$VENV/bin/ruff" check lakefmt spark tests benchmarks tools
 "$VENV/bin/mypy" lakefmt
 set +e
 "$VENV/bin/python" -m pytest "$@"

@@ -95,6 +95,12 @@ class TableWriter:
         self._buffered_bytes = 0
         self._closed = False
 
+    @staticmethod
+    def check_schema(incoming: pa.Schema, table_schema: pa.Schema) -> None:
+        """Raise :class:`SchemaMismatchError` (naming the columns) if data of schema ``incoming`` cannot be
+        written to a table of ``table_schema``; lets an engine fail a job before any task runs."""
+        conform(incoming.empty_table(), table_schema)
+
     # -- public -----------------------------------------------------------------------------------------
     def write(self, data: Any) -> None:
         """Buffer and write rows (Table, RecordBatch, RecordBatchReader or an iterable of them)."""
