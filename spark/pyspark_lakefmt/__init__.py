@@ -14,8 +14,8 @@ Options (case-insensitive):
 
 =====================  ===================================================================================
 ``path``               the table location (``save(uri)`` / ``load(uri)`` / ``start(uri)``)
-``commitUser``         streams: the commit user (default: derived from ``checkpointLocation``, which is
-                       stable across restarts from one checkpoint)
+``commitUser``         streams: the commit user (default: derived from the query id Spark keeps in
+                       ``<checkpointLocation>/metadata``, stable across restarts from one checkpoint)
 ``createTable``        ``true``: create a missing table from the data's schema (else a missing table is an error)
 ``partitionBy``        with ``createTable``: comma-separated partition columns (Spark refuses ``partitionBy``
                        for Python sources)
@@ -33,9 +33,11 @@ from __future__ import annotations
 
 import datetime
 import hashlib
+import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
+import fsspec
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
@@ -344,8 +346,9 @@ class LakefmtDataSource(DataSource):
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> _StreamWriter:
         ref = TableRef.from_options(self.options)
+        commit_user = self._commit_user(ref)  # first: a stream refused for want of one creates no table
         _table_for_write(ref, schema, self.options)
-        return _StreamWriter(ref, self._commit_user(ref), complete=overwrite)
+        return _StreamWriter(ref, commit_user, complete=overwrite)
 
     def _commit_user(self, ref: TableRef) -> str:
         user = self.options.get("commitUser") or self.options.get("commituser")
@@ -353,12 +356,28 @@ class LakefmtDataSource(DataSource):
             return str(user)
         checkpoint = self.options.get("checkpointLocation") or self.options.get("checkpointlocation")
         if checkpoint:
-            digest = hashlib.sha256(f"{checkpoint}".encode()).hexdigest()[:16]
+            # The query id, not the checkpoint's path: a checkpoint deleted and recreated at the same path
+            # starts again at batch 0, and under a path-derived user dedup would skip those batches as done.
+            digest = hashlib.sha256(_query_id(str(checkpoint)).encode()).hexdigest()[:16]
             return f"spark-stream-{digest}"
         raise lakefmt.LakefmtError(
             "a lakefmt streaming sink needs a stable commit user for exactly-once: set "
             ".option('checkpointLocation', ...) or .option('commitUser', ...)"
         )
+
+
+def _query_id(checkpoint: str) -> str:
+    """The query id Spark keeps in ``<checkpoint>/metadata`` (written when the query starts, before its first
+    batch): the same across restarts from that checkpoint, new for a new checkpoint even at the same path."""
+    try:
+        fs, root = fsspec.core.url_to_fs(checkpoint)
+        with fs.open(f"{root.rstrip('/')}/metadata", "rb") as f:
+            return str(json.loads(f.readline())["id"])
+    except Exception as exc:  # any failure: never guess a commit user
+        raise lakefmt.LakefmtError(
+            f"cannot read the streaming query id from {checkpoint}/metadata ({type(exc).__name__}: {exc}); "
+            "set .option('commitUser', ...) to a name stable for this query"
+        ) from None
 
 
 #: the name pyspark's data source lookup looks for in a ``pyspark_*`` module

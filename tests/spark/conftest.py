@@ -1,0 +1,68 @@
+"""Spark tests: one real SparkSession (``local[2]``) for the whole run, stopped at the end.
+
+Spark's Python workers import ``pyspark_lakefmt`` and ``lakefmt`` from the *installed* package (pyspark finds
+the data source by listing installed top-level ``pyspark_*`` modules, which an editable install hides), so the
+session fixture first checks that the installed copy matches this checkout and fails with the command to run
+when it does not: a stale copy would test old code.
+"""
+
+from __future__ import annotations
+
+import filecmp
+import importlib.util
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent.parent
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Every test under tests/spark needs pyspark and Java: mark it ``spark``."""
+    for item in items:
+        if HERE in Path(item.path).resolve().parents:
+            item.add_marker(pytest.mark.spark)
+
+
+def _stale_installed_files() -> list[str]:
+    """Source files of this checkout that differ from (or are missing in) the installed package."""
+    spec = importlib.util.find_spec("pyspark_lakefmt")
+    if spec is None or spec.origin is None:
+        return ["pyspark_lakefmt (not installed)"]
+    site = Path(spec.origin).resolve().parent.parent
+    pairs = [(REPO / "spark" / "pyspark_lakefmt" / "__init__.py", site / "pyspark_lakefmt" / "__init__.py")]
+    pairs += [(p, site / p.relative_to(REPO)) for p in sorted((REPO / "lakefmt").rglob("*.py"))]
+    return [str(src.relative_to(REPO)) for src, dst in pairs if not dst.is_file() or not filecmp.cmp(src, dst, False)]
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    stale = _stale_installed_files()
+    if stale:
+        pytest.fail(
+            "Spark's Python workers would run an installed lakefmt that differs from this checkout "
+            f"({', '.join(stale[:5])}{' …' if len(stale) > 5 else ''}); run: "
+            f"{sys.executable} -m pip install --no-deps --force-reinstall {REPO}",
+            pytrace=False,
+        )
+    os.environ["PYSPARK_PYTHON"] = sys.executable  # executors and the driver-side commit worker
+    from pyspark.sql import SparkSession
+
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("lakefmt-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.python.filterPushdown.enabled", "true")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.driver.memory", "1g")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
