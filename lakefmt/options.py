@@ -134,6 +134,16 @@ class TableOptions:
             values[attr] = value
         return cls(**values)
 
+    def check(self) -> TableOptions:
+        """Refuse options that contradict each other (checked when a table is created; a table whose options
+        predate the check still commits, and its automatic expiration is skipped)."""
+        if self.snapshot_retained_max is not None and self.snapshot_retained_min > self.snapshot_retained_max:
+            raise InvalidOptionError(
+                f"snapshot.num-retained.min ({self.snapshot_retained_min}) must not be larger than "
+                f"snapshot.num-retained.max ({self.snapshot_retained_max}); set both (the default min is 10)"
+            )
+        return self
+
     @property
     def auto_expire(self) -> bool:
         """Whether commits expire old snapshots afterwards."""

@@ -44,7 +44,7 @@ def create_table(
     for f in schema:
         type_to_json(f.type)  # UnsupportedTypeError names the type early
     opts = {str(k): str(v) for k, v in (options or {}).items()}
-    TableOptions.from_map(opts)  # InvalidOptionError names a bad option before anything is written
+    TableOptions.from_map(opts).check()  # InvalidOptionError names a bad option before anything is written
     table_schema = TableSchema(
         id=0,
         arrow_schema=pa.schema(list(schema)),

@@ -15,6 +15,7 @@ A commit that dies anywhere leaves the table as before it or as after it: nothin
 
 from __future__ import annotations
 
+import contextlib
 import random
 import time
 import uuid
@@ -159,7 +160,10 @@ class Committer:
             if self._publish(snap):  # (e)
                 self._store.write_hint(layout.LATEST, snap.id)  # (g)
                 if self._after_commit is not None:
-                    self._after_commit(snap)  # e.g. snapshot expiration; the commit has landed whatever it does
+                    # e.g. snapshot expiration. The commit has landed: nothing after this point may report a
+                    # failure, or a caller that cleans up after a failed commit deletes the files of a live one
+                    with contextlib.suppress(Exception):
+                        self._after_commit(snap)
                 return snap
             # back off first, then re-read: a latest read before the sleep is stale by the time it is used
             time.sleep(delay * (1 + random.random()))
