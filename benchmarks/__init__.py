@@ -1,5 +1,6 @@
 """lakefmt benchmarks: the metadata path (commit cost, planning, manifest merge) and the data path (write and
-read overhead), each measured side by side with its baseline in the same run.
+read overhead, the Spark streaming sink against Spark's parquet sink), each measured side by side with its
+baseline in the same run.
 
 Run ``python -m benchmarks [--quick] [--only NAME] [--out DIR]``. Each benchmark writes one JSON file into
 ``benchmarks/results/`` (``<name>.json`` for the full mode, ``<name>-quick.json`` for ``--quick``) and the run
@@ -10,6 +11,6 @@ component on purpose (the manifest merger, and the writer-side metadata used to 
 writing their data files).
 """
 
-BENCHMARKS = ("commit_scaling", "planning", "io_overhead", "manifest_merge")
+BENCHMARKS = ("commit_scaling", "planning", "io_overhead", "manifest_merge", "spark_sink")
 
 __all__ = ["BENCHMARKS"]

@@ -94,8 +94,9 @@ def interleaved(sides: dict[str, Callable[[int], Any]], reps: int,
 @dataclass
 class Comparison:
     """One side-by-side measurement. ``ratio`` is lakefmt's cost over the baseline's (lower is better), or for
-    scaling comparisons late over early. ``target`` is checked on ``ratio`` (``check='ratio<='``) or on
-    ``value`` (``check='value>='``, for rates such as entries/s)."""
+    scaling comparisons late over early, or for throughputs lakefmt's rate over the baseline's (higher is
+    better). ``target`` is checked on ``ratio`` (``check='ratio<='``, or ``'ratio>='`` for throughput ratios)
+    or on ``value`` (``check='value>='``, for rates such as entries/s)."""
 
     name: str
     value: float
@@ -103,7 +104,7 @@ class Comparison:
     unit: str
     ratio: float | None
     target: float | None = None
-    check: str | None = None  # "ratio<=" | "value>=" | None (informative)
+    check: str | None = None  # "ratio<=" | "ratio>=" | "value>=" | None (informative)
     note: str = ""
     met: bool | None = field(default=None)
 
@@ -112,6 +113,8 @@ class Comparison:
             self.met = None
         elif self.check == "ratio<=":
             self.met = self.ratio is not None and self.ratio <= self.target
+        elif self.check == "ratio>=":
+            self.met = self.ratio is not None and self.ratio >= self.target
         elif self.check == "value>=":
             self.met = self.value >= self.target
         else:
@@ -120,8 +123,8 @@ class Comparison:
     def target_text(self) -> str:
         if self.target is None or self.check is None:
             return "-"
-        if self.check == "ratio<=":
-            return f"ratio <= {self.target:g}"
+        if self.check in ("ratio<=", "ratio>="):
+            return f"ratio {self.check[5:]} {self.target:g}"
         return f">= {_num(self.target)} {self.unit}"
 
 

@@ -56,7 +56,8 @@ def create_table(
     store = MetaStore(io)
     if store.schema_ids():
         raise TableAlreadyExistsError(f"a lakefmt table already exists at {uri}")
-    stray = next(iter(io.walk()), None)
+    # a temp file of an interrupted create (schema/.schema-0.tmp-...) is not someone else's data
+    stray = next((f for f in io.walk() if f.path != layout.temp_of(layout.schema_path(0), f.path)), None)
     if stray is not None:
         raise LocationNotEmptyError(
             f"{uri} is not empty (it holds {stray.path!r}); create the table in an empty location"

@@ -1,5 +1,6 @@
-"""The demo job: a stream of event micro-batches written exactly-once to a lakefmt table on local disk, then
-read back with PyArrow.
+"""The PyArrow-only demo (no Spark, no JVM): a stream of event micro-batches written exactly-once to a lakefmt
+table on local disk, then read back with PyArrow. The main demo, ``bash tools/run-demo.sh``, runs the same kind
+of stream through Spark: ``spark/jobs/stream_events.py``.
 
 It does what a streaming sink does: each micro-batch is written by parallel "tasks" (threads, each with its
 own writer and per-task manifest), then one committer publishes the batch with commit user "demo-stream" and

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# Set up a virtualenv (first run only), install lakefmt, and run the demo job against a table on local disk.
-# Usage: bash tools/run-demo.sh [table-path]
+# Set up a virtualenv (first run only), install lakefmt with Spark, and run the main streaming job: a Spark
+# Structured Streaming query writes event micro-batches exactly-once into a lakefmt table on local disk, then
+# the table is read back with PyArrow. Run it again and the query resumes from its checkpoint.
+# Usage: bash tools/run-demo.sh [table-path] [--batches N] [--rows N] [--replay-last]
+# Needs Java 17 or 21 (for Spark). tools/demo.py is the same demo with PyArrow only (no JVM).
 set -euo pipefail
-cd "$(dirname "$0")/.."
-PY="${PYTHON:-python3}"
-VENV="${LAKEFMT_VENV:-.venv}"
-if [ ! -x "$VENV/bin/python" ]; then
-    "$PY" -m venv "$VENV"
+if ! command -v java >/dev/null 2>&1 && [ -z "${JAVA_HOME:-}" ]; then
+    echo "run-demo: Spark needs Java 17 or 21 (java not found; set JAVA_HOME or install a JDK)." >&2
+    echo "run-demo: without Java, try the PyArrow-only demo: python tools/demo.py" >&2
+    exit 1
 fi
-"$VENV/bin/python" -m pip install --quiet --upgrade pip
-"$VENV/bin/python" -m pip install --quiet --force-reinstall --no-deps .
-"$VENV/bin/python" -m pip install --quiet ".[spark]"
-exec "$VENV/bin/python" tools/demo.py "${1:-demo-table}"
+source "$(dirname "$0")/venv.sh" spark
+exec "$VENV/bin/python" spark/jobs/stream_events.py "$@"

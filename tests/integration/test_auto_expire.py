@@ -54,3 +54,16 @@ def test_time_retained_keeps_recent_snapshots(local_store) -> None:
 def test_bad_retention_option_is_refused(local_store) -> None:
     with pytest.raises(lakefmt.LakefmtError, match=r"snapshot\.time-retained"):
         lakefmt.create_table(local_store.uri(), SCHEMA, options={"snapshot.time-retained": "soon"})
+
+
+def test_create_over_a_crashed_create_leftover(local_store) -> None:
+    """A process killed inside create_table leaves schema/.schema-0.tmp-*: a retry must still create."""
+    import os
+
+    uri = local_store.uri()
+    os.makedirs(os.path.join(uri, "schema"))
+    with open(os.path.join(uri, "schema", ".schema-0.tmp-0123abcd"), "wb") as f:
+        f.write(b'{"trunc')
+    t = lakefmt.create_table(uri, SCHEMA)
+    t.append(pa.table({"id": [1]}))
+    assert t.scan().count() == 1

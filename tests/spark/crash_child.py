@@ -1,0 +1,61 @@
+"""The streaming query of tests/spark/test_crash.py, run in a child process that the test SIGKILLs and restarts.
+
+Usage: python crash_child.py INPUT_DIR TABLE CHECKPOINT STARTED_MARKER
+
+Reads the Parquet files in INPUT_DIR as a stream (one file per micro-batch, ``availableNow``) and appends them to
+the lakefmt table TABLE, with the fixed CHECKPOINT; touches STARTED_MARKER once the query runs; exits 0 when
+every file present at start has been committed. The commit user is the sink's default (from the checkpoint).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+
+def main() -> int:
+    began = time.monotonic()
+    input_dir, table, checkpoint, started = sys.argv[1:5]
+    # The test starts this process as a session leader: its group holds the JVM too. Spark's Python workers
+    # read this to kill the group (pyspark's daemon moves them into a group of their own).
+    os.environ["LAKEFMT_CRASH_PGID"] = str(os.getpgid(0))
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+    from pyspark.sql import SparkSession
+
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("lakefmt-crash-test")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.driver.memory", "768m")
+        .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+        .config("spark.sql.streaming.stopTimeout", "10s")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    print(f"crash_child: session up after {time.monotonic() - began:.1f}s", flush=True)
+    stream = (
+        spark.readStream.schema("id BIGINT, part INT, payload STRING")
+        .option("maxFilesPerTrigger", 1)
+        .parquet(input_dir)
+    )
+    query = (
+        stream.writeStream.format("lakefmt")
+        .option("checkpointLocation", checkpoint)
+        .trigger(availableNow=True)
+        .start(table)
+    )
+    with open(started, "w") as f:
+        f.write(str(os.getpid()))
+    print(f"crash_child: query started after {time.monotonic() - began:.1f}s", flush=True)
+    query.awaitTermination()
+    print(f"crash_child: query done after {time.monotonic() - began:.1f}s", flush=True)
+    spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
