@@ -1,0 +1,331 @@
+"""The operations of the crash-point matrix, the history each starts from, and what the table must hold after
+it applied exactly once.
+
+Each scenario builds a small table with a known history (every snapshot's rows are modelled here, by hand,
+not read back from lakefmt), then names one operation: an append commit, a partition overwrite, a commit that
+triggers a full manifest merge, expire, orphan-clean, or a one-off ``Table.append``. A commit runs the way a
+job does: writer tasks write data files and per-task manifests, then one committer publishes them under a
+stable commit user and identifier; recovery runs the whole job again (new files, same rows, same user and
+identifier) on a table opened anew, and discards the replay's files when dedup says the first attempt had
+landed. Maintenance recovers by running again.
+
+Module level, so a child process (forkserver or spawn) can import it and run an operation by name.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+import lakefmt
+from lakefmt.io import FileIO, file_io_for
+from lakefmt.metastore import MetaStore
+from lakefmt.spec import layout
+
+from .faultio import FaultIO, FaultPlan
+
+__all__ = ["SCENARIOS", "SCHEMA", "USER", "Commit", "Model", "Scenario", "copy_table", "faulty_table", "rows_of"]
+
+SCHEMA = pa.schema([("id", pa.int64()), ("dt", pa.string())])
+USER = "job"  #: the commit user of every committer step (a streaming query, say)
+
+Row = tuple[int, str | None]
+Task = Sequence[Row]
+
+
+def table_of(rows: Sequence[Row]) -> pa.Table:
+    return pa.table({"id": [r[0] for r in rows], "dt": [r[1] for r in rows]}, schema=SCHEMA)
+
+
+def rows_of(table: pa.Table) -> Counter[Row]:
+    return Counter(zip(table.column("id").to_pylist(), table.column("dt").to_pylist(), strict=True))
+
+
+def write_tasks(table: lakefmt.Table, tasks: Sequence[Task]) -> list[lakefmt.CommitMessage]:
+    """What the writer tasks of a job do: each writes its rows and returns a commit message."""
+    messages = []
+    for rows in tasks:
+        with table.new_writer() as writer:
+            writer.write(table_of(rows))
+            messages.append(writer.prepare_commit())
+    return messages
+
+
+# -- the model ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Model:
+    """Rows of every retained snapshot (id -> multiset)."""
+
+    snapshots: dict[int, Counter[Row]] = field(default_factory=dict)
+
+    @property
+    def latest(self) -> int:
+        return max(self.snapshots, default=0)
+
+    def rows(self, snapshot_id: int | None = None) -> Counter[Row]:
+        return self.snapshots.get(self.latest if snapshot_id is None else snapshot_id, Counter())
+
+    def commit(self, rows: Counter[Row]) -> None:
+        self.snapshots[self.latest + 1] = rows
+
+    def expire(self, retain_max: int) -> None:
+        for sid in sorted(self.snapshots)[:-retain_max]:
+            del self.snapshots[sid]
+
+
+# -- steps: the history and the operations -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Commit:
+    """A job commit: writer tasks, then ``commit`` (append) or ``overwrite`` by (USER, identifier)."""
+
+    identifier: int
+    tasks: tuple[Task, ...]
+    overwrite: dict[str, Any] | None = None  #: None: append; {}: whole table; {"dt": v}: one partition
+
+    def run(self, table: lakefmt.Table) -> lakefmt.Snapshot | None:
+        messages = write_tasks(table, self.tasks)
+        committer = table.new_committer(USER)
+        if self.overwrite is None:
+            return committer.commit(messages, identifier=self.identifier)
+        return committer.overwrite(messages, identifier=self.identifier, partition=self.overwrite)
+
+    def recover(self, table: lakefmt.Table, landed: bool | None) -> str:
+        """Run the job again; a replay that dedup skips deletes its own files (as the Spark sink does)."""
+        messages = write_tasks(table, self.tasks)
+        committer = table.new_committer(USER)
+        if self.overwrite is None:
+            snap = committer.commit(messages, identifier=self.identifier)
+        else:
+            snap = committer.overwrite(messages, identifier=self.identifier, partition=self.overwrite)
+        if snap is None:
+            table.discard(messages)
+            return "deduplicated"
+        return "committed"
+
+    def apply(self, model: Model) -> None:
+        new: Counter[Row] = Counter(r for task in self.tasks for r in task)
+        rows = model.rows()
+        if self.overwrite == {}:
+            rows = Counter()
+        elif self.overwrite is not None:
+            rows = Counter({r: n for r, n in rows.items() if r[1] != self.overwrite["dt"]})
+        model.commit(rows + new)
+
+
+@dataclass(frozen=True)
+class OneOffAppend:
+    rows: Task
+
+    def run(self, table: lakefmt.Table) -> Any:
+        return table.append(table_of(self.rows))
+
+    def apply(self, model: Model) -> None:
+        model.commit(model.rows() + Counter(self.rows))
+
+
+@dataclass(frozen=True)
+class OneOffAppendOp:
+    """``Table.append``: a fresh commit user per call, so no dedup. What it promises instead is its outcome:
+    it returned, so it landed; it raised anything but CommitStateUnknownError, so it did not land and removed
+    its files. Recovery trusts that: append again after an error; after a success finish the expiration the
+    table's retention options run after each commit (as the next commit or ``lakefmt expire`` would). Not for
+    the EXIT fault: after a process death nobody can tell a one-off append's outcome but by reading the table
+    (jobs that need exactly-once use a commit user)."""
+
+    rows: Task
+    retain_max: int
+
+    def run(self, table: lakefmt.Table) -> Any:
+        return table.append(table_of(self.rows))
+
+    def recover(self, table: lakefmt.Table, landed: bool | None) -> str:
+        if landed is None:
+            raise AssertionError("a one-off append's outcome is unknown after a process death")
+        if landed:
+            table.expire_snapshots(retain_max=self.retain_max)
+            return "landed; expiration finished"
+        table.append(table_of(self.rows))
+        return "appended again"
+
+    def apply(self, model: Model) -> None:
+        model.commit(model.rows() + Counter(self.rows))
+        model.expire(self.retain_max)
+
+
+@dataclass(frozen=True)
+class Expire:
+    retain_max: int
+
+    def run(self, table: lakefmt.Table) -> Any:
+        return table.expire_snapshots(retain_max=self.retain_max)
+
+    def recover(self, table: lakefmt.Table, landed: bool | None) -> str:
+        report = table.expire_snapshots(retain_max=self.retain_max)
+        return f"expired {len(report.expired_snapshots)} more" if report.expired_snapshots else "nothing left"
+
+    def apply(self, model: Model) -> None:
+        model.expire(self.retain_max)
+
+
+@dataclass(frozen=True)
+class OrphanClean:
+    def run(self, table: lakefmt.Table) -> Any:
+        return table.remove_orphan_files(older_than=0)
+
+    def recover(self, table: lakefmt.Table, landed: bool | None) -> str:
+        report = table.remove_orphan_files(older_than=0)
+        return f"removed {report.total_files} more" if report.total_files else "nothing left"
+
+    def apply(self, model: Model) -> None:
+        pass
+
+
+@dataclass(frozen=True)
+class Garbage:
+    """What failed and abandoned work leaves behind: a writer task whose commit never came, the temp file of
+    an interrupted local publish, the manifest lists of a commit that lost its last retry."""
+
+    def run(self, table: lakefmt.Table) -> Any:
+        write_tasks(table, [[(900, "a"), (901, "z")]])
+        table.io.write(table.io.new_temp_name(layout.snapshot_path(99)), b'{"partial')
+        table.io.write(layout.manifest_path("manifest-list-0123456789abcdef-1"), b"not referenced")
+        table.io.write(layout.manifest_path("manifest-list-0123456789abcdef-2"), b"not referenced")
+
+    def apply(self, model: Model) -> None:
+        pass
+
+
+Step = Commit | OneOffAppend | Expire | OrphanClean | Garbage
+Operation = Commit | OneOffAppendOp | Expire | OrphanClean
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    history: tuple[Step, ...]
+    operation: Operation
+    options: dict[str, str] = field(default_factory=dict)
+
+    def model_before(self) -> Model:
+        model = Model()
+        for step in self.history:
+            step.apply(model)
+        return model
+
+    def model_after(self) -> Model:
+        model = self.model_before()
+        self.operation.apply(model)
+        return model
+
+    @property
+    def is_commit(self) -> bool:
+        return isinstance(self.operation, Commit)
+
+    def build(self, uri: str, storage_options: dict[str, Any]) -> None:
+        table = lakefmt.create_table(
+            uri, SCHEMA, partition_by=["dt"], options=self.options, storage_options=storage_options
+        )
+        for step in self.history:
+            step.run(table)
+
+    def run(self, table: lakefmt.Table) -> Any:
+        return self.operation.run(table)
+
+    def recover(self, table: lakefmt.Table, landed: bool | None) -> str:
+        """Recover as a job would; ``landed``: what the first attempt's outcome said (None: it died)."""
+        return self.operation.recover(table, landed)
+
+
+H1: tuple[Step, ...] = (
+    OneOffAppend(((0, "a"), (1, "a"), (2, "b"), (3, "b"))),
+    Commit(1, (((10, "a"),), ((11, "c"),))),
+    Commit(2, (((20, "b"), (21, "b")),), overwrite={"dt": "b"}),
+)
+
+SCENARIOS: dict[str, Scenario] = {
+    s.name: s
+    for s in (
+        Scenario("append", H1, Commit(3, (((30, "a"),), ((31, "b"), (32, "c"))))),
+        Scenario("overwrite", H1, Commit(3, (((40, "a"),), ((41, "a"),)), overwrite={"dt": "a"})),
+        Scenario(
+            "full-merge",
+            (
+                OneOffAppend(((0, "a"), (1, "b"), (2, "c"))),
+                Commit(1, (((10, "a"),),), overwrite={"dt": "a"}),
+                Commit(2, (((11, "b"),),), overwrite={"dt": "b"}),
+                Commit(3, (((12, "c"),),), overwrite={"dt": "c"}),
+            ),
+            # three DELETE entries pile up in the base by now; this commit rewrites every manifest
+            Commit(4, (((30, "a"),), ((31, "d"),))),
+            options={"manifest.full-compaction-threshold": "3", "manifest.merge-min-count": "100"},
+        ),
+        Scenario(
+            "expire",
+            (
+                *H1,
+                Commit(3, (((30, "a"),),)),
+                Commit(4, (((50, "a"), (51, "b")),), overwrite={}),
+                Commit(5, (((60, "c"),),)),
+            ),
+            Expire(retain_max=2),
+        ),
+        Scenario("orphan-clean", (*H1, Garbage()), OrphanClean()),
+        Scenario(
+            "one-off-append",
+            H1,
+            OneOffAppendOp(((70, "a"), (71, "d")), retain_max=3),
+            options={"snapshot.num-retained.min": "1", "snapshot.num-retained.max": "3"},  # expire after commits
+        ),
+    )
+}
+
+
+# -- storage helpers ---------------------------------------------------------------------------------------
+
+
+def copy_table(src: FileIO, dst: str, storage_options: dict[str, Any]) -> None:
+    """Copy the whole table under ``src`` to ``dst`` (paths in metadata are relative: a copy is the same table,
+    elsewhere). On S3 server-side copies through ``src``'s client."""
+    if src.protocol == "file":
+        shutil.copytree(src.root, file_io_for(dst).root)
+        return
+    names = [f.path for f in src.walk()]
+    dst_root = file_io_for(dst, storage_options).root
+    src.fs.copy([f"{src.root}/{n}" for n in names], [f"{dst_root}/{n}" for n in names])
+
+
+def faulty_table(uri: str, storage_options: dict[str, Any], plan: FaultPlan) -> tuple[lakefmt.Table, FaultIO]:
+    io = FaultIO(file_io_for(uri, storage_options), plan)
+    return lakefmt.Table(io, MetaStore(io)), io
+
+
+def child_main(name: str, uri: str, storage_options: dict[str, Any], plan: FaultPlan) -> None:
+    """In a child process: run scenario ``name``'s operation with an EXIT fault. Reaching the end means the
+    fault never fired: exit 3 so the parent can tell."""
+    table, io = faulty_table(uri, storage_options, plan)
+    try:
+        SCENARIOS[name].run(table)
+    except BaseException:
+        os._exit(4)
+    os._exit(3 if not io.fired else 5)
+
+
+def run_in_child(ctx: Any, name: str, uri: str, storage_options: dict[str, Any], plan: FaultPlan) -> int:
+    """Run an operation in a child process of context ``ctx``; its exit code."""
+    proc = ctx.Process(target=child_main, args=(name, uri, storage_options, plan))
+    proc.start()
+    proc.join(timeout=120)
+    if proc.is_alive():
+        proc.kill()
+        proc.join()
+    return int(proc.exitcode if proc.exitcode is not None else -1)

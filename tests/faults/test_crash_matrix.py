@@ -1,0 +1,318 @@
+"""The crash-point matrix: every storage operation of every operation kind, under every fault kind.
+
+For each scenario (append commit, partition overwrite, a commit that triggers a full manifest merge, expire,
+orphan-clean, and a one-off ``Table.append`` that expires after committing) a dry run with a counting FileIO
+enumerates its N storage operations. Then for EVERY k in 1..N and each fault kind (raise before operation k;
+apply it and raise; apply it and end the process with ``os._exit`` in a child) the operation runs on a fresh
+copy of the scenario's table, is recovered the way a real job recovers (open the table anew with the plain
+FileIO, run the same job again with the same commit user and identifier; maintenance: run it again), and the
+table is checked:
+
+* snapshot ids are exactly the expected ones, so contiguous; record counts add up;
+* the commit's (user, identifier) is in exactly one snapshot and dedup remembers it; an error other than
+  CommitStateUnknownError meant it had not landed, a return that it had;
+* after orphan-clean with ``older_than=0`` the store holds exactly the files the live snapshots reference;
+* the table reads: the latest rows are exactly the modelled multiset (the operation applied exactly once),
+  time travel to every retained snapshot reads exactly its modelled rows, expired ones raise
+  SnapshotNotFoundError.
+
+Local disk runs the whole matrix. S3 (moto) runs every fault kind on every scenario at two crash points by
+default (see :func:`crash_points`); ``LAKEFMT_FULL_FAULTS=1`` runs every k on S3 too.
+``LAKEFMT_FAULT_REPORT=path`` writes the counts as JSON.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+import lakefmt
+from lakefmt.errors import CommitStateUnknownError, LakefmtError, SnapshotNotFoundError
+from lakefmt.io import FileIO, file_io_for
+from lakefmt.maintenance import referenced_files
+from lakefmt.metastore import MetaStore
+from lakefmt.spec import layout
+
+from .faultio import EXIT_CODE, Fault, FaultIO, FaultPlan
+from .report import record
+from .scenarios import SCENARIOS, USER, Commit, Model, Scenario, copy_table, faulty_table, rows_of, run_in_child
+
+FULL = os.environ.get("LAKEFMT_FULL_FAULTS", "") not in ("", "0")
+KINDS = [Fault.RAISE_BEFORE, Fault.RAISE_AFTER, Fault.EXIT]
+
+
+@dataclass
+class Base:
+    """A scenario's table, built once per store, and the dry run's log of its operation."""
+
+    uri: str
+    storage_options: dict[str, Any]
+    new_uri: Any = field(repr=False)  #: () -> a fresh location on the same store
+    log: list[tuple[str, str]] = field(default_factory=list)
+    baseline_orphans: int = 0  #: files a fault-free run leaves for orphan-clean (merged per-task manifests)
+
+    def fresh_copy(self) -> str:
+        uri = self.new_uri()
+        copy_table(self.io, uri, self.storage_options)
+        return uri
+
+    @functools.cached_property
+    def io(self) -> FileIO:
+        return file_io_for(self.uri, self.storage_options)
+
+
+_BASES: dict[tuple[str, str], Base] = {}
+
+
+def _local_root(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    root = tmp_path_factory.getbasetemp() / "crash-matrix"
+    root.mkdir(exist_ok=True)
+    return root
+
+
+def _base(kind: str, name: str, new_uri: Any, storage_options: dict[str, Any], local_root: Any) -> Base:
+    """The scenario's table on ``kind``'s store. It is built, checked against the model and dry-run on local
+    disk; on S3 the local table is uploaded (a table is relocatable: every stored path is relative) and the
+    dry run is repeated there to count S3's operations."""
+    key = (kind, name)
+    if key in _BASES:
+        return _BASES[key]
+    scenario = SCENARIOS[name]
+    if ("local", name) not in _BASES:
+        local = Base(str(local_root / uuid.uuid4().hex), {}, lambda: str(local_root / uuid.uuid4().hex))
+        scenario.build(local.uri, {})
+        verify(local.uri, {}, scenario, scenario.model_before(), applied=False)  # the history is as modelled
+        local.log, local.baseline_orphans = _dry_run(local, scenario, check=True)
+        _BASES[("local", name)] = local
+    if kind != "local":
+        local = _BASES[("local", name)]
+        base = Base(new_uri(), storage_options, new_uri)
+        base.io.fs.put(f"{local.io.root}/", f"{base.io.root}/", recursive=True)
+        base.log, _ = _dry_run(base, scenario, check=False)
+        base.baseline_orphans = local.baseline_orphans
+        _BASES[key] = base
+    return _BASES[key]
+
+
+def _dry_run(base: Base, scenario: Scenario, check: bool) -> tuple[list[tuple[str, str]], int]:
+    """Run the operation once without a fault on a copy: the log of its storage operations, and (with
+    ``check``) how many files a fault-free run leaves for orphan-clean (merged per-task manifests)."""
+    dry = base.fresh_copy()
+    table, io = faulty_table(dry, base.storage_options, FaultPlan())
+    scenario.run(table)
+    removed = verify(dry, base.storage_options, scenario, scenario.model_after()) if check else 0
+    return io.log, removed
+
+
+@pytest.fixture(params=["local", pytest.param("s3", marks=pytest.mark.s3)])
+def where(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Any, dict, Any]:
+    """(store kind, () -> new table location, storage options, local folder for the built tables)."""
+    root = _local_root(tmp_path_factory)
+    if request.param == "local":
+        return "local", lambda: str(root / uuid.uuid4().hex), {}, root
+    server = request.getfixturevalue("moto_server")
+    bucket = server["bucket"]
+    return "s3", lambda: f"s3://{bucket}/crash-{uuid.uuid4().hex}", dict(server["storage_options"]), root
+
+
+# -- the checks --------------------------------------------------------------------------------------------
+
+
+def reopen(io: FileIO) -> lakefmt.Table:
+    """What ``open_table`` does, over a given plain FileIO: a new table with no metadata cached."""
+    store = MetaStore(io)
+    store.latest_schema()  # NotATableError
+    return lakefmt.Table(io, store)
+
+
+def verify(
+    uri: str,
+    storage_options: dict[str, Any],
+    scenario: Scenario,
+    model: Model,
+    applied: bool = True,
+    io: FileIO | None = None,
+) -> int:
+    """Check the table at ``uri`` against ``model``: its history first; then (after the operation) orphan-clean
+    it with age 0 and check that the store holds exactly the referenced files; then that the latest snapshot
+    and every retained one read exactly as modelled. (Reading after the clean is the stronger check: deleting
+    files cannot make a wrong read right, and a stray snapshot file the clean might hide fails the history
+    check before it.) Returns how many files the orphan-clean removed."""
+    table = reopen(io or file_io_for(uri, storage_options))  # a plain FileIO, no metadata caches
+    _check_history(table, scenario, model, applied)
+    removed = 0
+    if applied:
+        removed = table.remove_orphan_files(older_than=0).total_files
+        files = {f.path for f in table.io.walk()}
+        refs = referenced_files(MetaStore(table.io))
+        assert files - refs == set(), f"unreferenced files after orphan-clean: {sorted(files - refs)}"
+        assert refs - files <= {layout.LATEST, layout.EARLIEST}, f"referenced but missing: {sorted(refs - files)}"
+        table = reopen(table.io)  # no metadata cached from before the clean
+        _check_history(table, scenario, model, applied)
+    _check_rows(table, scenario, model)
+    return removed
+
+
+def _check_history(table: lakefmt.Table, scenario: Scenario, model: Model, applied: bool) -> None:
+    """Snapshot ids exactly the modelled ones (so contiguous), record counts as modelled, and the commit's
+    (user, identifier) in exactly one snapshot."""
+    snapshots = table.snapshots()
+    ids = [s.id for s in snapshots]
+    assert ids == sorted(model.snapshots), f"snapshots {ids}, expected {sorted(model.snapshots)}"
+    assert ids == list(range(ids[0], ids[-1] + 1))
+    latest = table.latest_snapshot()
+    assert latest is not None and latest.id == ids[-1]
+    for snap in snapshots:
+        assert snap.total_record_count == sum(model.rows(snap.id).values()), f"snapshot {snap.id}"
+    op = scenario.operation
+    if isinstance(op, Commit) and applied:
+        pairs = Counter((s.commit_user, s.commit_identifier) for s in snapshots)
+        assert pairs[(USER, op.identifier)] == 1, "the commit is not in exactly one snapshot"
+        assert table.commit_user_identifier(USER) == op.identifier
+
+
+def _check_rows(table: lakefmt.Table, scenario: Scenario, model: Model) -> None:
+    """The table reads: the latest rows and every retained snapshot's are exactly the modelled multisets;
+    expired snapshots are reported as such."""
+    got = rows_of(table.to_arrow())
+    assert got == model.rows(), f"latest rows: extra {got - model.rows()}, missing {model.rows() - got}"
+    for sid in sorted(model.snapshots)[:-1]:
+        assert rows_of(table.to_arrow(snapshot_id=sid)) == model.rows(sid), f"time travel to snapshot {sid}"
+    for sid in set(scenario.model_before().snapshots) - set(model.snapshots):
+        with pytest.raises(SnapshotNotFoundError):
+            table.scan(snapshot_id=sid)
+
+
+# -- the matrix --------------------------------------------------------------------------------------------
+
+
+def crash_points(log: list[tuple[str, str]], store: str, kind: Fault) -> list[int]:
+    """Every k on local disk (and on S3 with LAKEFMT_FULL_FAULTS=1). On S3 by default two: the publish of the
+    snapshot (maintenance: the middle delete), and one of the first operation, the one before the publish
+    (maintenance: the first delete), and the last, a different one for each fault kind."""
+    n = len(log)
+    if store == "local" or FULL:
+        return list(range(1, n + 1))
+    publishes = [i for i, (op, _) in enumerate(log, 1) if op == "publish"]
+    deletes = [i for i, (op, _) in enumerate(log, 1) if op == "delete"]
+    if publishes:
+        main, before = publishes[-1], publishes[-1] - 1
+    else:
+        main, before = deletes[len(deletes) // 2], deletes[0]
+    others = sorted({1, before, n} - {main})
+    return sorted({main, others[KINDS.index(kind) % len(others)]})
+
+
+def run_one(base: Base, scenario: Scenario, plan: FaultPlan, ctx: Any) -> dict[str, Any]:
+    """One fault run: first attempt with the fault, recovery, checks. Returns what happened."""
+    uri = base.fresh_copy()
+    plain = file_io_for(uri, base.storage_options)  # one per run: on S3, one client for all its steps
+    landed: bool | None = None  # what the first attempt's outcome says (None: the process died)
+    if plan.kind is Fault.EXIT:
+        code = run_in_child(ctx, scenario.name, uri, base.storage_options, plan)
+        assert code == EXIT_CODE, f"the child did not die at the fault (exit code {code})"
+        first = "process died"
+    else:
+        io = FaultIO(plain, plan)
+        try:
+            scenario.run(lakefmt.Table(io, MetaStore(io)))
+            first, landed = "absorbed", True
+        except CommitStateUnknownError:
+            first = "CommitStateUnknownError"  # may have landed: recovery must not rely on either
+        except (OSError, LakefmtError) as exc:  # anything else (a TypeError, a KeyError) is a bug
+            first, landed = type(exc).__name__, False
+        assert io.fired, "the fault never fired: the operation is not deterministic"
+    recovery = scenario.recover(reopen(plain), landed)  # the table opened anew, with the plain FileIO
+    if isinstance(scenario.operation, Commit) and landed is not None:
+        # the outcome is the truth: an error other than CommitStateUnknownError means it did not land
+        assert recovery == ("deduplicated" if landed else "committed"), f"first attempt {first}, then {recovery}"
+    removed = verify(uri, base.storage_options, scenario, scenario.model_after(), io=plain)
+    return {"first": first, "recovery": recovery, "orphans": removed - base.baseline_orphans}
+
+
+MATRIX = [
+    pytest.param(name, kind, id=f"{name}-{kind.value}")
+    for name in SCENARIOS
+    for kind in KINDS
+    if not (name == "one-off-append" and kind is Fault.EXIT)  # see OneOffAppendOp
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("name", "kind"), MATRIX)
+def test_crash_matrix(where: tuple[str, Any, dict, Any], name: str, kind: Fault, fault_ctx: Any) -> None:
+    store, new_uri, storage_options, local_root = where
+    scenario = SCENARIOS[name]
+    base = _base(store, name, new_uri, storage_options, local_root)
+    points = crash_points(base.log, store, kind)
+    started = time.monotonic()
+    failures: list[str] = []
+    outcomes: Counter[str] = Counter()
+    per_k: list[str] = []
+    for k in points:
+        op, path = base.log[k - 1]
+        try:
+            result = run_one(base, scenario, FaultPlan(kind, k), fault_ctx)
+        except Exception as exc:
+            failures.append(f"k={k} ({op} {path}): {type(exc).__name__}: {exc}")
+            continue
+        outcomes[f"first attempt: {result['first']}"] += 1
+        outcomes[f"recovery: {result['recovery']}"] += 1
+        outcomes["files left for orphan-clean by the fault"] += result["orphans"]
+        per_k.append(f"{k} {op} {path}: {result['first']}; {result['recovery']}; +{result['orphans']} orphans")
+    record(
+        "crash_matrix",
+        f"{store}/{name}/{kind.value}",
+        {
+            "operations": len(base.log),
+            "runs": len(points),
+            "failed": len(failures),
+            "seconds": round(time.monotonic() - started, 1),
+            "outcomes": dict(sorted(outcomes.items())),
+            "per_k": per_k,
+        },
+    )
+    assert not failures, f"{len(failures)} of {len(points)} crash points failed:\n" + "\n".join(failures)
+
+
+def test_merge_scenario_really_triggers_a_full_merge(tmp_path: Any) -> None:
+    """The full-merge scenario's commit rewrites the base: its base list holds no DELETE entries although the
+    snapshot before it carried three."""
+    scenario = SCENARIOS["full-merge"]
+    uri = str(tmp_path / "t")
+    scenario.build(uri, {})
+    table = lakefmt.open_table(uri)
+    store = MetaStore(table.io)
+    before = table.latest_snapshot()
+    assert before is not None
+    assert sum(m.num_deleted_files for m in store.snapshot_manifests(before)) >= 3
+    scenario.run(table)
+    after = table.latest_snapshot()
+    assert after is not None and after.id == before.id + 1
+    base = store.manifest_list(after.base_manifest_list)
+    assert sum(m.num_deleted_files for m in base) == 0
+    assert not {m.file_name for m in base} & {m.file_name for m in store.snapshot_manifests(before)}
+
+
+def test_crash_points_cover_every_step_of_a_commit(tmp_path: Any) -> None:
+    """The dry run of a commit sees the writer's files, the metadata reads, the manifest lists, the publish,
+    the hint and the after-commit step, in protocol order: the matrix really walks the protocol."""
+    scenario = SCENARIOS["append"]
+    uri = str(tmp_path / "t")
+    scenario.build(uri, {})
+    table, io = faulty_table(uri, {}, FaultPlan())
+    scenario.run(table)
+    ops = [op for op, _ in io.log]
+    assert ops[:3] == ["list", "read", "open_output"]  # the writer reads the schema, then writes data
+    assert {"close", "sync", "write", "publish"} <= set(ops)
+    publish = ops.index("publish")
+    assert io.log[publish][1] == layout.snapshot_path(4)
+    assert io.log[publish + 1] == ("write", layout.LATEST)
+    assert io.log[publish + 2 :] == [("list", layout.SCHEMA_DIR)]  # Table's after-commit step reads the options

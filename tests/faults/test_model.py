@@ -1,0 +1,192 @@
+"""Model-based test: hypothesis drives random sequences of appends (one-off and by a job's committer, with
+one or many writer tasks), replays of a landed commit, overwrites of the whole table and of a partition
+(also with no rows), commits that trigger manifest merges, expire, orphan-clean (age 0), abandoned writes and
+reopening the table. After every step the table equals a plain in-memory model: the retained snapshot ids,
+the rows of the latest snapshot and, by time travel, of every retained one.
+
+Tables get tiny merge thresholds (chosen per example) so minor and full manifest merges happen all the time.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections import Counter
+
+import pyarrow as pa
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+import lakefmt
+from lakefmt.maintenance import referenced_files
+from lakefmt.metastore import MetaStore
+from lakefmt.spec import layout
+
+SCHEMA = pa.schema([("id", pa.int64()), ("dt", pa.string())])
+PARTS = ["a", "b", "c", None]
+OPTION_SETS = [
+    {"manifest.merge-min-count": "2", "manifest.full-compaction-threshold": "2"},
+    {"manifest.merge-min-count": "3", "manifest.full-compaction-threshold": "100"},
+    {"manifest.merge-min-count": "100", "manifest.full-compaction-threshold": "3"},
+    {"manifest.merge-min-count": "100", "manifest.full-compaction-threshold": "1", "manifest.target-file-size": "2kb"},
+]
+USER = "model-job"
+
+Row = tuple[int, str | None]
+partitions = st.sampled_from(PARTS)
+row_dts = st.lists(partitions, min_size=1, max_size=5)
+
+
+def as_table(rows: list[Row]) -> pa.Table:
+    return pa.table({"id": [r[0] for r in rows], "dt": [r[1] for r in rows]}, schema=SCHEMA)
+
+
+def rows_of(table: pa.Table) -> Counter[Row]:
+    return Counter(zip(table.column("id").to_pylist(), table.column("dt").to_pylist(), strict=True))
+
+
+class TableMachine(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.dir = tempfile.mkdtemp(prefix="lakefmt-model-")
+        self.uri = f"{self.dir}/t"
+        self.snapshots: dict[int, Counter[Row]] = {}  # the model: rows of every retained snapshot
+        self.next_row = 0
+        self.identifier = 0  # the job's last identifier handed out
+        self.landed: int | None = None  # the job's last identifier that landed, and its rows
+        self.landed_rows: list[Row] = []
+
+    @initialize(options=st.sampled_from(OPTION_SETS))
+    def create(self, options: dict[str, str]) -> None:
+        self.table = lakefmt.create_table(self.uri, SCHEMA, partition_by=["dt"], options=options)
+
+    def teardown(self) -> None:
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    # -- model helpers ----------------------------------------------------------------------------------
+    def new_rows(self, dts: list[str | None]) -> list[Row]:
+        rows = [(self.next_row + i, dt) for i, dt in enumerate(dts)]
+        self.next_row += len(dts)
+        return rows
+
+    @property
+    def latest_rows(self) -> Counter[Row]:
+        return self.snapshots[max(self.snapshots)] if self.snapshots else Counter()
+
+    def landed_snapshot(self, snap: lakefmt.Snapshot | None, rows: Counter[Row]) -> None:
+        """A commit returned ``snap``: a new snapshot (next id) with ``rows``, or None (nothing to commit)."""
+        if snap is None:
+            assert rows == self.latest_rows, "a commit that changes the table created no snapshot"
+            return
+        assert snap.id == max(self.snapshots, default=0) + 1
+        self.snapshots[snap.id] = rows
+
+    def job_commit(self, tasks: list[list[Row]], partition: dict[str, str | None] | None = None) -> None:
+        messages = []
+        for rows in tasks:
+            with self.table.new_writer() as writer:
+                writer.write(as_table(rows))
+                messages.append(writer.prepare_commit())
+        self.identifier += 1
+        committer = self.table.new_committer(USER)
+        if partition is None:
+            snap = committer.commit(messages, identifier=self.identifier)
+        else:
+            snap = committer.overwrite(messages, identifier=self.identifier, partition=partition)
+        new = Counter(r for rows in tasks for r in rows)
+        if partition is None:
+            expected = self.latest_rows + new
+        else:
+            expected = Counter({r: n for r, n in self.latest_rows.items() if r[1] != partition["dt"]}) + new
+        self.landed_snapshot(snap, expected)
+        if snap is not None and partition is None:
+            self.landed, self.landed_rows = self.identifier, [r for rows in tasks for r in rows]
+
+    # -- rules ------------------------------------------------------------------------------------------
+    @rule(dts=row_dts)
+    def append(self, dts: list[str | None]) -> None:
+        rows = self.new_rows(dts)
+        self.landed_snapshot(self.table.append(as_table(rows)), self.latest_rows + Counter(rows))
+
+    @rule(dts=row_dts, tasks=st.integers(1, 3))
+    def job_append(self, dts: list[str | None], tasks: int) -> None:
+        rows = self.new_rows(dts)
+        self.job_commit([rows[i::tasks] for i in range(tasks) if rows[i::tasks]])
+
+    @rule(n=st.integers(4, 10))
+    def many_task_commit(self, n: int) -> None:
+        """One row per writer task: many small per-task manifests to merge into the delta, and a growing base."""
+        rows = self.new_rows([PARTS[i % len(PARTS)] for i in range(n)])
+        self.job_commit([[r] for r in rows])
+
+    @precondition(lambda self: self.landed is not None)
+    @rule()
+    def replay_landed_commit(self) -> None:
+        """A restarted job commits its last landed identifier again (same rows, new files): a no-op."""
+        with self.table.new_writer() as writer:
+            writer.write(as_table(self.landed_rows))
+            messages = [writer.prepare_commit()]
+        assert self.table.new_committer(USER).commit(messages, identifier=self.landed) is None
+        self.table.discard(messages)
+
+    @rule(dts=st.lists(partitions, max_size=4))
+    def overwrite_table(self, dts: list[str | None]) -> None:
+        rows = self.new_rows(dts)
+        self.landed_snapshot(self.table.overwrite(as_table(rows)), Counter(rows))
+
+    @rule(dt=partitions, n=st.integers(0, 3), by_job=st.booleans())
+    def overwrite_partition(self, dt: str | None, n: int, by_job: bool) -> None:
+        rows = self.new_rows([dt] * n)
+        if by_job:
+            self.job_commit([rows] if rows else [], partition={"dt": dt})
+            return
+        expected = Counter({r: c for r, c in self.latest_rows.items() if r[1] != dt}) + Counter(rows)
+        self.landed_snapshot(self.table.overwrite(as_table(rows), partition={"dt": dt}), expected)
+
+    @rule(retain_max=st.integers(1, 4))
+    def expire(self, retain_max: int) -> None:
+        report = self.table.expire_snapshots(retain_max=retain_max)
+        gone = sorted(self.snapshots)[:-retain_max]
+        assert report.expired_snapshots == gone
+        for sid in gone:
+            del self.snapshots[sid]
+
+    @rule()
+    def orphan_clean(self) -> None:
+        self.table.remove_orphan_files(older_than=0)
+        files = {f.path for f in self.table.io.walk()}
+        refs = referenced_files(MetaStore(self.table.io))
+        assert files - refs == set()
+        assert refs - files <= {layout.LATEST, layout.EARLIEST}
+
+    @rule(dts=row_dts)
+    def abandoned_write(self, dts: list[str | None]) -> None:
+        """A writer task whose commit never comes: garbage, invisible to readers."""
+        with self.table.new_writer() as writer:
+            writer.write(as_table(self.new_rows(dts)))
+            writer.prepare_commit()
+
+    @rule()
+    def reopen(self) -> None:
+        self.table = lakefmt.open_table(self.uri)
+
+    # -- the invariant ----------------------------------------------------------------------------------
+    @invariant()
+    def equals_model(self) -> None:
+        if not hasattr(self, "table"):
+            return
+        fresh = lakefmt.open_table(self.uri)
+        assert [s.id for s in fresh.snapshots()] == sorted(self.snapshots)
+        assert rows_of(fresh.to_arrow()) == self.latest_rows
+        for sid, rows in self.snapshots.items():
+            assert rows_of(fresh.to_arrow(snapshot_id=sid)) == rows, f"time travel to snapshot {sid}"
+
+
+TableMachine.TestCase.settings = settings(
+    max_examples=12,
+    stateful_step_count=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+TestTableModel = TableMachine.TestCase
