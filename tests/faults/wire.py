@@ -1,7 +1,9 @@
 """HTTP-level fault injection into a moto S3 server running in this process.
 
 The WSGI application of moto's ``ThreadedMotoServer`` (``DomainDispatcherApplication``) is wrapped while
-installed: a request whose path or query names the watched key prefix is, at the configured rate, answered
+installed: a request whose path or query names the watched key prefix is, at the configured rate (at random;
+for conditional PUTs, the snapshot publishes, exactly every 1/rate-th one, cycling through the faults),
+answered
 
 * ``500`` InternalError, not applied;
 * ``503`` SlowDown, not applied;
@@ -118,9 +120,20 @@ class WireFaults:
         ]
         with self._lock:
             self.counts[f"requests {kind}"] += 1
-            if not applicable or self._random.random() >= self.rate:
+            n = self.counts[f"requests {kind}"]
+            if not applicable:
                 return None
-            fault = self._random.choice(applicable)
+            if kind == "conditional-PUT":
+                # the snapshot publishes: every (1/rate)-th one, cycling through the faults, so each of them
+                # surely hits a publish at least a few times in a run of a few hundred commits
+                every = max(1, round(1 / self.rate))
+                if n % every != every // 2:
+                    return None
+                fault = applicable[(n // every) % len(applicable)]
+            else:
+                if self._random.random() >= self.rate:
+                    return None
+                fault = self._random.choice(applicable)
             self.counts[f"{fault} {kind}"] += 1
             return fault
 
