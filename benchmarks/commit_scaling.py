@@ -23,10 +23,17 @@ from benchmarks.common import EVENTS_SCHEMA, Comparison, Result, events, median,
 NAME = "commit_scaling"
 TARGET_RATIO = 1.2
 WINDOW = 10  # commits in the "around commit k" windows
+SAMPLE = 100  # metadata bytes on disk are sampled every SAMPLE commits
+META_AT = 1000  # the metadata-bytes target applies at this many commits
+META_TARGET = 3 << 20
+
+
+def _metadata_bytes(table_root: Path) -> int:
+    return sum(tree_bytes(table_root / sub)[0] for sub in ("snapshot", "manifest", "schema"))
 
 
 def run(quick: bool, workdir: Path) -> Result:
-    n_commits = 300 if quick else 1000
+    n_commits = 300 if quick else 10_000
     rows = 1000
     result = Result(NAME, "quick" if quick else "full", {"commits": n_commits, "rows_per_commit": rows,
                                                           "storage": "local", "partitioned": False,
@@ -39,6 +46,7 @@ def run(quick: bool, workdir: Path) -> Result:
     commit_s: list[float] = []
     commit_cpu: list[float] = []  # CPU time: insensitive to the disk, less sensitive to other processes
     written: list[int] = []  # bytes of the manifest lists and snapshot each commit wrote: deterministic work
+    meta_series: list[tuple[int, int]] = []  # (commits, metadata bytes on disk), every SAMPLE commits
     for i in range(n_commits):
         batch = data.slice(i * rows, rows)
         t0 = time.perf_counter()
@@ -55,6 +63,8 @@ def run(quick: bool, workdir: Path) -> Result:
         written.append(snap.base_manifest_list_size + snap.delta_manifest_list_size + snap_bytes)
         write_s.append(t1 - t0)
         commit_s.append(t2 - t1)
+        if (i + 1) % SAMPLE == 0:
+            meta_series.append((i + 1, _metadata_bytes(root / "table")))
 
     check = table.scan().count()
     if check != n_commits * rows:
@@ -79,6 +89,11 @@ def run(quick: bool, workdir: Path) -> Result:
                    median(written[:tenth]), "B", median(written[-tenth:]) / median(written[:tenth])),
     ]
 
+    at = dict(meta_series).get(META_AT)
+    if at is not None:
+        result.comparisons.append(Comparison(
+            f"metadata bytes on disk at {META_AT} commits vs the 3 MiB target", at, META_TARGET, "B",
+            at / META_TARGET, 1.0, "ratio<=", note="snapshot/ + manifest/ + schema/, nothing expired"))
     meta = {}
     for sub in ("snapshot", "manifest", "schema"):
         size, count = tree_bytes(root / "table" / sub)
@@ -112,6 +127,9 @@ def run(quick: bool, workdir: Path) -> Result:
             "max": max(written),
         },
         "metadata_bytes": meta_bytes,
+        "metadata_bytes_series": meta_series,
+        # for the plot: the median of each run of 10 commits (commits 1-10, 11-20, ...)
+        "commit_s_median_per_10": [round(median(commit_s[k : k + 10]), 6) for k in range(0, n_commits, 10)],
         "metadata_bytes_per_commit": meta_bytes / n_commits,
         "metadata_by_folder": meta,
         "data_bytes": data_bytes,

@@ -236,6 +236,29 @@ def table_rows(results: Sequence[Result]) -> str:
     return "\n".join(lines)
 
 
+# -- the metadata encoding, with plain pyarrow + zstandard (the baselines of the metadata benchmarks) ----
+_ZSTD_SMALL = 256 << 10  # the same levels as lakefmt: 19 up to 256 KiB of Arrow stream, 3 above
+
+
+def raw_decode(data: bytes) -> pa.Table:
+    """A lakefmt manifest or manifest list decoded with zstandard + pyarrow alone (no validation)."""
+    import zstandard
+
+    return pa.ipc.open_stream(zstandard.ZstdDecompressor().decompress(data)).read_all()
+
+
+def raw_encode(table: pa.Table) -> bytes:
+    """An Arrow IPC stream in one zstd frame, as lakefmt encodes metadata files."""
+    import zstandard
+
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as w:
+        w.write_table(table)
+    raw = sink.getvalue()
+    level = 19 if raw.size <= _ZSTD_SMALL else 3
+    return zstandard.ZstdCompressor(level=level, write_checksum=True).compress(raw)
+
+
 # -- disk -----------------------------------------------------------------------------------------------
 def tree_bytes(path: Path) -> tuple[int, int]:
     """(total bytes, number of files) under ``path``."""

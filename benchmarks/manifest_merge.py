@@ -6,8 +6,9 @@ The per-task manifests are made as writers make them (``DataFile`` -> ``entries_
 of 5 (wall time; process CPU time is reported too):
 
 * lakefmt: ``ManifestMerger(...).merge_delta(metas)`` with a fresh metadata store (nothing cached);
-* the limit with the same I/O: read the same files, decode them with pyarrow, concatenate, re-encode as Arrow
-  IPC (zstd) in slices of the same target size, write each with an fsync, as lakefmt does;
+* the limit with the same I/O: read the same files, decode them with zstandard + pyarrow, concatenate,
+  re-encode as zstd-framed Arrow IPC streams in slices of the same target size, write each with an fsync,
+  as lakefmt does;
 * the CPU limit: the same decode + concat + re-encode from and to memory (no file I/O).
 
 The merger is an internal component: this benchmark uses ``lakefmt.commit.merge`` and ``lakefmt.metastore``
@@ -33,6 +34,8 @@ from benchmarks.common import (
     drop_tree,
     fake_data_files,
     interleaved,
+    raw_decode,
+    raw_encode,
 )
 from lakefmt.commit.merge import ManifestMerger, MergePolicy
 from lakefmt.metastore import MetaStore
@@ -61,13 +64,6 @@ def _make_manifests(table: lakefmt.Table, m: int, e: int) -> list[ManifestFileMe
     return metas
 
 
-def _encode(table: pa.Table) -> bytes:
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_file(sink, table.schema, options=pa.ipc.IpcWriteOptions(compression="zstd")) as w:
-        w.write_table(table)
-    return bytes(sink.getvalue())
-
-
 def _write_synced(path: Path, data: bytes) -> None:
     with open(path, "wb") as f:
         f.write(data)
@@ -77,11 +73,11 @@ def _write_synced(path: Path, data: bytes) -> None:
 
 def _raw_merge(inputs: list[bytes], target: int) -> list[bytes]:
     """decode + concat + re-encode in slices of about ``target`` bytes: the work of a merge, nothing else."""
-    tables = [pa.ipc.open_file(pa.py_buffer(b)).read_all() for b in inputs]
+    tables = [raw_decode(b) for b in inputs]
     entries = pa.concat_tables(tables).combine_chunks()
     per_entry = sum(len(b) for b in inputs) / max(entries.num_rows, 1)
     per_file = max(1, int(target / per_entry))
-    return [_encode(entries.slice(i, per_file)) for i in range(0, entries.num_rows, per_file)]
+    return [raw_encode(entries.slice(i, per_file)) for i in range(0, entries.num_rows, per_file)]
 
 
 def run_one(workdir: Path, m: int, e: int) -> dict[str, Any]:

@@ -31,12 +31,21 @@ class MetaStore:
 
     def __init__(self, io: FileIO) -> None:
         self.io = io
+        self._reset()
+
+    def _reset(self) -> None:
         self._manifests: OrderedDict[str, pa.Table] = OrderedDict()
         self._lists: OrderedDict[str, list[ManifestFileMeta]] = OrderedDict()
         self._schemas: dict[int, TableSchema] = {}
+        self._latest_schema_id: int | None = None
+        self._known_latest: Snapshot | None = None  # the newest snapshot this store has seen or published
 
     def __getstate__(self) -> dict[str, object]:
-        return {"io": self.io, "_manifests": OrderedDict(), "_lists": OrderedDict(), "_schemas": {}}
+        return {"io": self.io}
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.io = state["io"]  # type: ignore[assignment]
+        self._reset()  # caches are rebuilt where the store lands, never shipped
 
     # -- schemas ----------------------------------------------------------------------------------------
     def schema_ids(self) -> list[int]:
@@ -56,11 +65,22 @@ class MetaStore:
         self._schemas[schema_id] = schema  # schema files are immutable
         return schema
 
-    def latest_schema(self) -> TableSchema:
-        ids = self.schema_ids()
-        if not ids:
-            raise NotATableError(f"{self.io.uri} is not a lakefmt table (no {layout.SCHEMA_DIR}/schema-0)")
-        return self.schema(ids[-1])
+    def latest_schema(self, refresh: bool = False) -> TableSchema:
+        """The newest schema. Listed once per store (a table object is bound to the schema it opened with,
+        as in Paimon), again with ``refresh=True`` or when a snapshot names a newer schema."""
+        if self._latest_schema_id is None or refresh:
+            ids = self.schema_ids()
+            if not ids:
+                raise NotATableError(f"{self.io.uri} is not a lakefmt table (no {layout.SCHEMA_DIR}/schema-0)")
+            self._latest_schema_id = ids[-1]
+        return self.schema(self._latest_schema_id)
+
+    def schema_for(self, snap: Snapshot | None) -> TableSchema:
+        """The schema to commit on top of ``snap``: the newest known, or the snapshot's if that is newer."""
+        schema = self.latest_schema()
+        if snap is not None and snap.schema_id > schema.id:
+            schema = self.latest_schema(refresh=True)
+        return schema
 
     # -- snapshots --------------------------------------------------------------------------------------
     def snapshot_ids(self) -> list[int]:
@@ -99,9 +119,17 @@ class MetaStore:
 
     def latest_snapshot(self) -> Snapshot | None:
         """The latest snapshot: start from the LATEST hint, then probe forward until a snapshot is absent.
-        A missing, stale or garbage hint costs a listing, never a wrong answer."""
+        A missing, stale or garbage hint costs a listing, never a wrong answer.
+
+        When the hint is no newer than the newest snapshot this store already holds (it published it, or
+        read it), the probe starts from that one without reading it again: on an object store, a long-lived
+        writer finds the latest snapshot in two GETs (the hint and one probe)."""
         hint = self.read_hint(layout.LATEST)
-        current = self.try_snapshot(hint) if hint else None
+        known = self._known_latest
+        if known is not None and hint is not None and hint <= known.id:
+            current: Snapshot | None = known
+        else:
+            current = self.try_snapshot(hint) if hint else None
         if current is None:
             ids = self.snapshot_ids()
             if not ids:
@@ -110,8 +138,14 @@ class MetaStore:
         while True:
             nxt = self.try_snapshot(current.id + 1)
             if nxt is None:
+                self._known_latest = current
                 return current
             current = nxt
+
+    def remember_published(self, snap: Snapshot) -> None:
+        """Record a snapshot this process just published (the next commit starts its probe there)."""
+        if self._known_latest is None or snap.id > self._known_latest.id:
+            self._known_latest = snap
 
     def earliest_snapshot_id(self) -> int | None:
         ids = self.snapshot_ids()
@@ -137,6 +171,10 @@ class MetaStore:
             _check_name(m.file_name, f"manifest list {path}")
         self._remember(self._lists, name, metas)
         return metas
+
+    def remember_list(self, name: str, metas: list[ManifestFileMeta]) -> None:
+        """Cache a manifest list this process wrote (immutable, so the next commit need not read it back)."""
+        self._remember(self._lists, name, list(metas))
 
     def snapshot_manifests(self, snap: Snapshot) -> list[ManifestFileMeta]:
         """Every manifest of a snapshot: its base list (the table before it) then its delta list."""

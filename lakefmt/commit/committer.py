@@ -129,7 +129,7 @@ class Committer:
         latest = self._store.latest_snapshot()  # (b)
         if self.already_committed(identifier, latest):  # (a)
             return None
-        schema = self._store.latest_schema()
+        schema = self._store.schema_for(latest)
         options = TableOptions.from_map(schema.options)
         merger = ManifestMerger(self._store, self._io, schema, MergePolicy.from_options(options), uuid.uuid4().hex)
         added = [m for msg in messages for m in msg.manifests]
@@ -158,6 +158,7 @@ class Committer:
                 latest, schema, kind, identifier, base_list, delta_list, delta, watermark, properties, options
             )
             if self._publish(snap):  # (e)
+                self._store.remember_published(snap)
                 self._store.write_hint(layout.LATEST, snap.id)  # (g)
                 if self._after_commit is not None:
                     # e.g. snapshot expiration. The commit has landed: nothing after this point may report a
@@ -184,6 +185,7 @@ class Committer:
         data = encode_manifest_list(metas, schema.partition_schema)
         name = merger.next_name(list_file=True)
         self._io.write(layout.manifest_list_path(name), data)
+        self._store.remember_list(name, list(metas))
         return name, len(data)
 
     def _snapshot(

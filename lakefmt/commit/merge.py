@@ -27,7 +27,7 @@ from lakefmt.read.plan import concat_entries
 from lakefmt.spec import FileKind, ManifestFileMeta, TableSchema, layout
 from lakefmt.spec.manifest import encode_manifest, manifest_meta
 
-__all__ = ["ManifestMerger", "MergePolicy", "pack"]
+__all__ = ["ManifestMerger", "MergePolicy", "pack", "pick_tier"]
 
 T = TypeVar("T")
 
@@ -75,6 +75,30 @@ def cancel_pairs(entries: pa.Table) -> pa.Table:
     adds = adds.filter(pc.invert(pc.is_in(adds.column("path"), value_set=del_paths)))
     dels = dels.filter(pc.invert(pc.is_in(dels.column("path"), value_set=add_paths)))
     return concat_entries([adds, dels])
+
+
+def pick_tier(small: Sequence[ManifestFileMeta], min_count: int) -> list[ManifestFileMeta]:
+    """The small manifests a count-triggered minor merge rewrites: the smallest ones (by entries), smallest
+    first, until the next holds more entries than all those picked together (and at least half of
+    ``min_count`` are picked).
+
+    Rewriting every small manifest at each merge would copy the oldest entries again every ``min_count``
+    commits: bytes written would grow with the square of history until manifests reach the target size.
+    Merging manifests of similar size (size-tiered, like an LSM tree) rewrites each entry about
+    log(history) times instead, and still at least halves the number of small manifests."""
+    need = max(2, (min_count + 1) // 2)
+    picked: list[ManifestFileMeta] = []
+    total = 0
+    for m in sorted(small, key=_entries):  # entries, not bytes: a small file's bytes are mostly its schema
+        if len(picked) >= need and _entries(m) > total:
+            break
+        picked.append(m)
+        total += _entries(m)
+    return picked
+
+
+def _entries(m: ManifestFileMeta) -> int:
+    return m.num_added_files + m.num_deleted_files
 
 
 class ManifestMerger:
@@ -141,7 +165,10 @@ class ManifestMerger:
         if len(small) < self._policy.min_count and small_bytes < self._policy.target_size:
             return list(metas)
         big = [m for m in metas if m.file_size >= self._policy.target_size]
-        return big + self._merge_small(small, cancel=True)
+        chosen = small if small_bytes >= self._policy.target_size else pick_tier(small, self._policy.min_count)
+        picked = {id(m) for m in chosen}
+        kept = [m for m in small if id(m) not in picked]
+        return big + kept + self._merge_small(chosen, cancel=True)
 
     def _merge_small(self, small: Sequence[ManifestFileMeta], cancel: bool) -> list[ManifestFileMeta]:
         out: list[ManifestFileMeta] = []

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lakefmt.commit.merge import ManifestMerger, MergePolicy, cancel_pairs, pack
+from lakefmt.commit.merge import ManifestMerger, MergePolicy, cancel_pairs, pack, pick_tier
 from lakefmt.io import file_io_for
 from lakefmt.metastore import MetaStore
 from lakefmt.options import TableOptions
@@ -213,3 +213,37 @@ def test_merge_keeps_live_set_for_any_target(target: int) -> None:
         metas = env.merger.merge_base(metas)
         assert env.live(metas) == live
         assert sum(m.num_added_files - m.num_deleted_files for m in metas) == len(live)
+
+
+# -- size-tiered minor merge ---------------------------------------------------------------------------
+
+
+def _meta(name: str, entries: int) -> ManifestFileMeta:
+    return ManifestFileMeta(name, 1000 + entries, entries, 0, entries, 0, 0, {})
+
+
+def test_pick_tier_takes_the_smallest_until_a_much_bigger_one() -> None:
+    metas = [_meta("big", 300), *(_meta(f"s{i}", 1) for i in range(29)), _meta("mid", 30)]
+    picked = pick_tier(metas, min_count=30)
+    assert {m.file_name for m in picked} == {f"s{i}" for i in range(29)}  # 30 > 29: "mid" waits
+    metas = [_meta("big", 1000), *(_meta(f"s{i}", 1) for i in range(10)), *(_meta(f"m{i}", 20) for i in range(19))]
+    picked = pick_tier(metas, min_count=30)
+    # 10 singles are fewer than half of min_count: the 20-entry ones join, then each fits under the sum
+    assert {m.file_name for m in picked} == {f"s{i}" for i in range(10)} | {f"m{i}" for i in range(19)}
+    assert pick_tier([_meta("a", 5), _meta("b", 1)], min_count=1) == [_meta("b", 1), _meta("a", 5)]
+
+
+def test_minor_merges_rewrite_each_entry_about_log_times() -> None:
+    """1 entry per commit for 600 commits: merging every small manifest (Paimon's rule) would rewrite
+    sum(30k for k <= 20) = 6,300 entries; tiers rewrite each entry a few times."""
+    env = _Env(MergePolicy(target_size=1 << 30, min_count=30, full_threshold=1000))
+    base: list[ManifestFileMeta] = []
+    rewritten = 0
+    for i in range(600):
+        before = {m.file_name for m in base}
+        base = env.merger.merge_base([*base, env.manifest(FileKind.ADD, [f"f{i}"])])
+        rewritten += sum(m.num_added_files for m in base if m.file_name not in before and m.file_name.startswith(
+            "manifest-test-"))
+        assert len(base) < 30 + 1
+    assert env.live(base) == {f"f{i}" for i in range(600)}
+    assert rewritten < 3 * 600, rewritten

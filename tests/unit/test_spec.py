@@ -10,6 +10,7 @@ from typing import Any
 import orjson
 import pyarrow as pa
 import pytest
+import zstandard
 
 from lakefmt.errors import (
     CorruptMetadataError,
@@ -511,8 +512,11 @@ CODECS = {"manifest": (_manifest_bytes, decode_manifest), "manifest-list": (_lis
         lambda b: b'{"version": 1}',
         lambda b: b[::-1],
         lambda b: b"ARROW1" + b"\xff" * 100 + b"ARROW1",
+        lambda b: b + b"trailing",
+        lambda b: b + b,
     ],
-    ids=["empty", "half", "minus-one", "eight", "no-first-byte", "zeros", "json", "reversed", "fake-magic"],
+    ids=["empty", "half", "minus-one", "eight", "no-first-byte", "zeros", "json", "reversed", "fake-magic",
+         "trailing-bytes", "two-frames"],
 )
 def test_corrupt_codec_bytes(codec: str, mangle: Any) -> None:
     make, decode = CODECS[codec]
@@ -531,9 +535,9 @@ def test_truncated_codec_bytes_at_every_length(codec: str) -> None:
 
 @pytest.mark.parametrize("codec", sorted(CODECS))
 def test_random_corruption_never_escapes_as_a_foreign_error(codec: str) -> None:
-    """Arrow IPC has no checksums, so some flips go unnoticed; but a flip must never surface as anything other
-    than CorruptMetadataError (or a clean decode of valid arrays): no ArrowNotImplementedError, MemoryError,
-    UnicodeDecodeError, and never a C++ abort in later use of the result."""
+    """A flip must never surface as anything other than CorruptMetadataError (or a clean decode of valid
+    arrays): no ArrowNotImplementedError, MemoryError, UnicodeDecodeError, and never a C++ abort in later use
+    of the result. (The zstd checksum catches flips; this also guards the decoder behind it.)"""
     make, decode = CODECS[codec]
     data = make()
     rng = random.Random(codec)
@@ -561,15 +565,57 @@ def test_codec_refuses_wrong_kind() -> None:
         decode_manifest_list(_manifest_bytes())
 
 
+def _open(data: bytes) -> pa.Table:
+    """A metadata file's table, decoded with plain zstandard + pyarrow (what any user has)."""
+    return pa.ipc.open_stream(zstandard.ZstdDecompressor().decompress(data)).read_all()
+
+
+def _encode(table: pa.Table, *, legacy: bool = False) -> bytes:
+    sink = pa.BufferOutputStream()
+    if legacy:  # the encoding of lakefmt 0.1 development builds: an IPC file with zstd buffers
+        with pa.ipc.new_file(sink, table.schema, options=pa.ipc.IpcWriteOptions(compression="zstd")) as writer:
+            writer.write_table(table)
+        return bytes(sink.getvalue())
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return zstandard.ZstdCompressor(write_checksum=True).compress(sink.getvalue())
+
+
 def _reencode(data: bytes, meta_update: dict[bytes, bytes]) -> bytes:
-    table = pa.ipc.open_file(pa.py_buffer(data)).read_all()
+    table = _open(data)
     meta = dict(table.schema.metadata or {})
     meta.update(meta_update)
-    table = table.replace_schema_metadata(meta)
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_file(sink, table.schema) as writer:
-        writer.write_table(table)
-    return bytes(sink.getvalue())
+    return _encode(table.replace_schema_metadata(meta))
+
+
+@pytest.mark.parametrize("codec", sorted(CODECS))
+def test_codec_is_a_zstd_framed_arrow_stream(codec: str) -> None:
+    make, decode = CODECS[codec]
+    data = make()
+    assert data[:4] == b"\x28\xb5\x2f\xfd"
+    assert _open(data).schema.metadata[KIND_KEY] == codec.encode()
+    legacy = _encode(_open(data), legacy=True)  # earlier encoding: still read
+    assert legacy[:6] == b"ARROW1"
+    assert decode(legacy) == decode(data) if codec == "manifest-list" else decode(legacy).equals(decode(data))
+
+
+@pytest.mark.parametrize("codec", sorted(CODECS))
+def test_codec_checksum_refuses_every_single_byte_flip(codec: str) -> None:
+    """Every flip is refused, or lands on bits zstd ignores (the content decodes unchanged)."""
+    make, decode = CODECS[codec]
+    data = make()
+    original = zstandard.ZstdDecompressor().decompress(data)
+    unchanged = 0
+    for i in range(len(data)):
+        b = bytearray(data)
+        b[i] ^= 0x5A
+        try:
+            decode(bytes(b))
+        except CorruptMetadataError:
+            continue
+        assert zstandard.ZstdDecompressor().decompress(bytes(b)) == original, f"flip at byte {i} went unnoticed"
+        unchanged += 1
+    assert unchanged < len(data) // 50
 
 
 @pytest.mark.parametrize("codec", sorted(CODECS))
@@ -584,14 +630,11 @@ def test_codec_refuses_newer_version_naming_it(codec: str) -> None:
 
 
 def test_manifest_missing_a_required_column_is_corrupt() -> None:
-    table = pa.ipc.open_file(pa.py_buffer(_manifest_bytes())).read_all()
+    table = _open(_manifest_bytes())
     renamed = table.rename_columns(["kind", "partition", "pbth", *table.column_names[3:]])
     renamed = renamed.replace_schema_metadata(table.schema.metadata)
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_file(sink, renamed.schema) as writer:
-        writer.write_table(renamed)
     with pytest.raises(CorruptMetadataError, match="path"):
-        decode_manifest(bytes(sink.getvalue()))
+        decode_manifest(_encode(renamed))
     assert renamed.schema.metadata[KIND_KEY] == b"manifest"
 
 

@@ -1,0 +1,208 @@
+"""Render the benchmark results (``benchmarks/results/*.json``) as the PNG plots of ``docs/benchmarks.md``.
+
+``python -m benchmarks.plots [--results DIR] [--out DIR] [--quick]`` (needs matplotlib: ``pip install
+'.[bench]'``). Full-mode results are used unless ``--quick``; a plot whose results are missing is skipped
+with a message.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from benchmarks.common import PACKAGE_DIR, REPO_DIR
+
+COLORS = {"lakefmt": "#1b7837", "pypaimon": "#2166ac", "deltalake": "#b2182b", "pyiceberg": "#e08214"}
+MIB = 1 << 20
+
+
+def _load(results: Path, name: str, quick: bool) -> dict[str, Any] | None:
+    path = results / (f"{name}-quick.json" if quick else f"{name}.json")
+    if not path.exists():
+        print(f"skipped: {path.name} not found", file=sys.stderr)
+        return None
+    data: dict[str, Any] = json.loads(path.read_text())
+    return data
+
+
+def _rolling_median(xs: list[float], k: int) -> list[float]:
+    out = []
+    for i in range(len(xs)):
+        window = sorted(xs[max(0, i - k + 1) : i + 1])
+        out.append(window[len(window) // 2])
+    return out
+
+
+def _finish(fig: Any, out: Path, name: str) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(out / name, dpi=110)
+    print(f"wrote {out / name}")
+
+
+def plot_commit_times(plt: Any, speed: dict[str, Any] | None, scaling: dict[str, Any] | None, out: Path) -> None:
+    """Left: each side's append time against commit number over the first 1,000 commits. Right: lakefmt's
+    commit time over the whole scaling run."""
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.4))
+    if speed is not None:
+        ax = axes[0]
+        for side, times in speed["metrics"]["per_commit_s"]["unpartitioned"].items():
+            xs = list(range(1, len(times) + 1))
+            ax.plot(xs, _rolling_median(times, 10), label=side, color=COLORS.get(side), lw=1.4)
+        ax.set_yscale("log")
+        ax.set_xlabel("commit number")
+        ax.set_ylabel("seconds per append (rolling median of 10)")
+        ax.set_title("Append of 1,000 rows: write + commit, unpartitioned")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend()
+    if scaling is not None:
+        ax = axes[1]
+        per10 = scaling["metrics"]["commit_s_median_per_10"]
+        xs = [10 * (i + 1) for i in range(len(per10))]
+        ax.plot(xs, [1000 * x for x in per10], color=COLORS["lakefmt"], lw=1)
+        first = scaling["metrics"]["commit_s"]["median_first_10pct"] * 1000
+        ax.axhline(first * 1.2, color="grey", ls="--", lw=1, label="1.2 x median of the first 10% (target)")
+        ax.set_ylim(0, max(first * 3, max(1000 * x for x in per10) * 1.05))
+        ax.set_xlabel("commit number")
+        ax.set_ylabel("commit time, ms (median of each 10)")
+        ax.set_title(f"lakefmt commit time over {len(per10) * 10:,} commits, no expiration")
+        ax.grid(True, alpha=0.3)
+        ax.legend()
+    _finish(fig, out, "commit_times.png")
+
+
+def plot_metadata_bytes(plt: Any, speed: dict[str, Any] | None, scaling: dict[str, Any] | None, out: Path) -> None:
+    fig, ax = plt.subplots(figsize=(7.5, 4.4))
+    if scaling is not None:
+        series = scaling["metrics"]["metadata_bytes_series"]
+        ax.plot([c for c, _ in series], [b / MIB for _, b in series], color=COLORS["lakefmt"], label="lakefmt")
+    if speed is not None:
+        for side, info in speed["metrics"]["metadata"]["unpartitioned"].items():
+            if side == "lakefmt":
+                continue
+            ax.scatter([info["commits"]], [info["bytes"] / MIB], color=COLORS.get(side), label=side, zorder=3)
+    ax.scatter([1000], [3], marker="_", s=600, color="black", label="target at 1,000 commits: 3 MiB", zorder=4)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("commits (1,000 rows each)")
+    ax.set_ylabel("metadata on disk, MiB")
+    ax.set_title("Metadata bytes as history grows (nothing expired)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    _finish(fig, out, "metadata_bytes.png")
+
+
+def plot_commit_speed(plt: Any, speed: dict[str, Any], out: Path) -> None:
+    totals = speed["metrics"]["total_s"]
+    layouts = list(totals)
+    sides = sorted({s for lay in layouts for s in totals[lay]}, key=lambda s: (s != "lakefmt", s))
+    fig, ax = plt.subplots(figsize=(7.5, 4.4))
+    width = 0.8 / max(len(sides), 1)
+    for j, side in enumerate(sides):
+        xs = [i + j * width for i in range(len(layouts))]
+        ys = [totals[lay].get(side, 0.0) for lay in layouts]
+        bars = ax.bar(xs, ys, width, label=side, color=COLORS.get(side))
+        ax.bar_label(bars, fmt="%.1f s", fontsize=8)
+    ax.set_xticks([i + width * (len(sides) - 1) / 2 for i in range(len(layouts))], layouts)
+    ax.set_ylabel("seconds for all commits (lower is better)")
+    ax.set_title(f"{speed['params'].get('commits', '?')} append commits of 1,000 rows")
+    ax.legend()
+    _finish(fig, out, "commit_speed.png")
+
+
+def plot_planning(plt: Any, planning: dict[str, Any], out: Path) -> None:
+    by_size = planning["metrics"]["by_size"]
+    sizes = sorted(int(k) for k in by_size)
+    labels = {"entries": "scan().entries()", "entries_partition": "scan(dt filter).entries()",
+              "files": "scan().files() (Python objects)", "raw": "pyarrow-only decode (limit)"}
+    fig, ax = plt.subplots(figsize=(7.5, 4.4))
+    for mode, label in labels.items():
+        ax.plot(sizes, [by_size[str(n)]["best_s"][mode] for n in sizes], marker="o", label=label)
+    ax.plot(sizes, [n / 500_000 for n in sizes], color="grey", ls="--", lw=1, label="500k entries/s (target)")
+    ax.axhline(2.0, color="black", ls=":", lw=1, label="2 s for 1M files (target)")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("live data files in the snapshot")
+    ax.set_ylabel("seconds to plan, fresh process")
+    ax.set_title("Planning the latest snapshot")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    _finish(fig, out, "planning.png")
+
+
+def plot_s3_requests(plt: Any, s3: dict[str, Any], out: Path) -> None:
+    by_cp = s3["metrics"]["by_checkpoint"]
+    cps = sorted(by_cp, key=int)
+    kinds = sorted({k for cp in cps for mode in ("warm", "cold") for k in by_cp[cp][mode]["per_append_by_request"]})
+    bars = [(f"{int(cp):,}\n{mode}", by_cp[cp][mode]["per_append_by_request"]) for cp in cps for mode in ("warm", "cold")]
+    fig, ax = plt.subplots(figsize=(8, 4.4))
+    bottom = [0.0] * len(bars)
+    cmap = plt.get_cmap("tab20")
+    for i, kind in enumerate(kinds):
+        ys = [b[1].get(kind, 0.0) for b in bars]
+        ax.bar(range(len(bars)), ys, bottom=bottom, label=kind, color=cmap(i))
+        bottom = [a + b for a, b in zip(bottom, ys, strict=True)]
+    ax.axhline(8, color="black", ls="--", lw=1, label="target: 8")
+    ax.set_xticks(range(len(bars)), [b[0] for b in bars])
+    ax.set_xlabel("snapshots in the table / committer")
+    ax.set_ylabel("S3 requests per append (mean)")
+    ax.set_title("Requests to S3 (moto) per append commit")
+    ax.legend(fontsize=7, ncol=2, loc="upper left")
+    _finish(fig, out, "s3_requests.png")
+
+
+def plot_ratios(plt: Any, results: list[dict[str, Any]], out: Path) -> None:
+    """Every 'lakefmt vs limit' ratio with a target: manifest merge and I/O overhead."""
+    rows = [(f"{r['benchmark']}: {c['name']}", c["ratio"], c["target"])
+            for r in results for c in r["comparisons"]
+            if c["check"] == "ratio<=" and c["ratio"] is not None and r["benchmark"] in ("manifest_merge", "io_overhead")]
+    if not rows:
+        return
+    fig, ax = plt.subplots(figsize=(9, 0.45 * len(rows) + 1.2))
+    ys = range(len(rows))
+    ax.barh(ys, [r[1] for r in rows], color=["#1b7837" if r[1] <= r[2] else "#b2182b" for r in rows])
+    for y, (_, ratio, target) in zip(ys, rows, strict=True):
+        ax.plot([target, target], [y - 0.4, y + 0.4], color="black", lw=1.5)
+        ax.text(ratio, y, f" {ratio:.2f}", va="center", fontsize=8)
+    ax.set_yticks(list(ys), [r[0] for r in rows], fontsize=8)
+    ax.axvline(1.0, color="grey", lw=0.8)
+    ax.set_xlabel("lakefmt time / baseline time (black tick: target)")
+    ax.set_title("Against the physical limits")
+    ax.invert_yaxis()
+    _finish(fig, out, "limits.png")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.plots", description=__doc__)
+    parser.add_argument("--results", type=Path, default=PACKAGE_DIR / "results")
+    parser.add_argument("--out", type=Path, default=REPO_DIR / "docs" / "img")
+    parser.add_argument("--quick", action="store_true", help="plot the --quick results")
+    args = parser.parse_args(argv)
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    def load(name: str) -> dict[str, Any] | None:
+        return _load(args.results, name, args.quick)
+
+    speed, scaling = load("commit_speed"), load("commit_scaling")
+    plot_commit_times(plt, speed, scaling, args.out)
+    plot_metadata_bytes(plt, speed, scaling, args.out)
+    if speed is not None:
+        plot_commit_speed(plt, speed, args.out)
+    planning = load("planning")
+    if planning is not None:
+        plot_planning(plt, planning, args.out)
+    s3 = load("s3_requests")
+    if s3 is not None:
+        plot_s3_requests(plt, s3, args.out)
+    plot_ratios(plt, [r for r in (load("manifest_merge"), load("io_overhead")) if r is not None], args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
