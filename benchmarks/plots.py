@@ -137,7 +137,8 @@ def plot_s3_requests(plt: Any, s3: dict[str, Any], out: Path) -> None:
     by_cp = s3["metrics"]["by_checkpoint"]
     cps = sorted(by_cp, key=int)
     kinds = sorted({k for cp in cps for mode in ("warm", "cold") for k in by_cp[cp][mode]["per_append_by_request"]})
-    bars = [(f"{int(cp):,}\n{mode}", by_cp[cp][mode]["per_append_by_request"]) for cp in cps for mode in ("warm", "cold")]
+    bars = [(f"{int(cp):,}\n{mode}", by_cp[cp][mode]["per_append_by_request"])
+            for cp in cps for mode in ("warm", "cold")]
     fig, ax = plt.subplots(figsize=(8, 4.4))
     bottom = [0.0] * len(bars)
     cmap = plt.get_cmap("tab20")
@@ -158,7 +159,8 @@ def plot_ratios(plt: Any, results: list[dict[str, Any]], out: Path) -> None:
     """Every 'lakefmt vs limit' ratio with a target: manifest merge and I/O overhead."""
     rows = [(f"{r['benchmark']}: {c['name']}", c["ratio"], c["target"])
             for r in results for c in r["comparisons"]
-            if c["check"] == "ratio<=" and c["ratio"] is not None and r["benchmark"] in ("manifest_merge", "io_overhead")]
+            if c["check"] == "ratio<=" and c["ratio"] is not None
+            and r["benchmark"] in ("manifest_merge", "io_overhead")]
     if not rows:
         return
     fig, ax = plt.subplots(figsize=(9, 0.45 * len(rows) + 1.2))

@@ -300,23 +300,10 @@ def _bytes(folder: Path) -> int:
 
 
 def _session(root: Path) -> Any:
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
+    from pyspark_lakefmt.session import local_session
 
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("lakefmt-bench-spark-sink")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.parquet.compression.codec", "zstd")
-        .config("spark.driver.extraJavaOptions",
-                f"-Dlog4j2.configurationFile={(root / 'log4j2.properties').as_uri()}")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
+    return local_session("lakefmt-bench-spark-sink", {"spark.sql.parquet.compression.codec": "zstd"},
+                         log_config=root / "log4j2.properties")
 
 
 def cold_child(root: Path, side: str) -> dict[str, Any]:

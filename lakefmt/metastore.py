@@ -154,7 +154,7 @@ class MetaStore:
     def write_hint(self, path: str, snapshot_id: int) -> None:
         """Best effort: a hint that fails to update is only stale, and stale hints are harmless."""
         with contextlib.suppress(OSError):
-            self.io.write(path, str(snapshot_id).encode())
+            self.io.write(path, str(snapshot_id).encode(), sync=False)  # a lost hint is only stale
 
     # -- manifests --------------------------------------------------------------------------------------
     def manifest_list(self, name: str) -> list[ManifestFileMeta]:

@@ -88,7 +88,10 @@ class TableOptions:
     row_group_size: int = 128 << 20  #: ``write.row-group-size``: ... or this many in-memory bytes
     write_buffer_size: int = 256 << 20  #: ``write.buffer-size``: flush the largest partition above this
     compression: str = "zstd"  #: ``file.compression``
-    fsync: bool = True  #: ``write.fsync``: fsync each data file on local disk before it can be committed
+    #: ``write.fsync``: on local disk, fsync every data and metadata file before a snapshot can reference it,
+    #: and the snapshot folder after a publish. ``false`` keeps atomicity and exactly-once (a killed process
+    #: loses nothing: the page cache survives it) but not durability across a power loss.
+    fsync: bool = True
     manifest_target_size: int = 8 << 20  #: ``manifest.target-file-size``
     manifest_merge_min_count: int = 30  #: ``manifest.merge-min-count``: merge small manifests at this count
     manifest_full_merge_threshold: int = 1000  #: ``manifest.full-compaction-threshold``: DELETE entries

@@ -149,15 +149,15 @@ class Committer:
                 delta = delta + merger.write_entries(delete_entries, 100.0)
         if not delta:
             return None
-        delta_list = self._write_list(merger, delta, schema)
+        delta_list = self._write_list(merger, delta, schema, options)
         delay = 0.01
         for _attempt in range(options.commit_max_retries + 1):
             base_metas = merger.merge_base(self._store.snapshot_manifests(latest)) if latest else []  # (d)
-            base_list = self._write_list(merger, base_metas, schema)
+            base_list = self._write_list(merger, base_metas, schema, options)
             snap = self._snapshot(
                 latest, schema, kind, identifier, base_list, delta_list, delta, watermark, properties, options
             )
-            if self._publish(snap):  # (e)
+            if self._publish(snap, options.fsync):  # (e)
                 self._store.remember_published(snap)
                 self._store.write_hint(layout.LATEST, snap.id)  # (g)
                 if self._after_commit is not None:
@@ -180,11 +180,11 @@ class Committer:
         )
 
     def _write_list(
-        self, merger: ManifestMerger, metas: Sequence[ManifestFileMeta], schema: TableSchema
+        self, merger: ManifestMerger, metas: Sequence[ManifestFileMeta], schema: TableSchema, options: TableOptions
     ) -> tuple[str, int]:
         data = encode_manifest_list(metas, schema.partition_schema)
         name = merger.next_name(list_file=True)
-        self._io.write(layout.manifest_list_path(name), data)
+        self._io.write(layout.manifest_list_path(name), data, sync=options.fsync)
         self._store.remember_list(name, list(metas))
         return name, len(data)
 
@@ -235,13 +235,13 @@ class Committer:
             nonce=uuid.uuid4().hex,
         )
 
-    def _publish(self, snap: Snapshot) -> bool:
+    def _publish(self, snap: Snapshot, sync: bool) -> bool:
         """Exclusive create of snapshot-N. True: ours landed. False: another committer took N."""
         path = layout.snapshot_path(snap.id)
         data = snap.to_json()
         for _ in range(3):
             try:
-                return self._io.publish(path, data)
+                return self._io.publish(path, data, sync=sync)
             except OSError as exc:
                 try:  # did it land anyway? read it back: one GET
                     existing = self._io.read(path)

@@ -39,11 +39,15 @@ class MergePolicy:
     target_size: int = 8 << 20  #: ``manifest.target-file-size``
     min_count: int = 30  #: ``manifest.merge-min-count``
     full_threshold: int = 1000  #: ``manifest.full-compaction-threshold`` (DELETE entries)
+    fsync: bool = True  #: ``write.fsync``: merged manifests are made durable before the commit can use them
 
     @classmethod
     def from_options(cls, options: TableOptions) -> MergePolicy:
         return cls(
-            options.manifest_target_size, options.manifest_merge_min_count, options.manifest_full_merge_threshold
+            options.manifest_target_size,
+            options.manifest_merge_min_count,
+            options.manifest_full_merge_threshold,
+            options.fsync,
         )
 
 
@@ -134,7 +138,7 @@ class ManifestMerger:
             chunk = entries.slice(start, per_file)
             data = encode_manifest(chunk)
             name = self.next_name()
-            self._io.write(layout.manifest_path(name), data)
+            self._io.write(layout.manifest_path(name), data, sync=self._policy.fsync)
             self.written.append(name)
             out.append(manifest_meta(name, len(data), chunk, self._schema.id))
         return out

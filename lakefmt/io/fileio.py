@@ -112,8 +112,9 @@ class FileIO:
         data: bytes = self.fs.cat_file(self.full_path(rel))
         return data
 
-    def write(self, rel: str, data: bytes) -> None:
-        """Write a uniquely named immutable file (creating parent folders)."""
+    def write(self, rel: str, data: bytes, *, sync: bool = True) -> None:
+        """Write a uniquely named immutable file (creating parent folders). ``sync=False``: skip the fsync
+        where the backend does one (local disk); the file survives a process crash, not a power loss."""
         path = self.full_path(rel)
         self._makedirs_for(path)
         self.fs.pipe_file(path, data)
@@ -127,17 +128,18 @@ class FileIO:
     def sync(self, rel: str) -> None:
         """Make a closed file durable where the backend needs it (local disk: fsync). Object stores: no-op."""
 
-    def publish(self, rel: str, data: bytes) -> bool:
-        """Create ``rel`` with ``data`` only if absent. ``True``: ours is there; ``False``: someone else's is."""
+    def publish(self, rel: str, data: bytes, *, sync: bool = True) -> bool:
+        """Create ``rel`` with ``data`` only if absent. ``True``: ours is there; ``False``: someone else's is.
+        Atomic whatever ``sync`` says; ``sync=False`` skips the fsyncs that make it survive a power loss."""
         path = self.full_path(rel)
         self._makedirs_for(path)
         try:
-            self._publish(path, data)
+            self._publish(path, data, sync)
             return True
         except FileExistsError:
             return self._is_ours(rel, data)
 
-    def _publish(self, path: str, data: bytes) -> None:
+    def _publish(self, path: str, data: bytes, sync: bool) -> None:
         """Generic fsspec: check-then-write. NOT atomic: only safe with a single committer per table."""
         self.fs.pipe_file(path, data, mode="create")
 
@@ -207,13 +209,14 @@ class LocalFileIO(FileIO):
         with open(self.full_path(rel), "rb") as f:
             return f.read()
 
-    def write(self, rel: str, data: bytes) -> None:
+    def write(self, rel: str, data: bytes, *, sync: bool = True) -> None:
         path = self.full_path(rel)
         self._makedirs_for(path)
         with open(path, "wb") as f:
             f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+            if sync:
+                f.flush()
+                os.fsync(f.fileno())
 
     def open_output(self, rel: str) -> Any:
         path = self.full_path(rel)
@@ -227,18 +230,21 @@ class LocalFileIO(FileIO):
         finally:
             os.close(fd)
 
-    def _publish(self, path: str, data: bytes) -> None:
+    def _publish(self, path: str, data: bytes, sync: bool) -> None:
         folder, name = os.path.split(path)
         tmp = os.path.join(folder, f".{name}{TEMP_MARKER}{uuid.uuid4().hex}")
         try:  # the temp file goes whatever happens, also when writing or syncing it fails
             with open(tmp, "wb") as f:
                 f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
+                if sync:
+                    f.flush()
+                    os.fsync(f.fileno())
             os.link(tmp, path)  # atomic, fails with FileExistsError if the name is taken
         finally:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
+        if not sync:
+            return
         fd = os.open(folder, os.O_RDONLY)
         try:
             os.fsync(fd)
@@ -285,7 +291,7 @@ class MemoryFileIO(FileIO):
     protocol = "memory"
     _lock = threading.Lock()
 
-    def _publish(self, path: str, data: bytes) -> None:
+    def _publish(self, path: str, data: bytes, sync: bool) -> None:
         with MemoryFileIO._lock:
             if self.fs.exists(path):
                 raise FileExistsError(path)
@@ -314,7 +320,7 @@ class S3FileIO(FileIO):
     def _root_path(self) -> str:
         return self.uri.split("://", 1)[1].rstrip("/")
 
-    def _publish(self, path: str, data: bytes) -> None:
+    def _publish(self, path: str, data: bytes, sync: bool) -> None:
         delay = 0.05
         for attempt in range(self.CONFLICT_RETRIES):
             try:

@@ -130,7 +130,7 @@ class TableWriter:
         entries = entries_table(FileKind.ADD, self._done, self._schema.arrow_schema, self._schema.partition_keys)
         data = encode_manifest(entries)
         name = layout.manifest_name(self._file_id, self._next())
-        self._io.write(layout.manifest_path(name), data)
+        self._io.write(layout.manifest_path(name), data, sync=self._options.fsync)
         meta = manifest_meta(name, len(data), entries, self._schema.id)
         return CommitMessage(self.writer_id, (meta,))
 

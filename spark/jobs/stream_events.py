@@ -89,23 +89,9 @@ def land_input(folder: Path, files: int, rows: int) -> list[Path]:
 
 
 def spark_session() -> Any:
-    os.environ["PYSPARK_PYTHON"] = sys.executable  # executors and the commit worker import lakefmt from here
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
+    from pyspark_lakefmt.session import local_session
 
-    log_config = Path(__file__).resolve().with_name("log4j2.properties")
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("lakefmt-stream-events")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={log_config.as_uri()}")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
+    return local_session("lakefmt-stream-events", log_config=Path(__file__).resolve().with_name("log4j2.properties"))
 
 
 def forget_last_batch(checkpoint: Path) -> int | None:

@@ -197,8 +197,8 @@ class FaultIO(FileIO):
     def read(self, rel: str) -> bytes:
         return self._op("read", rel, lambda: self.inner.read(rel))
 
-    def write(self, rel: str, data: bytes) -> None:
-        self._op("write", rel, lambda: self.inner.write(rel, data))
+    def write(self, rel: str, data: bytes, *, sync: bool = True) -> None:
+        self._op("write", rel, lambda: self.inner.write(rel, data, sync=sync))
 
     def open_output(self, rel: str) -> Any:
         return _Stream(self, rel, self._op("open_output", rel, lambda: self.inner.open_output(rel)))
@@ -206,8 +206,8 @@ class FaultIO(FileIO):
     def sync(self, rel: str) -> None:
         self._op("sync", rel, lambda: self.inner.sync(rel))
 
-    def publish(self, rel: str, data: bytes) -> bool:
-        return self._op("publish", rel, lambda: self.inner.publish(rel, data))
+    def publish(self, rel: str, data: bytes, *, sync: bool = True) -> bool:
+        return self._op("publish", rel, lambda: self.inner.publish(rel, data, sync=sync))
 
     def list(self, rel_dir: str) -> list[str]:
         return self._op("list", rel_dir, lambda: self.inner.list(rel_dir))

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import filecmp
 import importlib.util
-import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -50,19 +49,10 @@ def spark() -> Iterator[Any]:
             f"{sys.executable} -m pip install --no-deps --force-reinstall {REPO}",
             pytrace=False,
         )
-    os.environ["PYSPARK_PYTHON"] = sys.executable  # executors and the driver-side commit worker
-    from pyspark.sql import SparkSession
+    from pyspark_lakefmt.session import local_session
 
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("lakefmt-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.python.filterPushdown.enabled", "true")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.driver.memory", "1g")
-        .getOrCreate()
+    session = local_session(
+        "lakefmt-tests", {"spark.sql.python.filterPushdown.enabled": "true", "spark.driver.memory": "1g"}
     )
-    session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()

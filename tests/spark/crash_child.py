@@ -20,22 +20,13 @@ def main() -> int:
     # The test starts this process as a session leader: its group holds the JVM too. Spark's Python workers
     # read this to kill the group (pyspark's daemon moves them into a group of their own).
     os.environ["LAKEFMT_CRASH_PGID"] = str(os.getpgid(0))
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark_lakefmt.session import local_session
 
-    from pyspark.sql import SparkSession
-
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("lakefmt-crash-test")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.driver.memory", "768m")
-        .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
-        .config("spark.sql.streaming.stopTimeout", "10s")
-        .getOrCreate()
+    spark = local_session(
+        "lakefmt-crash-test",
+        {"spark.driver.memory": "768m", "spark.sql.streaming.stopTimeout": "10s"},
+        java_options="-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
     )
-    spark.sparkContext.setLogLevel("ERROR")
     print(f"crash_child: session up after {time.monotonic() - began:.1f}s", flush=True)
     stream = (
         spark.readStream.schema("id BIGINT, part INT, payload STRING")
