@@ -1,6 +1,7 @@
 """lakefmt benchmarks: the metadata path (commit cost, planning, manifest merge) and the data path (write and
 read overhead, the Spark streaming sink against Spark's parquet sink), each measured side by side with its
-baseline in the same run.
+baseline in the same run. ``commit_speed`` also runs lakefmt's peers (pypaimon, deltalake, pyiceberg) from
+virtualenvs of their own: ``bash tools/bench-setup.sh`` creates them (see ``benchmarks/peers``).
 
 Run ``python -m benchmarks [--quick] [--only NAME] [--out DIR]``. Each benchmark writes one JSON file into
 ``benchmarks/results/`` (``<name>.json`` for the full mode, ``<name>-quick.json`` for ``--quick``) and the run
@@ -11,6 +12,8 @@ component on purpose (the manifest merger, and the writer-side metadata used to 
 writing their data files).
 """
 
-BENCHMARKS = ("commit_scaling", "planning", "io_overhead", "manifest_merge", "spark_sink")
+BENCHMARKS = (
+    "commit_scaling", "commit_speed", "s3_requests", "planning", "io_overhead", "manifest_merge", "spark_sink",
+)
 
 __all__ = ["BENCHMARKS"]

@@ -28,6 +28,7 @@ class MetaStore:
     """Metadata access for one table root. Immutable files (manifests, lists) are cached by name."""
 
     MANIFEST_CACHE_SIZE = 256
+    REMEMBER_WRITTEN_MAX = 1 << 20  #: bytes: manifests written here and larger than this are not cached
 
     def __init__(self, io: FileIO) -> None:
         self.io = io
@@ -171,6 +172,12 @@ class MetaStore:
             _check_name(m.file_name, f"manifest list {path}")
         self._remember(self._lists, name, metas)
         return metas
+
+    def remember_manifest(self, name: str, data: bytes) -> None:
+        """Cache a small manifest this process wrote, decoded from the very bytes written (a later minor merge
+        in this process then reads nothing back). Large ones are left to the read path."""
+        if len(data) <= self.REMEMBER_WRITTEN_MAX:
+            self._remember(self._manifests, name, decode_manifest(data, what=f"manifest {name}"))
 
     def remember_list(self, name: str, metas: list[ManifestFileMeta]) -> None:
         """Cache a manifest list this process wrote (immutable, so the next commit need not read it back)."""

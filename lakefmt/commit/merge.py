@@ -139,6 +139,7 @@ class ManifestMerger:
             data = encode_manifest(chunk)
             name = self.next_name()
             self._io.write(layout.manifest_path(name), data, sync=self._policy.fsync)
+            self._store.remember_manifest(name, data)
             self.written.append(name)
             out.append(manifest_meta(name, len(data), chunk, self._schema.id))
         return out

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -83,8 +83,16 @@ class TableWriter:
     thread-safe: use one writer per task or thread.
     """
 
-    def __init__(self, io: FileIO, schema: TableSchema, *, writer_id: str | None = None) -> None:
+    def __init__(
+        self,
+        io: FileIO,
+        schema: TableSchema,
+        *,
+        writer_id: str | None = None,
+        on_manifest: Callable[[str, bytes], None] | None = None,
+    ) -> None:
         self._io = io
+        self._on_manifest = on_manifest  # e.g. the table's metadata cache: a committer here need not read it
         self._schema = schema
         self._options = TableOptions.from_map(schema.options)
         self.writer_id = writer_id or uuid.uuid4().hex  #: a label for commit messages and logs
@@ -131,6 +139,8 @@ class TableWriter:
         data = encode_manifest(entries)
         name = layout.manifest_name(self._file_id, self._next())
         self._io.write(layout.manifest_path(name), data, sync=self._options.fsync)
+        if self._on_manifest is not None:
+            self._on_manifest(name, data)
         meta = manifest_meta(name, len(data), entries, self._schema.id)
         return CommitMessage(self.writer_id, (meta,))
 

@@ -43,7 +43,8 @@ def test_append_requests_are_few_and_constant() -> None:
                 assert fresh.new_committer("writer").commit([w.prepare_commit()], identifier=i) is not None
             cold.append(len(requests))
         assert lakefmt.open_table(uri, storage_options=options).scan().count() == 100
-    # a commit that runs a minor merge also reads the manifests it merges: compare medians
-    assert statistics.median(warm[1:11]) == statistics.median(warm[-10:]) == 8, warm
+    # a minor merge (one every ~15 commits here) reads nothing, since this process wrote every manifest it
+    # merges: it only PUTs the merged manifest
+    assert set(warm[1:]) <= {8, 9} and warm[1:].count(9) <= 3, warm
     # a fresh table object reads the latest snapshot (hint, snapshot, probe) and its two lists: 3 more
     assert statistics.median(cold) == 11, cold
