@@ -122,12 +122,12 @@ class MetaStore:
         """The latest snapshot: start from the LATEST hint, then probe forward until a snapshot is absent.
         A missing, stale or garbage hint costs a listing, never a wrong answer.
 
-        When the hint is no newer than the newest snapshot this store already holds (it published it, or
-        read it), the probe starts from that one without reading it again: on an object store, a long-lived
-        writer finds the latest snapshot in two GETs (the hint and one probe)."""
+        When the hint names the newest snapshot this store already holds (it published it, or read it), the
+        probe starts from that one without reading it again: on an object store, a long-lived writer finds
+        the latest snapshot in two GETs (the hint and one probe)."""
         hint = self.read_hint(layout.LATEST)
         known = self._known_latest
-        if known is not None and hint is not None and hint <= known.id:
+        if known is not None and hint == known.id:
             current: Snapshot | None = known
         else:
             current = self.try_snapshot(hint) if hint else None

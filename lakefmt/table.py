@@ -77,7 +77,11 @@ def open_table(uri: str, storage_options: Mapping[str, Any] | None = None) -> Ta
 
 class Table:
     """A lakefmt table. Cheap to create; holds no open resources; picklable (storage options included,
-    live clients excluded)."""
+    live clients excluded).
+
+    A Table object is bound to the table it opened, like an open file: it keeps its schema and caches the
+    metadata it read or wrote (immutable files, and the last snapshot it saw). If the folder is deleted and
+    a new table is created at the same location, open that one anew."""
 
     def __init__(self, io: FileIO, store: MetaStore) -> None:
         self.io = io

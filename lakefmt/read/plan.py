@@ -147,9 +147,11 @@ def live_entries(
         return _empty_entries(store, snap)
     entries = concat_entries(_read_all(store, metas))
     kind = entries.column("kind")
-    is_add = pc.equal(kind, int(FileKind.ADD))
-    adds = entries.filter(is_add)
-    if adds.num_rows != entries.num_rows:
+    if pc.max(kind).as_py() == int(FileKind.ADD):  # no DELETE entry: nothing to subtract, no copy
+        adds = entries
+    else:
+        is_add = pc.equal(kind, int(FileKind.ADD))
+        adds = entries.filter(is_add)
         deleted = entries.filter(pc.invert(is_add)).column("path")
         adds = adds.filter(pc.invert(pc.is_in(adds.column("path"), value_set=deleted.combine_chunks())))
     check_paths(adds.column("path"), f"a manifest of snapshot {snap.id}")
