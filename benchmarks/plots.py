@@ -148,7 +148,7 @@ def plot_s3_requests(plt: Any, s3: dict[str, Any], out: Path) -> None:
     kinds = sorted({k for cp in cps for mode in ("warm", "cold") for k in by_cp[cp][mode]["per_append_by_request"]})
     bars = [(f"{int(cp):,}\n{mode}", by_cp[cp][mode]["per_append_by_request"])
             for cp in cps for mode in ("warm", "cold")]
-    fig, ax = plt.subplots(figsize=(8, 4.4))
+    fig, ax = plt.subplots(figsize=(9.5, 4.4))
     bottom = [0.0] * len(bars)
     cmap = plt.get_cmap("tab20")
     for i, kind in enumerate(kinds):
@@ -160,7 +160,7 @@ def plot_s3_requests(plt: Any, s3: dict[str, Any], out: Path) -> None:
     ax.set_xlabel("snapshots in the table / committer")
     ax.set_ylabel("S3 requests per append (mean)")
     ax.set_title("Requests to S3 (moto) per append commit")
-    ax.legend(fontsize=7, ncol=2, loc="upper left")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     _finish(fig, out, "s3_requests.png")
 
 
