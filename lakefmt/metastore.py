@@ -4,6 +4,7 @@ manifests. Shared by the writer, the committer, the planner and maintenance."""
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections import OrderedDict
 from typing import Any
 
@@ -35,6 +36,7 @@ class MetaStore:
         self._reset()
 
     def _reset(self) -> None:
+        self._lock = threading.Lock()  # the LRU caches are shared by every thread using this table
         self._manifests: OrderedDict[str, pa.Table] = OrderedDict()
         self._lists: OrderedDict[str, list[ManifestFileMeta]] = OrderedDict()
         self._schemas: dict[int, TableSchema] = {}
@@ -201,7 +203,8 @@ class MetaStore:
         return table
 
     def _remember(self, cache: OrderedDict[str, Any], key: str, value: Any) -> None:
-        cache[key] = value
-        cache.move_to_end(key)
-        while len(cache) > self.MANIFEST_CACHE_SIZE:
-            cache.popitem(last=False)
+        with self._lock:
+            cache[key] = value
+            cache.move_to_end(key)
+            while len(cache) > self.MANIFEST_CACHE_SIZE:
+                cache.popitem(last=False)

@@ -303,7 +303,8 @@ def test_merge_scenario_really_triggers_a_full_merge(tmp_path: Any) -> None:
 
 def test_crash_points_cover_every_step_of_a_commit(tmp_path: Any) -> None:
     """The dry run of a commit sees the writer's files, the metadata reads, the manifest lists, the publish,
-    the hint and the after-commit step, in protocol order: the matrix really walks the protocol."""
+    the hint and (if it does I/O) the after-commit step, in protocol order: the matrix really walks the
+    protocol."""
     scenario = SCENARIOS["append"]
     uri = str(tmp_path / "t")
     scenario.build(uri, {})
@@ -315,4 +316,5 @@ def test_crash_points_cover_every_step_of_a_commit(tmp_path: Any) -> None:
     publish = ops.index("publish")
     assert io.log[publish][1] == layout.snapshot_path(4)
     assert io.log[publish + 1] == ("write", layout.LATEST)
-    assert io.log[publish + 2 :] == [("list", layout.SCHEMA_DIR)]  # Table's after-commit step reads the options
+    # the scenario's table has no retention options: Table's after-commit step, if anything, only reads
+    assert all(op in ("read", "list") for op, _ in io.log[publish + 2 :]), io.log[publish:]

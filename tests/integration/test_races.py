@@ -8,24 +8,34 @@ snapshot file and exactly-once dedup by (commit user, identifier).
 from __future__ import annotations
 
 import multiprocessing
+import os
 import queue
+import threading
+import time
 import traceback
+import uuid
 from collections import Counter
 from typing import Any
 
 import pyarrow as pa
 import pytest
+from faults.report import record
 
 import lakefmt
+from lakefmt.errors import CommitRetriesExhaustedError
 
 PROCESSES = 8
-#: batches per process (half through Table.append, half through new_writer/new_committer): moto serves about
-#: 100 requests/s on the 2-core CI machine, so S3 races fewer commits to stay well within a minute
-BATCHES = {"local": 12, "s3": 6}
+FULL = os.environ.get("LAKEFMT_FULL_FAULTS", "") not in ("", "0")
+#: appends per process (half through Table.append, half through new_writer/new_committer, each of those
+#: replayed at once): 8 x 100 on local disk always (about 20 s on the busy 2-core CI machine); moto serves about
+#: 100 requests/s there, so S3 races 8 x 6 in CI (30 s) and the full 8 x 100 with LAKEFMT_FULL_FAULTS=1 (5-6 min)
+BATCHES = {"local": 100, "s3": 100 if FULL else 6}
 ROWS = 5  # per batch
 ZOMBIE_ROUNDS = 12
+THREAD_BATCHES = 30  #: appends per thread in the one-process race (memory store)
 START_TIMEOUT = 120  # seconds for every child to import and open the table
-RUN_TIMEOUT = 240  # seconds for a whole race (the tests take a fraction of this)
+RUN_TIMEOUT = 1800 if FULL else 300  # seconds for a whole race (the tests take a fraction of this)
+GIVE_UP_RETRIES = 5  #: times a racer runs a batch again after its commit gave up (lost every race it tried)
 
 SCHEMA = pa.schema([("id", pa.int64()), ("proc", pa.int32())])
 
@@ -60,31 +70,53 @@ def write_message(table: lakefmt.Table, data: pa.Table) -> lakefmt.CommitMessage
         return writer.prepare_commit()
 
 
-def append_racer(uri: str, options: dict[str, Any], proc: int, barrier: Any, results: Any, batches: int) -> None:
+def append_racer(
+    uri: str,
+    options: dict[str, Any],
+    proc: int,
+    barrier: Any,
+    results: Any,
+    batches: int,
+    shared: lakefmt.Table | None = None,
+    give_up_retries: int = GIVE_UP_RETRIES,
+) -> None:
     """Append ``batches`` batches, alternating Table.append and a committer with this process's commit user.
 
     After each committer commit, replay it at once (a retried driver: same user and identifier, new files,
-    same rows) while the others keep racing; the replay must be a no-op. Reports the snapshot ids it created.
+    same rows) while the others keep racing; the replay must be a no-op. A commit that gives up after losing
+    ``commit.max-retries`` races in a row says it did not land: the racer takes it at its word and runs the
+    batch again (same identifier; a Table.append appends again), so the final exact-rows check also proves
+    that word true. Reports the snapshot ids it created and how often a commit gave up. Opens the table itself,
+    or uses ``shared`` (threads of one process sharing one Table).
     """
     try:
-        table = lakefmt.open_table(uri, storage_options=options)
+        table = shared if shared is not None else lakefmt.open_table(uri, storage_options=options)
         committer = table.new_committer(racer_user(proc))
         created: list[int] = []
+        gave_up = 0
         barrier.wait(timeout=START_TIMEOUT)
         for batch in range(batches):
             data = batch_table(batch_ids(proc, batch), proc)
-            if batch % 2 == 0:
-                snap = table.append(data)
-            else:
-                identifier = batch // 2 + 1
-                snap = committer.commit([write_message(table, data)], identifier=identifier)
+            identifier = batch // 2 + 1
+            for attempt in range(give_up_retries + 1):
+                messages = [] if batch % 2 == 0 else [write_message(table, data)]
+                try:
+                    # (Table.append removes its own files when it did not land)
+                    snap = table.append(data) if batch % 2 == 0 else committer.commit(messages, identifier=identifier)
+                    break
+                except CommitRetriesExhaustedError:
+                    gave_up += 1
+                    table.discard(messages)  # it did not land: its files are garbage
+                    if attempt == give_up_retries:
+                        raise
+            if batch % 2 == 1:
                 replay = committer.commit([write_message(table, data)], identifier=identifier)
                 if replay is not None:
                     raise AssertionError(f"replay of identifier {identifier} committed snapshot {replay.id}")
             if snap is None:
                 raise AssertionError(f"batch {batch} of process {proc} did not commit")
             created.append(snap.id)
-        results.put((proc, "ok", created))
+        results.put((proc, "ok", (created, gave_up)))
     except BaseException:
         results.put((proc, "error", traceback.format_exc()))
 
@@ -190,11 +222,14 @@ def test_processes_racing_appends_commit_every_batch_exactly_once(shared_store: 
     table = new_table(shared_store)
 
     batches = BATCHES[shared_store.kind]
+    started = time.monotonic()
     reports = run_processes([append_racer] * PROCESSES, table.uri, shared_store.storage_options, batches)
+    seconds = time.monotonic() - started
 
     total = PROCESSES * batches
-    created = sorted(sid for ids in reports.values() for sid in ids)
+    created = sorted(sid for ids, _ in reports.values() for sid in ids)
     assert created == list(range(1, total + 1)), "each snapshot id must be created by exactly one committer"
+    gave_up = sum(n for _, n in reports.values())
     snapshots = table.snapshots()
     assert [s.id for s in snapshots] == list(range(1, total + 1))
     assert all(s.delta_record_count == ROWS for s in snapshots)
@@ -224,6 +259,17 @@ def test_processes_racing_appends_commit_every_batch_exactly_once(shared_store: 
     # Every row of every process (and of the extra commit) is there exactly once: no replay added any.
     expected = [i for proc in range(PROCESSES) for batch in range(batches) for i in batch_ids(proc, batch)]
     assert_history_is_sound(reopened, [*expected, *extra.column("id").to_pylist()])
+    summary = {
+        "processes": PROCESSES,
+        "appends per process": batches,
+        "commits": total,
+        "replays (no-ops)": PROCESSES * (batches // 2),
+        "commits that gave up after losing every race and were run again": gave_up,
+        "snapshots": f"1..{total + 1}",
+        "seconds (race)": round(seconds, 1),
+    }
+    print(summary)
+    record("racing_appends", f"{shared_store.kind} {PROCESSES} x {batches}", summary)
 
 
 def test_zombie_and_restart_with_same_user_and_identifier_commit_once(shared_store: Any) -> None:
@@ -251,3 +297,51 @@ def test_zombie_and_restart_with_same_user_and_identifier_commit_once(shared_sto
     stream = [s for s in snapshots if s.commit_user == "stream-query"]
     assert [s.commit_identifier for s in stream] == list(range(1, ZOMBIE_ROUNDS + 1))
     assert table.commit_user_identifier("stream-query") == ZOMBIE_ROUNDS
+
+
+@pytest.mark.parametrize(
+    ("table_per", "max_retries"),
+    [("thread", None), ("process", None), ("thread", 2)],
+    ids=["table-per-thread", "one-shared-table", "max-retries-2"],
+)
+def test_threads_of_one_process_racing_appends_commit_every_batch_exactly_once(
+    table_per: str, max_retries: int | None
+) -> None:
+    """The same race between 8 threads of one process on the memory store, each thread with its own Table or
+    all sharing one (its metadata caches, its writers and committers used from every thread at once): what
+    threads share (codec and compression state, metadata caches, fsspec's filesystem instance, pyarrow's
+    thread pool) must not leak between concurrent writers and committers. With ``commit.max-retries=2``
+    commits often give up ("did not land") and are run again: taking that at its word must lose and
+    duplicate nothing."""
+    uri = f"memory://races-{uuid.uuid4().hex}"
+    options = {} if max_retries is None else {"commit.max-retries": str(max_retries)}
+    lakefmt.create_table(uri, SCHEMA, options=options)
+    shared = lakefmt.open_table(uri) if table_per == "process" else None
+    give_up_retries = GIVE_UP_RETRIES if max_retries is None else 50
+    barrier = threading.Barrier(PROCESSES)
+    results: queue.Queue[Any] = queue.Queue()
+    threads = [
+        threading.Thread(
+            target=append_racer, args=(uri, {}, i, barrier, results, THREAD_BATCHES, shared, give_up_retries)
+        )
+        for i in range(PROCESSES)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=RUN_TIMEOUT)
+    reports = [results.get_nowait() for _ in threads]
+    errors = [payload for _, status, payload in reports if status != "ok"]
+    assert errors == [], "\n".join(errors)
+    gave_up = sum(n for _, _, (_, n) in reports)
+    key = f"memory threads {PROCESSES} x {THREAD_BATCHES}, table per {table_per}, commit.max-retries {max_retries}"
+    record("racing_appends", key, {"commits that gave up and were run again": gave_up})
+
+    total = PROCESSES * THREAD_BATCHES
+    created = sorted(sid for _, _, (ids, _) in reports for sid in ids)
+    assert created == list(range(1, total + 1)), "each snapshot id must be created by exactly one committer"
+    table = lakefmt.open_table(uri)
+    for proc in range(PROCESSES):
+        assert table.commit_user_identifier(racer_user(proc)) == THREAD_BATCHES // 2
+    expected = [i for proc in range(PROCESSES) for batch in range(THREAD_BATCHES) for i in batch_ids(proc, batch)]
+    assert_history_is_sound(table, expected)
