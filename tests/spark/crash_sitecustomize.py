@@ -86,7 +86,7 @@ def _patch_committer(module: Any) -> None:
     publish = cls._publish
 
     @functools.wraps(publish)
-    def crash_publish(self: Any, snap: Any) -> bool:
+    def crash_publish(self: Any, snap: Any, *args: Any, **kwargs: Any) -> bool:
         detail = {
             "snapshot": snap.id,
             "identifier": snap.commit_identifier,
@@ -94,7 +94,7 @@ def _patch_committer(module: Any) -> None:
             "source": module.__file__,
         }
         _reached("before_publish", detail)
-        landed = bool(publish(self, snap))
+        landed = bool(publish(self, snap, *args, **kwargs))
         if landed:
             _reached("after_publish", detail)
         return landed
