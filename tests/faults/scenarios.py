@@ -48,10 +48,15 @@ def rows_of(table: pa.Table) -> Counter[Row]:
 
 
 def write_tasks(table: lakefmt.Table, tasks: Sequence[Task]) -> list[lakefmt.CommitMessage]:
-    """What the writer tasks of a job do: each writes its rows and returns a commit message."""
+    """What the writer tasks of a job do: each writes its rows and returns a commit message.
+
+    They write through their own Table over the same (fault-injecting) FileIO, as Spark's executors do with
+    the Table the driver pickled to them (its metadata caches stay behind): the committer's table has not
+    seen their manifests and reads them from storage, so those reads are crash points too."""
+    executor = lakefmt.Table(table.io, MetaStore(table.io))
     messages = []
     for rows in tasks:
-        with table.new_writer() as writer:
+        with executor.new_writer() as writer:
             writer.write(table_of(rows))
             messages.append(writer.prepare_commit())
     return messages
