@@ -114,9 +114,7 @@ class Table:
     # -- writing ---------------------------------------------------------------------------------------
     def new_writer(self, *, writer_id: str | None = None) -> TableWriter:
         """A task-side writer: ``write`` batches, then ``prepare_commit()`` for a small, picklable message."""
-        return TableWriter(
-            self.io, self.table_schema(), writer_id=writer_id, on_manifest=self._store.remember_manifest
-        )
+        return TableWriter(self.io, self.table_schema(), writer_id=writer_id, on_manifest=self._store.remember_manifest)
 
     def new_committer(self, commit_user: str | None = None) -> Committer:
         """A committer; ``commit(messages, identifier=n)`` publishes exactly once per (commit user, n)."""

@@ -78,19 +78,19 @@ class Committer:
     # -- public -----------------------------------------------------------------------------------------
     def commit(
         self,
-        messages: Sequence[CommitMessage],
+        messages: Sequence[CommitMessage] | CommitMessage,
         identifier: int,
         *,
         watermark: int | None = None,
         properties: Mapping[str, str] | None = None,
     ) -> Snapshot | None:
-        """Append the files in ``messages``. Returns the new snapshot, or None when this user already
+        """Append the files in ``messages`` (the tasks' messages, or one alone). Returns the new snapshot, or None when this user already
         committed ``identifier`` (or a later one), or when there is nothing to commit."""
         return self._commit(CommitKind.APPEND, messages, identifier, None, watermark, properties)
 
     def overwrite(
         self,
-        messages: Sequence[CommitMessage],
+        messages: Sequence[CommitMessage] | CommitMessage,
         identifier: int,
         *,
         partition: Mapping[str, Any] | None = None,
@@ -118,7 +118,7 @@ class Committer:
     def _commit(
         self,
         kind: CommitKind,
-        messages: Sequence[CommitMessage],
+        messages: Sequence[CommitMessage] | CommitMessage,
         identifier: int,
         overwrite: _Overwrite | None,
         watermark: int | None,
@@ -126,6 +126,11 @@ class Committer:
     ) -> Snapshot | None:
         if not isinstance(identifier, int) or isinstance(identifier, bool):
             raise TypeError(f"identifier must be an int, got {identifier!r}")
+        if isinstance(messages, CommitMessage):
+            messages = [messages]  # one task's message: as good as a list of one
+        bad = [type(m).__name__ for m in messages if not isinstance(m, CommitMessage)]
+        if bad:
+            raise TypeError(f"messages must be CommitMessage objects (from TableWriter.prepare_commit), got {bad}")
         latest = self._store.latest_snapshot()  # (b)
         if self.already_committed(identifier, latest):  # (a)
             return None

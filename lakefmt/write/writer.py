@@ -7,9 +7,11 @@ columns too. A constant column costs a few bytes per row group once dictionary/R
 
 from __future__ import annotations
 
+import contextlib
 import time
 import uuid
 from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +29,11 @@ from lakefmt.write.conform import conform
 from lakefmt.write.stats import StatsCollector
 
 __all__ = ["TableWriter", "WriterClosedError", "as_tables"]
+
+#: With ``write.fsync``, a file still being written is synced in the background each time this many more bytes
+#: have been written to it, so the disk writes back while the next row groups are encoded and the fsync at
+#: close only waits for the tail. Small files (under this) are synced once, at close, as before.
+SYNC_AHEAD_BYTES = 16 << 20
 
 
 class WriterClosedError(LakefmtError):
@@ -64,6 +71,8 @@ class _OpenFile:
     writer: pq.ParquetWriter
     stats: StatsCollector
     rows: int = 0
+    synced_bytes: int = 0  # bytes written when the last background sync started
+    pending_sync: Future[None] | None = None
 
 
 @dataclass
@@ -102,6 +111,7 @@ class TableWriter:
         self._counter = 0
         self._buffered_bytes = 0
         self._closed = False
+        self._syncer: ThreadPoolExecutor | None = None  # one thread, started by the first large file
 
     @staticmethod
     def check_schema(incoming: pa.Schema, table_schema: pa.Schema) -> None:
@@ -129,9 +139,12 @@ class TableWriter:
         """Close every file and write the per-task manifest; return its metadata (nothing is published)."""
         if self._closed:
             raise WriterClosedError("this writer has already been committed or aborted")
-        for state in self._partitions.values():
-            self._flush(state)
-            self._close_file(state)
+        try:
+            for state in self._partitions.values():
+                self._flush(state)
+                self._close_file(state)
+        finally:
+            self._stop_syncer()
         self._closed = True
         if not self._done:
             return CommitMessage(self.writer_id, ())
@@ -152,10 +165,13 @@ class TableWriter:
                 try:
                     state.file.writer.close()
                     state.file.stream.close()
+                    if state.file.pending_sync is not None:
+                        state.file.pending_sync.result()
                 except (OSError, pa.ArrowException):
                     pass
                 self._io.delete(state.file.rel_path)
                 state.file = None
+        self._stop_syncer()
         for f in self._done:
             self._io.delete(f.path)
         self._done.clear()
@@ -225,8 +241,11 @@ class TableWriter:
             f.writer.write_table(group, row_group_size=max(group.num_rows, 1))
             f.stats.update(group)
             f.rows += group.num_rows
-            if f.stream.tell() >= self._options.target_file_size:
+            written = f.stream.tell()
+            if written >= self._options.target_file_size:
                 self._close_file(state)
+            elif self._options.fsync and written - f.synced_bytes >= SYNC_AHEAD_BYTES:
+                self._sync_ahead(f, written)
 
     def _open_file(self, state: _PartitionState) -> _OpenFile:
         name = layout.data_file_name(self._file_id, self._next())
@@ -237,17 +256,40 @@ class TableWriter:
         state.file = _OpenFile(rel, stream, writer, StatsCollector(self._schema.arrow_schema))
         return state.file
 
+    def _sync_ahead(self, f: _OpenFile, written: int) -> None:
+        """Start a background sync of what ``f`` holds so far, unless one is still running."""
+        if f.pending_sync is not None:
+            if not f.pending_sync.done():
+                return
+            f.pending_sync.result()
+        if self._syncer is None:
+            self._syncer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lakefmt-sync")
+        f.synced_bytes = written
+        f.pending_sync = self._syncer.submit(self._io.sync, f.rel_path)
+
+    def _stop_syncer(self) -> None:
+        if self._syncer is not None:
+            self._syncer.shutdown(wait=True)
+            self._syncer = None
+
     def _close_file(self, state: _PartitionState) -> None:
         f = state.file
         if f is None:
             return
         state.file = None
-        f.writer.close()
-        footer = f.writer.writer.metadata  # the Parquet footer, with each row group's min/max
-        size = f.stream.tell()
-        f.stream.close()
-        if self._options.fsync:
-            self._io.sync(f.rel_path)
+        try:
+            f.writer.close()
+            footer = f.writer.writer.metadata  # the Parquet footer, with each row group's min/max
+            size = f.stream.tell()
+            f.stream.close()
+            if f.pending_sync is not None:
+                f.pending_sync.result()  # a failed background sync fails the file, as the final one would
+            if self._options.fsync:
+                self._io.sync(f.rel_path)
+        except BaseException:
+            with contextlib.suppress(OSError):  # in neither state.file nor _done now: abort would miss it
+                self._io.delete(f.rel_path)
+            raise
         self._done.append(
             DataFile(
                 path=f.rel_path,

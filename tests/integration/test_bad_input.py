@@ -587,3 +587,23 @@ def test_time_travel_on_an_empty_table(store: Any) -> None:
         t.scan(as_of=2**41)
     assert t.scan().to_arrow().num_rows == 0
     assert t.scan().to_arrow().schema == SCHEMA
+
+
+# -- commit messages -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("bad", [["not a message"], [None], [{"manifests": []}], [b"x"]])
+def test_committer_refuses_what_is_not_a_commit_message(mfx: Fixture, bad: list[Any]) -> None:
+    with pytest.raises(TypeError, match="CommitMessage"):
+        mfx.table.new_committer("job").commit(bad, 1)
+    mfx.assert_unchanged()
+
+
+def test_committer_takes_a_lone_commit_message(mfx: Fixture) -> None:
+    with mfx.table.new_writer() as w:
+        w.write(_data([50, 51], "c"))
+        message = w.prepare_commit()
+    committer = mfx.table.new_committer("job")
+    snap = committer.commit(message, 1)
+    assert snap is not None and committer.commit(message, 1) is None
+    assert sorted(mfx.fresh().scan().to_arrow().column("id").to_pylist()) == [1, 2, 3, 4, 50, 51]

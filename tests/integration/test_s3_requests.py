@@ -31,8 +31,16 @@ def test_append_requests_are_few_and_constant() -> None:
             warm.append(len(requests))
             if i == 1:
                 assert sorted(requests) == sorted(
-                    [("PUT", "data"), ("PUT", "manifest"), ("GET", "hint"), ("GET", "snapshot"),
-                     ("PUT", "manifest-list"), ("PUT", "manifest-list"), ("PUT", "snapshot"), ("PUT", "hint")]
+                    [
+                        ("PUT", "data"),
+                        ("PUT", "manifest"),
+                        ("GET", "hint"),
+                        ("GET", "snapshot"),
+                        ("PUT", "manifest-list"),
+                        ("PUT", "manifest-list"),
+                        ("PUT", "snapshot"),
+                        ("PUT", "hint"),
+                    ]
                 ), requests
         cold: list[int] = []
         for i in range(45, 50):
