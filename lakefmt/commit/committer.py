@@ -84,8 +84,8 @@ class Committer:
         watermark: int | None = None,
         properties: Mapping[str, str] | None = None,
     ) -> Snapshot | None:
-        """Append the files in ``messages`` (the tasks' messages, or one alone). Returns the new snapshot, or None when this user already
-        committed ``identifier`` (or a later one), or when there is nothing to commit."""
+        """Append the files in ``messages`` (the tasks' messages, or one alone). Returns the new snapshot, or
+        None when this user already committed ``identifier`` (or a later one), or when there is nothing to commit."""
         return self._commit(CommitKind.APPEND, messages, identifier, None, watermark, properties)
 
     def overwrite(
