@@ -176,8 +176,10 @@ def _summary(report: MaintenanceReport) -> None:
         for path in report.paths:
             print(f"  {path}")
     for kind in FileClass:
-        if report.count(kind):
-            print(f"{verb} {report.count(kind):,} {kind.value.replace('_', ' ')} ({_human(report.bytes(kind))})")
+        if count := report.count(kind):
+            label = kind.value.replace("_", " ")
+            label = label[:-1] if count == 1 else label  # "1 data file", "2 data files"
+            print(f"{verb} {count:,} {label} ({_human(report.bytes(kind))})")
     print(f"{verb} {report.total_files:,} file(s), {_human(report.total_bytes)} in total")
 
 

@@ -343,7 +343,7 @@ def test_expire_and_orphan_clean(cli_store: Any) -> None:
 
     # then the real orphan-clean, in text, deletes exactly the garbage
     text = _ok(_cli("orphan-clean", uri, "--older-than", "0s", *opts)).stdout
-    assert f"deleted {len(garbage)} file(s)" in text and "temp files" in text
+    assert f"deleted {len(garbage)} file(s)" in text and "deleted 1 temp file (" in text
     final = _listing(t)
     assert set(after) - set(final) == garbage
     refs = referenced_files(MetaStore(t.io))
