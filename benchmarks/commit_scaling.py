@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 import lakefmt
-from benchmarks.common import EVENTS_SCHEMA, Comparison, Result, events, median, tree_bytes
+from benchmarks.common import EVENTS_SCHEMA, Comparison, Result, events, median, tree_size
 
 NAME = "commit_scaling"
 TARGET_RATIO = 1.2
@@ -29,7 +29,7 @@ META_TARGET = 3 << 20
 
 
 def _metadata_bytes(table_root: Path) -> int:
-    return sum(tree_bytes(table_root / sub)[0] for sub in ("snapshot", "manifest", "schema"))
+    return sum(tree_size(table_root / sub)[0] for sub in ("snapshot", "manifest", "schema"))
 
 
 def run(quick: bool, workdir: Path) -> Result:
@@ -96,7 +96,7 @@ def run(quick: bool, workdir: Path) -> Result:
             at / META_TARGET, 1.0, "ratio<=", note="snapshot/ + manifest/ + schema/, nothing expired"))
     meta = {}
     for sub in ("snapshot", "manifest", "schema"):
-        size, count = tree_bytes(root / "table" / sub)
+        size, count = tree_size(root / "table" / sub)
         meta[sub] = {"bytes": size, "files": count}
     meta_bytes = sum(v["bytes"] for v in meta.values())
     data_bytes = sum(f.file_size for f in table.files())

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime
 import json
 import os
 import platform
@@ -18,38 +17,25 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 import lakefmt
+
+# The rows every side of a comparison appends, and the on-disk size, come from the peers' shared harness.
+from benchmarks.peers.harness import DAY_US, EPOCH_US
+from benchmarks.peers.harness import EVENTS_SCHEMA as EVENTS_SCHEMA
+from benchmarks.peers.harness import day_name as day_name
+from benchmarks.peers.harness import events as events
+from benchmarks.peers.harness import tree_size as tree_size
 from lakefmt.spec import ColumnStats, DataFile
 from lakefmt.spec.partition import partition_path
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 REPO_DIR = PACKAGE_DIR.parent
 
-#: The events schema of the data-path benchmarks: about 5 columns of the usual kinds.
-EVENTS_SCHEMA = pa.schema(
-    [
-        ("id", pa.int64()),
-        ("ts", pa.timestamp("us")),
-        ("user", pa.string()),
-        ("amount", pa.float64()),
-        ("dt", pa.string()),
-    ]
-)
-
 #: The table of the metadata benchmarks: min/max/null-count statistics are kept for exactly 3 columns
 #: (id, ts, and the partition column dt).
 META_SCHEMA = pa.schema([("id", pa.int64()), ("ts", pa.timestamp("us")), ("dt", pa.string())])
 META_PARTITION_KEYS = ("dt",)
-
-_EPOCH_US = 1_793_491_200_000_000  # 2026-11-01T00:00:00Z
-_DAY_US = 86_400_000_000
-
-
-def day_name(i: int) -> str:
-    """``2026-11-01`` for 0, then one day per step (ISO dates, so they sort like the days)."""
-    return (datetime.date(2026, 11, 1) + datetime.timedelta(days=i)).isoformat()
 
 
 # -- timing ---------------------------------------------------------------------------------------------
@@ -260,40 +246,11 @@ def raw_encode(table: pa.Table) -> bytes:
 
 
 # -- disk -----------------------------------------------------------------------------------------------
-def tree_bytes(path: Path) -> tuple[int, int]:
-    """(total bytes, number of files) under ``path``."""
-    total = files = 0
-    for folder, _dirs, names in os.walk(path):
-        for n in names:
-            total += os.lstat(os.path.join(folder, n)).st_size
-            files += 1
-    return total, files
-
-
 def drop_tree(path: Path) -> None:
     shutil.rmtree(path, ignore_errors=True)
 
 
 # -- synthetic data -------------------------------------------------------------------------------------
-def events(n: int, *, seed: int = 1, days: int = 10, users: int = 10_000, first_id: int = 0) -> pa.Table:
-    """``n`` event rows (id, ts, user, amount, dt), built with pyarrow compute only (no Python loop per row).
-
-    ids ascend, ts ascends with id over ``days`` days, ``dt`` is ts's day, users are drawn from a pool."""
-    ids = pa.array(range(first_id, first_id + n), pa.int64())
-    step = max(1, (days * _DAY_US) // max(n, 1))
-    ts_us = pc.add(pc.multiply(pc.subtract(ids, first_id), step), _EPOCH_US)
-    ts = pc.cast(ts_us, pa.timestamp("us"))
-    day_idx = pc.cast(pc.divide(pc.subtract(ts_us, _EPOCH_US), _DAY_US), pa.int64())
-    day_pool = pa.array([day_name(i) for i in range(days + 1)])
-    user_pool = pa.array([f"user-{i:06d}" for i in range(users)])
-    user_idx = pc.cast(pc.floor(pc.multiply(pc.random(n, initializer=seed), users)), pa.int64())
-    amount = pc.round(pc.multiply(pc.random(n, initializer=seed + 1), 1000.0), 2)
-    return pa.table(
-        [ids, ts, user_pool.take(user_idx), amount, day_pool.take(day_idx)],
-        schema=EVENTS_SCHEMA,
-    )
-
-
 def fake_data_files(writer_id: str, count: int, day: int, first_id: int, *, rows_per_file: int = 1_000_000,
                     schema_id: int = 0) -> list[DataFile]:
     """Metadata of ``count`` data files of partition ``dt=day(day)`` of a META_SCHEMA table, as a writer
@@ -301,8 +258,8 @@ def fake_data_files(writer_id: str, count: int, day: int, first_id: int, *, rows
     written: the metadata benchmarks need many files, not their bytes."""
     dt = day_name(day)
     folder = partition_path(META_PARTITION_KEYS, {"dt": dt})
-    day_start = _EPOCH_US + day * _DAY_US
-    ts_step = _DAY_US // max(count, 1)
+    day_start = EPOCH_US + day * DAY_US
+    ts_step = DAY_US // max(count, 1)
     now = int(time.time() * 1000)
     files = []
     for k in range(count):

@@ -2,8 +2,9 @@
 
 The peers are never dependencies of lakefmt: ``tools/bench-setup.sh`` installs them into virtualenvs under
 ``benchmarks/.venvs/`` (pypaimon pins pyarrow < 20, so it gets one of its own; deltalake and pyiceberg share one).
-Each peer has a standalone script here (``<peer-short-name>_commits.py``: stdlib + the peer + pyarrow, no lakefmt)
-that times N append commits and prints one JSON line last; :func:`run_peer` runs it in a subprocess.
+Each peer has a standalone script here (``<peer-short-name>_commits.py``: stdlib, pyarrow, the peer and the
+shared ``harness.py``, no lakefmt) that times N append commits and prints one JSON line last; :func:`run_peer`
+runs it in a subprocess.
 """
 
 from __future__ import annotations
