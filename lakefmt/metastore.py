@@ -165,11 +165,7 @@ class MetaStore:
         if cached is not None:
             return cached
         path = layout.manifest_list_path(_check_name(name, "a snapshot"))
-        try:
-            data = self.io.read(path)
-        except FileNotFoundError as exc:
-            raise CorruptMetadataError(f"manifest list {path} is missing") from exc
-        metas = decode_manifest_list(data, what=f"manifest list {path}")
+        metas = decode_manifest_list(self._read_referenced(path, "manifest list"), what=f"manifest list {path}")
         for m in metas:
             _check_name(m.file_name, f"manifest list {path}")
         self._remember(self._lists, name, metas)
@@ -194,13 +190,16 @@ class MetaStore:
         if cached is not None:
             return cached
         path = layout.manifest_path(_check_name(name, "a manifest list"))
-        try:
-            data = self.io.read(path)
-        except FileNotFoundError as exc:
-            raise CorruptMetadataError(f"manifest {path} is missing") from exc
-        table = decode_manifest(data, what=f"manifest {path}")
+        table = decode_manifest(self._read_referenced(path, "manifest"), what=f"manifest {path}")
         self._remember(self._manifests, name, table)
         return table
+
+    def _read_referenced(self, path: str, what: str) -> bytes:
+        """The bytes of a metadata file that committed metadata names: its absence means the table is damaged."""
+        try:
+            return self.io.read(path)
+        except FileNotFoundError as exc:
+            raise CorruptMetadataError(f"{what} {path} is missing") from exc
 
     def _remember(self, cache: OrderedDict[str, Any], key: str, value: Any) -> None:
         with self._lock:
