@@ -13,7 +13,7 @@ What makes it exactly-once: botocore retries 500 and 503 (s3fs also retries Slow
 whose 500 hid a success is retried by botocore and answered 412, which lakefmt's read-back turns into "ours";
 a 409 arrives as ``OSError(EIO)`` and the same PUT is retried; a lost race is retried by the committer.
 
-It runs the 400 racing commits the claim is made for (about 30 s of commits on an idle 2-core machine);
+It runs the 400 racing commits the claim is made for (about a minute of commits on an idle 2-core machine);
 ``LAKEFMT_WIRE_COMMITS=n`` sets any other number.
 """
 
