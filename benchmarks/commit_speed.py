@@ -17,7 +17,6 @@ missing is skipped with a note; the full run is meant to have them all.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,7 @@ import pyarrow as pa
 import lakefmt
 from benchmarks.common import EVENTS_SCHEMA, Comparison, Result, events, median, tree_size
 from benchmarks.peers import PEERS, SETUP_HINT, python_for, run_peer
+from benchmarks.peers.harness import time_slices
 
 NAME = "commit_speed"
 TARGET_RATIO = 0.5
@@ -116,12 +116,7 @@ def _lakefmt_side(where: Path, data: Any, n_commits: int, partitioned: bool,
     """Create a table at ``where`` with ``options`` and time ``n_commits`` appends of ``ROWS`` rows."""
     table = lakefmt.create_table(str(where), EVENTS_SCHEMA, partition_by=["dt"] if partitioned else None,
                                  options=options)
-    commit_s: list[float] = []
-    for i in range(n_commits):
-        batch = data.slice(i * ROWS, ROWS)
-        t0 = time.perf_counter()
-        table.append(batch)
-        commit_s.append(time.perf_counter() - t0)
+    commit_s = time_slices(table.append, data, ROWS)
     rows_read = table.to_arrow().num_rows
     if rows_read != n_commits * ROWS:
         raise RuntimeError(f"lakefmt table holds {rows_read} rows, expected {n_commits * ROWS}")

@@ -72,20 +72,25 @@ def parse_args(peer: str, argv: Sequence[str] | None = None) -> argparse.Namespa
     return ap.parse_args(argv)
 
 
-def time_appends(append: Callable[[pa.Table], Any], args: argparse.Namespace) -> list[float]:
-    """Call ``append`` with consecutive slices of ``args.rows`` event rows, ``args.commits`` times or until the
-    time budget is spent; the seconds each call took."""
-    data = events(args.commits * args.rows)
+def time_slices(append: Callable[[pa.Table], Any], data: pa.Table, rows: int,
+                time_budget: float | None = None) -> list[float]:
+    """Call ``append`` with consecutive slices of ``rows`` rows of ``data``, until the data or the time budget
+    is spent; the seconds each call took. Every side of a commit-speed comparison is timed by this loop."""
     commit_s: list[float] = []
     t_start = time.perf_counter()
-    for i in range(args.commits):
-        batch = data.slice(i * args.rows, args.rows)
+    for i in range(data.num_rows // rows):
+        batch = data.slice(i * rows, rows)
         t0 = time.perf_counter()
         append(batch)
         commit_s.append(time.perf_counter() - t0)
-        if args.time_budget is not None and time.perf_counter() - t_start > args.time_budget:
+        if time_budget is not None and time.perf_counter() - t_start > time_budget:
             break
     return commit_s
+
+
+def time_appends(append: Callable[[pa.Table], Any], args: argparse.Namespace) -> list[float]:
+    """:func:`time_slices` over ``args.commits`` appends of ``args.rows`` event rows, within ``args.time_budget``."""
+    return time_slices(append, events(args.commits * args.rows), args.rows, args.time_budget)
 
 
 def report(peer: str, version: str, args: argparse.Namespace, commit_s: list[float], *, rows_read: int,
