@@ -1,18 +1,26 @@
 """The ``lakefmt`` command: inspect tables from a shell. Thin commands over the public API; presentation
 (text table or ``--json``) lives in :func:`_emit`.
 
-Exit codes: 0 success, 1 failure (a one-line message, no traceback, for lakefmt's own errors), 2 bad usage.
+Exit codes: 0 success, 1 failure, 2 bad usage. Either way the error is one line on stderr, never a traceback
+(set ``LAKEFMT_TRACEBACK=1`` to see one for an unexpected error).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
+import difflib
+import importlib
+import inspect
+import json
 import os
+import re
 import sys
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
+from urllib.parse import urlsplit
 
 import orjson
 
@@ -32,18 +40,144 @@ examples:
   lakefmt files /data/events --snapshot 12 --json | jq '.[].path'
 
 storage options (-o key=value) go to fsspec/s3fs; credentials may also come from the environment
-(AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_ENDPOINT_URL, ...). They are never printed.
+(AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_ENDPOINT_URL, ...). They are never printed. Values are typed:
+true/false, integers, decimals, JSON objects (-o 'config_kwargs={"read_timeout": 60}'); anything else is a
+string. On S3 the command gives up quickly: 3 s to connect, 2 attempts per request, unless -o config_kwargs
+(connect_timeout, retries) or AWS_MAX_ATTEMPTS / AWS_RETRY_MODE say otherwise.
 """
+
+#: options that are always strings, even when they look like numbers (an all-digit secret stays a secret)
+_STRING_OPTIONS = frozenset({"key", "secret", "token", "username", "password", "profile", "endpoint_url"})
+#: options every fsspec filesystem takes (instance and listings caches)
+_FSSPEC_OPTIONS = frozenset({"skip_instance_cache", "use_listings_cache", "listings_expiry_time", "max_paths"})
+_INTEGER = re.compile(r"[+-]?\d+")
+_DECIMAL = re.compile(r"[+-]?(\d+\.\d*|\.\d+|\d+)([eE][+-]?\d+)?")
+#: CLI defaults for s3fs's botocore client: fail within seconds instead of botocore's retry storm
+_S3_CONFIG_DEFAULTS: dict[str, Any] = {"connect_timeout": 3, "retries": {"total_max_attempts": 2, "mode": "standard"}}
+_S3_EXTRA = "pip install 'lakefmt[s3]'"
+
+
+class _UsageError(Exception):
+    """A command line that cannot work (exit 2)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are one line on stderr (exit 2)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _option_value(key: str, text: str) -> Any:
+    """A storage option's value by its form: true/false, an integer, a decimal, a JSON object or list, or else
+    the string itself."""
+    stripped = text.strip()
+    if key in _STRING_OPTIONS:
+        return text
+    if stripped.lower() in ("true", "false"):
+        return stripped.lower() == "true"
+    if _INTEGER.fullmatch(stripped):
+        return int(stripped)
+    if _DECIMAL.fullmatch(stripped):
+        return float(stripped)
+    if stripped.startswith(("{", "[")):
+        try:
+            return json.loads(stripped)
+        except json.JSONDecodeError as exc:  # the value is not repeated: it may hold a credential
+            raise argparse.ArgumentTypeError(
+                f"storage option {key!r} is not valid JSON ({exc.msg} at character {exc.pos + 1})"
+            ) from None
+    return text
 
 
 def _storage_options(pairs: Sequence[str]) -> dict[str, Any]:
+    """``-o key=value`` pairs as a dict of typed values (see :func:`_option_value`)."""
     out: dict[str, Any] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
+        key = key.strip()
         if not sep or not key:
             raise argparse.ArgumentTypeError(f"storage option {pair!r} is not key=value")
-        out[key] = value
+        out[key] = _option_value(key, value)
     return out
+
+
+def _scheme(uri: str) -> str:
+    """``s3`` for ``s3://`` and ``s3a://``, ``file`` for a path or ``file://``, else the URI's scheme."""
+    if "://" not in uri:
+        return "file"
+    scheme = uri.split("://", 1)[0].lower()
+    return "s3" if scheme == "s3a" else scheme
+
+
+def _check_uri(uri: str) -> None:
+    """Refuse a location that can name no table (exit 2)."""
+    if not uri.strip():
+        raise _UsageError("the table location is empty")
+    if _scheme(uri) == "s3" and not uri.split("://", 1)[1].split("/", 1)[0]:
+        raise _UsageError(f"{uri!r} names no bucket: write s3://bucket/path/to/table")
+
+
+def _s3fs_missing() -> str | None:
+    """Why S3 cannot be reached (s3fs, an optional dependency, is not installed), or None."""
+    try:
+        import s3fs  # noqa: F401
+    except ImportError as exc:
+        return f"s3:// needs the optional dependency s3fs, which cannot be imported ({exc}): {_S3_EXTRA}"
+    return None
+
+
+def _parameters(func: Any) -> set[str]:
+    """The names a callable takes as keywords (``self`` and ``**kwargs`` aside)."""
+    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return {p.name for p in inspect.signature(func).parameters.values() if p.kind in kinds and p.name != "self"}
+
+
+def _known_options(uri: str) -> set[str] | None:
+    """The storage options the filesystem behind ``uri`` takes, or None when it cannot be told (then the
+    filesystem itself judges). s3fs hands any option it does not know to ``aiobotocore.AioSession``, which
+    raises ``TypeError``; local paths take none."""
+    scheme = _scheme(uri)
+    if scheme == "file":
+        return set()
+    if scheme != "s3":
+        return None
+    import s3fs
+
+    known = _parameters(s3fs.S3FileSystem.__init__) | _FSSPEC_OPTIONS
+    with contextlib.suppress(ImportError, AttributeError):  # s3fs depends on aiobotocore: it is there
+        known |= _parameters(importlib.import_module("aiobotocore.session").AioSession.__init__)
+    return known
+
+
+def _check_options(uri: str, options: dict[str, Any]) -> None:
+    """Refuse a storage option the filesystem does not take, naming it (exit 2)."""
+    known = _known_options(uri)
+    if known is None:
+        return
+    for key in options:
+        if key in known:
+            continue
+        if not known:
+            raise _UsageError(f"unknown storage option {key!r}: local paths take no storage options")
+        hint = ""
+        if difflib.get_close_matches(key, ["region", "region_name"], n=1):
+            hint = ' (the region goes in -o \'client_kwargs={"region_name": "..."}\' or AWS_DEFAULT_REGION)'
+        elif close := difflib.get_close_matches(key, sorted(known), n=3):
+            hint = f" (did you mean {' or '.join(close)}?)"
+        raise _UsageError(f"unknown storage option {key!r} for s3://{hint}")
+
+
+def _s3_defaults(options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` with the CLI's short connect timeout and few retries filled in where the user set none."""
+    config = options.get("config_kwargs", {})
+    if not isinstance(config, dict):
+        return options  # s3fs will say what is wrong with it
+    merged = dict(config)
+    merged.setdefault("connect_timeout", _S3_CONFIG_DEFAULTS["connect_timeout"])
+    if "retries" not in merged and not (os.environ.get("AWS_MAX_ATTEMPTS") or os.environ.get("AWS_RETRY_MODE")):
+        merged["retries"] = dict(_S3_CONFIG_DEFAULTS["retries"])  # a copy: botocore rewrites it in place
+    return {**options, "config_kwargs": merged}
 
 
 def _env_storage_options(uri: str) -> dict[str, Any]:
@@ -194,9 +328,22 @@ def _human(n: int) -> str:
 
 def _duration(text: str) -> datetime.timedelta:
     try:
-        return datetime.timedelta(milliseconds=parse_duration_ms(text, "duration"))
+        ms = parse_duration_ms(text, "duration")
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from exc
+    if ms > datetime.timedelta.max // datetime.timedelta(milliseconds=1):
+        raise argparse.ArgumentTypeError(f"{text!r} is too long (at most {datetime.timedelta.max.days}d)")
+    return datetime.timedelta(milliseconds=ms)
+
+
+def _snapshot_id(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a snapshot id (a whole number)") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not a snapshot id: snapshot ids start at 1")
+    return value
 
 
 def _positive(text: str) -> int:
@@ -229,14 +376,14 @@ def _cmd_orphan_clean(table: lakefmt.Table, args: argparse.Namespace) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (exposed for documentation and tests)."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="lakefmt",
         description="Inspect and maintain lakefmt tables.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"lakefmt {lakefmt.__version__}")
-    common = argparse.ArgumentParser(add_help=False)
+    common = _Parser(add_help=False)
     common.add_argument("uri", help="table location: a path, file://, s3://bucket/path, memory://...")
     common.add_argument(
         "-o",
@@ -268,7 +415,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="live data files of a snapshot",
         description="List the data files a snapshot reads (the latest by default).",
     )
-    p.add_argument("--snapshot", type=int, default=None, metavar="N", help="snapshot id (default: latest)")
+    p.add_argument("--snapshot", type=_snapshot_id, default=None, metavar="N", help="snapshot id (default: latest)")
     p.set_defaults(func=_cmd_files)
     p = sub.add_parser(
         "expire",
@@ -315,27 +462,93 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _secrets(options: dict[str, Any]) -> list[str]:
+    """Credential values that an error message must not show."""
+    found = [os.environ.get(k, "") for k in ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")]
+    stack: list[Any] = [options]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            for k, v in item.items():
+                if isinstance(v, dict):
+                    stack.append(v)
+                elif isinstance(v, str) and re.search(r"secret|token|password|key", str(k), re.IGNORECASE):
+                    found.append(v)
+    return [v for v in found if len(v) >= 4]
+
+
+def _one_line(message: str, options: dict[str, Any]) -> str:
+    for secret in _secrets(options):
+        message = message.replace(secret, "***")
+    return " ".join(message.split())
+
+
+def _endpoint(exc: BaseException, options: dict[str, Any]) -> str:
+    """scheme://host:port of the endpoint a botocore connection error names."""
+    url = str(getattr(exc, "kwargs", {}).get("endpoint_url") or options.get("endpoint_url") or "")
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}" if parts.scheme and parts.netloc else (url or "the S3 endpoint")
+
+
+def _failure(exc: Exception, uri: str, options: dict[str, Any]) -> str:
+    """A one-line explanation of an exception that is not lakefmt's own."""
+    names = {c.__name__ for c in type(exc).__mro__}
+    if isinstance(exc, ImportError):
+        if _scheme(uri) == "s3":
+            return _s3fs_missing() or f"a dependency of s3fs cannot be imported ({exc}): {_S3_EXTRA}"
+        return f"a filesystem for {uri} needs a package that is not installed: {exc}"
+    if names & {"NoCredentialsError", "PartialCredentialsError"}:
+        return (
+            f"no usable credentials for {uri} ({exc}): set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY or "
+            "AWS_PROFILE, or pass -o key=... -o secret=...; -o anon=true reads a public bucket"
+        )
+    if names & {"EndpointConnectionError", "ConnectTimeoutError", "ProxyConnectionError"}:
+        return f"cannot connect to {_endpoint(exc, options)} ({type(exc).__name__}); check -o endpoint_url"
+    if isinstance(exc, TypeError) and (m := re.search(r"unexpected keyword argument '([^']+)'", str(exc))):
+        return f"unknown storage option {m.group(1)!r} for {uri.split('://', 1)[0]}:// ({exc})"
+    return f"{type(exc).__name__}: {exc}"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``lakefmt`` console script."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    args = build_parser().parse_args(argv)
+
+    def usage_error(message: str) -> int:
+        prog = f"lakefmt {args.command}"
+        print(f"{prog}: error: {message} (see {prog} --help)", file=sys.stderr)
+        return 2
+
     if getattr(args, "retain_max", None) is not None and args.retain_max < args.retain_min:
-        parser.error(f"--retain-max ({args.retain_max}) must be at least --retain-min ({args.retain_min})")
+        return usage_error(f"--retain-max ({args.retain_max}) must be at least --retain-min ({args.retain_min})")
     try:
+        _check_uri(args.uri)
         options = {**_env_storage_options(args.uri), **_storage_options(args.storage_option)}
-    except argparse.ArgumentTypeError as exc:
-        parser.error(str(exc))
+        if _scheme(args.uri) == "s3":
+            if (missing := _s3fs_missing()) is not None:
+                print(f"lakefmt: error: {missing}", file=sys.stderr)
+                return 1
+            _check_options(args.uri, options)
+            options = _s3_defaults(options)
+        else:
+            _check_options(args.uri, options)
+    except (argparse.ArgumentTypeError, _UsageError) as exc:
+        return usage_error(str(exc))
     try:
         table = lakefmt.open_table(args.uri, storage_options=options)
         args.func(table, args)
     except BrokenPipeError:  # e.g. piped into head: not an error
         sys.stderr.close()
         return 0
+    except KeyboardInterrupt:
+        print("lakefmt: interrupted", file=sys.stderr)
+        return 130
     except LakefmtError as exc:
-        print(f"lakefmt: error: {exc}", file=sys.stderr)
+        print(f"lakefmt: error: {_one_line(str(exc), options)}", file=sys.stderr)
         return 1
-    except (OSError, ValueError) as exc:
-        print(f"lakefmt: error: {type(exc).__name__}: {exc}", file=sys.stderr)
+    except Exception as exc:  # storage clients raise many types; none of them deserves a traceback
+        if os.environ.get("LAKEFMT_TRACEBACK"):
+            raise
+        print(f"lakefmt: error: {_one_line(_failure(exc, args.uri, options), options)}", file=sys.stderr)
         return 1
     return 0
 

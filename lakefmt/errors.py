@@ -17,9 +17,13 @@ __all__ = [
     "CommitRetriesExhaustedError",
     "CommitStateUnknownError",
     "CorruptMetadataError",
+    "InvalidCommitError",
     "InvalidPartitionError",
+    "InvalidSnapshotIdError",
+    "InvalidTimestampError",
     "LakefmtError",
     "LocationNotEmptyError",
+    "MissingMetadataError",
     "NotATableError",
     "PathOutsideTableError",
     "SchemaMismatchError",
@@ -62,6 +66,11 @@ class CorruptMetadataError(LakefmtError):
     """A metadata file (schema, snapshot, manifest list, manifest) is malformed, truncated or empty."""
 
 
+class MissingMetadataError(CorruptMetadataError):
+    """A metadata file that committed metadata names does not exist. For a snapshot that is no longer the
+    latest this can be a concurrent expiration rather than damage: re-read the latest snapshot and retry."""
+
+
 class UnsupportedFormatVersionError(LakefmtError):
     """A metadata file was written by a newer format version than this library understands."""
 
@@ -78,6 +87,11 @@ class CommitError(LakefmtError):
     """Base class of commit failures."""
 
 
+class InvalidCommitError(CommitError, ValueError):
+    """A commit was refused before anything was written: a bad identifier, commit user or commit message (one
+    given twice, or one whose files are already in the table)."""
+
+
 class CommitConflictError(CommitError):
     """A concurrent commit changed what this commit depends on; this commit did not land."""
 
@@ -88,3 +102,12 @@ class CommitRetriesExhaustedError(CommitError):
 
 class CommitStateUnknownError(CommitError):
     """The outcome of publishing is unknown: do not delete this commit's files; retry with the same identifier."""
+
+
+class InvalidSnapshotIdError(SnapshotNotFoundError, ValueError):
+    """A snapshot id that can name no snapshot: ids are whole numbers that start at 1 (0 only as the start of
+    an incremental range)."""
+
+
+class InvalidTimestampError(LakefmtError, ValueError):
+    """A point in time (``as_of``) that is not a finite number of epoch milliseconds or a usable datetime."""

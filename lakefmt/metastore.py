@@ -10,7 +10,13 @@ from typing import Any
 
 import pyarrow as pa
 
-from lakefmt.errors import CorruptMetadataError, NotATableError, PathOutsideTableError, SnapshotNotFoundError
+from lakefmt.errors import (
+    CorruptMetadataError,
+    MissingMetadataError,
+    NotATableError,
+    PathOutsideTableError,
+    SnapshotNotFoundError,
+)
 from lakefmt.io import FileIO
 from lakefmt.spec import ManifestFileMeta, Snapshot, TableSchema, layout
 from lakefmt.spec.manifest import decode_manifest
@@ -63,7 +69,7 @@ class MetaStore:
         try:
             data = self.io.read(path)
         except FileNotFoundError as exc:
-            raise CorruptMetadataError(f"schema {schema_id} is missing ({path})") from exc
+            raise MissingMetadataError(f"schema {schema_id} is missing ({path})") from exc
         schema = TableSchema.from_json(data, what=f"schema file {path}")
         self._schemas[schema_id] = schema  # schema files are immutable
         return schema
@@ -98,7 +104,12 @@ class MetaStore:
             data = self.io.read(path)
         except FileNotFoundError:
             return None
-        return Snapshot.from_json(data, what=f"snapshot file {path}")
+        snap = Snapshot.from_json(data, what=f"snapshot file {path}")
+        if snap.id != snapshot_id:  # e.g. an operator's copy of another snapshot's file: probing would loop
+            raise CorruptMetadataError(
+                f"snapshot file {path} holds snapshot id {snap.id}; a snapshot file's id must match its name"
+            )
+        return snap
 
     def snapshot(self, snapshot_id: int) -> Snapshot:
         snap = self.try_snapshot(snapshot_id)
@@ -113,12 +124,15 @@ class MetaStore:
         return snap
 
     def read_hint(self, path: str) -> int | None:
-        """The id a hint file holds, or None if it is missing or not a number."""
+        """The id a hint file holds, or None if it is missing or not a positive number. A hint is only a
+        starting point: callers check it against the snapshot files that exist."""
         try:
             text = self.io.read(path).decode("ascii", "replace").strip()
         except FileNotFoundError:
             return None
-        return int(text) if text.isdigit() else None
+        if not (text.isascii() and text.isdigit()) or len(text) > 19:
+            return None
+        return int(text) or None
 
     def latest_snapshot(self) -> Snapshot | None:
         """The latest snapshot: start from the LATEST hint, then probe forward until a snapshot is absent.
@@ -138,7 +152,7 @@ class MetaStore:
             if not ids:
                 return None
             current = self.snapshot(ids[-1])
-        while True:
+        while True:  # ends: every step reads a file whose id is one more than the last (try_snapshot checks)
             nxt = self.try_snapshot(current.id + 1)
             if nxt is None:
                 self._known_latest = current
@@ -150,13 +164,10 @@ class MetaStore:
         if self._known_latest is None or snap.id > self._known_latest.id:
             self._known_latest = snap
 
-    def earliest_snapshot_id(self) -> int | None:
-        ids = self.snapshot_ids()
-        return ids[0] if ids else None
-
     def write_hint(self, path: str, snapshot_id: int) -> None:
-        """Best effort: a hint that fails to update is only stale, and stale hints are harmless."""
-        with contextlib.suppress(OSError):
+        """Best effort: a hint that fails to update is only stale, and stale hints are harmless. Any error
+        (a dropped connection is a ``BotoCoreError``, not an ``OSError``) is swallowed; an interrupt is not."""
+        with contextlib.suppress(Exception):
             self.io.write(path, str(snapshot_id).encode(), sync=False)  # a lost hint is only stale
 
     # -- manifests --------------------------------------------------------------------------------------
@@ -199,7 +210,7 @@ class MetaStore:
         try:
             return self.io.read(path)
         except FileNotFoundError as exc:
-            raise CorruptMetadataError(f"{what} {path} is missing") from exc
+            raise MissingMetadataError(f"{what} {path} is missing") from exc
 
     def _remember(self, cache: OrderedDict[str, Any], key: str, value: Any) -> None:
         with self._lock:

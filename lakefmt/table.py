@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import os
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -12,8 +13,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakefmt.commit.committer import Committer
-from lakefmt.errors import CommitStateUnknownError, LakefmtError, LocationNotEmptyError, TableAlreadyExistsError
-from lakefmt.io import FileIO, file_io_for
+from lakefmt.errors import LakefmtError, LocationNotEmptyError, TableAlreadyExistsError
+from lakefmt.io import FileIO, LocalFileIO, file_io_for
 from lakefmt.maintenance import MaintenanceReport, Progress, expire_snapshots, remove_orphan_files
 from lakefmt.metastore import MetaStore
 from lakefmt.options import TableOptions, parse_duration_ms
@@ -56,6 +57,12 @@ def create_table(
     store = MetaStore(io)
     if store.schema_ids():
         raise TableAlreadyExistsError(f"a lakefmt table already exists at {uri}")
+    outer = _enclosing_table(uri, dict(storage_options or {}))
+    if outer is not None:
+        raise LocationNotEmptyError(
+            f"{uri} is inside the lakefmt table at {outer}, whose maintenance owns every file under its root "
+            "(orphan-clean would delete this table); create the table outside it"
+        )
     # a temp file of an interrupted create (schema/.schema-0.tmp-...) is not someone else's data
     stray = next((f for f in io.walk() if f.path != layout.temp_of(layout.schema_path(0), f.path)), None)
     if stray is not None:
@@ -127,7 +134,7 @@ class Table:
         options = TableOptions.from_map(self.table_schema().options)
         if not options.auto_expire:
             return
-        with contextlib.suppress(LakefmtError, OSError):
+        with contextlib.suppress(Exception):  # botocore's connection errors are not OSErrors
             self.expire_snapshots(
                 retain_min=options.snapshot_retained_min,
                 retain_max=options.snapshot_retained_max,
@@ -154,10 +161,11 @@ class Table:
             if partition is None:
                 return committer.commit([message], identifier=0)
             return committer.overwrite([message], identifier=0, partition=partition)
-        except CommitStateUnknownError:
-            raise  # it may have landed: never delete its files
         except BaseException:
-            _discard(self.io, message, writer)  # failed before publishing: nothing references these files
+            # An unknown outcome (CommitStateUnknownError, an interrupt during or after the publish) may have
+            # landed: then nothing may be deleted. Only a commit known not to have landed is cleaned up.
+            if not committer.may_have_landed:
+                _discard(self.io, message, writer)
             raise
 
     def discard(self, messages: Sequence[CommitMessage]) -> None:
@@ -291,10 +299,28 @@ def duration_ms(value: Duration) -> int:
     return ms
 
 
+def _enclosing_table(uri: str, storage_options: dict[str, Any]) -> str | None:
+    """The URI of a table whose root holds ``uri`` (a folder above it with a ``schema/schema-<n>``), if any."""
+    if "://" not in uri or uri.startswith("file://"):
+        path = LocalFileIO(uri).root
+        ancestors = []
+        while (parent := os.path.dirname(path)) != path:
+            ancestors.append(parent)
+            path = parent
+    else:
+        scheme, rest = uri.split("://", 1)
+        parts = rest.rstrip("/").split("/")
+        ancestors = [f"{scheme}://{'/'.join(parts[:i])}" for i in range(len(parts) - 1, 0, -1)]
+    for ancestor in ancestors:
+        if MetaStore(file_io_for(ancestor, storage_options)).schema_ids():
+            return ancestor
+    return None
+
+
 def _discard(io: FileIO, message: CommitMessage, writer: TableWriter) -> None:
     """Delete the files of a commit that is known not to have landed (best effort: orphan-clean is the
     backstop)."""
     paths = [f.path for f in writer.written_files] + [layout.manifest_path(m.file_name) for m in message.manifests]
     for path in paths:
-        with contextlib.suppress(OSError):
+        with contextlib.suppress(Exception):
             io.delete(path)

@@ -16,7 +16,6 @@ Guarantees per operation, on every backend:
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import threading
 import time
@@ -30,11 +29,21 @@ import fsspec
 import pyarrow as pa
 import pyarrow.fs as pafs
 
+from lakefmt.errors import CommitStateUnknownError, PathOutsideTableError
 from lakefmt.io.paths import check_relative
+from lakefmt.retry import backoff
 
 __all__ = ["FileIO", "FileInfo", "LocalFileIO", "MemoryFileIO", "S3FileIO", "file_io_for"]
 
 TEMP_MARKER = ".tmp-"
+
+#: errors that prove a publish created nothing: the store refused the request as a whole
+DEFINITE_REFUSALS: tuple[type[BaseException], ...] = (
+    PermissionError,
+    FileNotFoundError,
+    NotADirectoryError,
+    IsADirectoryError,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +74,11 @@ class FileIO:
     """Base FileIO over an fsspec filesystem. Use :func:`file_io_for` to get the right backend for a URI."""
 
     protocol: str = "generic"
+    #: attempts of one publish whose outcome stays unknown (and of the read-back that resolves a taken name)
+    PUBLISH_ATTEMPTS = 8
+    #: whether a request whose answer was lost may still be applied later (object stores: yes; a local
+    #: filesystem call that returned has finished)
+    ASYNC_PUTS = True
 
     def __init__(self, uri: str, storage_options: dict[str, Any] | None = None) -> None:
         self.uri = uri.rstrip("/") if uri not in ("/",) else uri
@@ -130,14 +144,51 @@ class FileIO:
 
     def publish(self, rel: str, data: bytes, *, sync: bool = True) -> bool:
         """Create ``rel`` with ``data`` only if absent. ``True``: ours is there; ``False``: someone else's is.
-        Atomic whatever ``sync`` says; ``sync=False`` skips the fsyncs that make it survive a power loss."""
+        Atomic whatever ``sync`` says; ``sync=False`` skips the fsyncs that make it survive a power loss.
+
+        An error whose outcome is unknown (anything but a definite refusal: a dropped connection, a timeout, a
+        5xx, an ``EIO``) may have created the object, or may still create it (a request in flight). It is
+        resolved by putting the same bytes again: the retry either creates the object or finds it taken, and
+        then reading it back tells ours from someone else's. What stays unresolved after
+        :attr:`PUBLISH_ATTEMPTS` attempts raises :class:`CommitStateUnknownError`: the caller must then not
+        delete anything the object would reference. A definite refusal on the first attempt (permission, a
+        missing bucket or folder) is raised as it is: nothing was created. An interrupt (``KeyboardInterrupt``)
+        is never swallowed; its outcome is unknown to the caller too.
+        """
         path = self.full_path(rel)
         self._makedirs_for(path)
-        try:
-            self._publish(path, data, sync)
-            return True
-        except FileExistsError:
-            return self._is_ours(rel, data)
+        unknown: BaseException | None = None
+        for delay in backoff(self.PUBLISH_ATTEMPTS):
+            try:
+                self._publish(path, data, sync)
+                return True
+            except FileExistsError:
+                try:
+                    return self._is_ours(rel, data)
+                except FileNotFoundError:
+                    return False  # taken, then gone: it was not ours (nobody deletes a published object)
+            except DEFINITE_REFUSALS:
+                if unknown is None:
+                    raise  # refused before anything of ours reached storage
+                break
+            except Exception as exc:
+                unknown = exc
+            if delay is not None:
+                time.sleep(delay)
+        # Out of attempts. A synchronous backend has no request in flight: what is there now is final
+        if not self.ASYNC_PUTS:
+            try:
+                return self._is_ours(rel, data)
+            except FileNotFoundError:
+                assert unknown is not None
+                raise unknown from None  # definitely not created
+            except CommitStateUnknownError:
+                pass
+        raise CommitStateUnknownError(
+            f"publishing {rel} failed {self.PUBLISH_ATTEMPTS} times and whether it was created is unknown "
+            f"(last error: {type(unknown).__name__}: {unknown}); do not delete anything it references: retry "
+            "with the same commit user and identifier, dedup makes that safe"
+        ) from unknown
 
     def _publish(self, path: str, data: bytes, sync: bool) -> None:
         """Generic fsspec: check-then-write. NOT atomic: only safe with a single committer per table."""
@@ -145,12 +196,24 @@ class FileIO:
 
     def _is_ours(self, rel: str, data: bytes) -> bool:
         """After a FileExistsError: is the object there the one we tried to put (a retried PUT whose first
-        answer was lost)? One read through the backend's own ``read`` (a single GET on S3)."""
-        try:
-            existing = self.read(rel)
-        except FileNotFoundError:
-            return False
-        return bool(existing == data)
+        answer was lost)? One read through the backend's own ``read`` (a single GET on S3), retried while the
+        read itself fails; :class:`CommitStateUnknownError` if it cannot be read at all."""
+        error: BaseException | None = None
+        for delay in backoff(self.PUBLISH_ATTEMPTS):
+            try:
+                existing = self.read(rel)
+                return bool(existing == data)
+            except FileNotFoundError:
+                if error is None:
+                    raise
+            except Exception as exc:
+                error = exc
+            if delay is not None:
+                time.sleep(delay)
+        raise CommitStateUnknownError(
+            f"{rel} exists but cannot be read back to tell whether it is ours ({type(error).__name__}: {error}); "
+            "do not delete anything it references: retry with the same commit user and identifier"
+        ) from error
 
     def list(self, rel_dir: str) -> list[str]:
         """Names (not paths) of the files directly inside ``rel_dir``, sorted; empty if it does not exist."""
@@ -185,7 +248,8 @@ class FileIO:
             self.fs.rm_file(self.full_path(rel))
 
     def _makedirs_for(self, path: str) -> None:
-        """Object stores need no folders; local and memory backends override."""
+        """Object stores need no folders; local and memory backends override (local disk also refuses a
+        folder that is a link leading out of the root)."""
 
     # -- bridge to pyarrow ------------------------------------------------------------------------------
     def arrow_filesystem(self) -> pafs.FileSystem:
@@ -197,6 +261,7 @@ class LocalFileIO(FileIO):
     """Local disk. ``publish`` = write temp, fsync, ``os.link`` (fails if taken), unlink temp, fsync folder."""
 
     protocol = "file"
+    ASYNC_PUTS = False
 
     def _make_fs(self) -> fsspec.AbstractFileSystem:
         return fsspec.filesystem("file")
@@ -262,7 +327,9 @@ class LocalFileIO(FileIO):
         root = self.root
         for folder, dirs, files in os.walk(root, followlinks=False):
             dirs.sort()
-            for name in sorted(files):
+            # a link to a folder is content too (it is never followed; deleting it removes the link only)
+            links = [d for d in dirs if os.path.islink(os.path.join(folder, d))]
+            for name in sorted(files + links):
                 full = os.path.join(folder, name)
                 try:
                     st = os.lstat(full)
@@ -279,7 +346,24 @@ class LocalFileIO(FileIO):
             os.unlink(self.full_path(rel))
 
     def _makedirs_for(self, path: str) -> None:
+        """Create the file's folder, refusing first (before any folder is made) to go through a link that
+        leads out of the root."""
+        self._check_contained(path)
         os.makedirs(os.path.dirname(path), exist_ok=True)
+
+    def _check_contained(self, path: str) -> None:
+        """The folder a file goes into must resolve inside the root: a symlinked folder under the root that
+        points elsewhere is never written through. (The root itself may be a link; it is resolved too.)"""
+        folder = os.path.realpath(os.path.dirname(path))
+        root = os.path.realpath(self.root)
+        if folder != root and not folder.startswith(root.rstrip(os.sep) + os.sep):
+            raise PathOutsideTableError(
+                f"{os.path.relpath(path, self.root)!r} would be written to {folder}, outside the table root "
+                f"{self.root}: a folder under the root is a link that leads out of it"
+            )
+        if os.path.islink(path):
+            rel = os.path.relpath(path, self.root)
+            raise PathOutsideTableError(f"{rel!r} is a link; lakefmt never writes through one")
 
     def arrow_filesystem(self) -> pafs.FileSystem:
         return pafs.LocalFileSystem()
@@ -289,6 +373,7 @@ class MemoryFileIO(FileIO):
     """fsspec's in-process memory filesystem (tests, notebooks). ``publish`` is check-and-set under a lock."""
 
     protocol = "memory"
+    ASYNC_PUTS = False
     _lock = threading.Lock()
 
     def _publish(self, path: str, data: bytes, sync: bool) -> None:
@@ -304,14 +389,14 @@ class MemoryFileIO(FileIO):
 class S3FileIO(FileIO):
     """S3 through s3fs. ``publish`` = PutObject with ``If-None-Match: *``.
 
-    A PUT that landed but whose answer was lost is retried by botocore and then answered 412: the object is
-    read back and compared, so the winner never mistakes its own write for a loss. AWS's 409
-    ConditionalRequestConflict (a concurrent conditional PUT still in flight) surfaces as ``OSError(EIO)``:
-    the same put is retried with backoff. Listing caches are off, so a probe never sees a stale answer.
+    A PUT that landed but whose answer was lost is retried (by botocore, or by :meth:`FileIO.publish` for a
+    dropped connection, which botocore raises as a ``BotoCoreError``, not an ``OSError``) and then answered 412:
+    the object is read back and compared, so the winner never mistakes its own write for a loss. AWS's 409
+    ConditionalRequestConflict (a concurrent conditional PUT still in flight) surfaces as ``OSError(EIO)`` and
+    is retried the same way. Listing caches are off, so a probe never sees a stale answer.
     """
 
     protocol = "s3"
-    CONFLICT_RETRIES = 8
 
     def _make_fs(self) -> fsspec.AbstractFileSystem:
         options = {"use_listings_cache": False, "skip_instance_cache": True, **self._storage_options}
@@ -321,18 +406,7 @@ class S3FileIO(FileIO):
         return self.uri.split("://", 1)[1].rstrip("/")
 
     def _publish(self, path: str, data: bytes, sync: bool) -> None:
-        delay = 0.05
-        for attempt in range(self.CONFLICT_RETRIES):
-            try:
-                self.fs.pipe_file(path, data, mode="create")
-                return
-            except FileExistsError:
-                raise
-            except OSError as exc:
-                if exc.errno != errno.EIO or attempt == self.CONFLICT_RETRIES - 1:
-                    raise
-                time.sleep(delay)
-                delay = min(delay * 2, 1.0)
+        self.fs.pipe_file(path, data, mode="create")
 
     def read(self, rel: str) -> bytes:
         # max_concurrency=1: one GET. Otherwise s3fs first HEADs for the size (and, for a missing key, LISTs

@@ -10,32 +10,45 @@ listed (symlinks are not followed, and a symlink is deleted as a link, never its
 
 from __future__ import annotations
 
+import re
 import time
+from collections.abc import Iterable
 
 import pyarrow.compute as pc
 
+from lakefmt.errors import LakefmtError, MissingMetadataError
 from lakefmt.io import FileIO
 from lakefmt.maintenance.report import MaintenanceReport, Progress, classify
 from lakefmt.metastore import MetaStore
 from lakefmt.read.plan import check_paths, live_entries
 from lakefmt.spec import FileKind, layout
 
-__all__ = ["referenced_files", "remove_orphan_files"]
+__all__ = ["nested_table_roots", "referenced_files", "remove_orphan_files"]
 
 DEFAULT_OLDER_THAN_MS = 86_400_000
 
+_NESTED_SCHEMA = re.compile(r"^(.+)/schema/schema-\d+$")
+
 
 def referenced_files(store: MetaStore) -> set[str]:
-    """Paths (relative to the root) of every file the retained snapshots need."""
+    """Paths (relative to the root) of every file the retained snapshots need.
+
+    The EARLIEST hint is trusted only as far as the listing confirms it: snapshots below it that are still
+    listed (an expiration in progress, or a stale or garbage hint) keep everything of theirs that can still be
+    read. So a wrong hint never costs a snapshot its files; a half-expired snapshot costs a rerun of expire."""
     refs = {layout.LATEST, layout.EARLIEST}
     refs.update(layout.schema_path(i) for i in store.schema_ids())
     latest = store.latest_snapshot()
     if latest is None:
         return refs
-    earliest = store.read_hint(layout.EARLIEST) or 0  # snapshots below it are being (or were) expired
-    ids = [i for i in store.snapshot_ids() if min(earliest, latest.id) <= i <= latest.id]
+    ids = [i for i in store.snapshot_ids() if i <= latest.id]
+    hint = store.read_hint(layout.EARLIEST) or 0  # below it: being (or already) expired, perhaps half-way
+    doubtful = [i for i in ids if i < hint]
+    trusted = [i for i in ids if i >= hint] or [latest.id]
+    for sid in doubtful:
+        _refs_of_half_expired(store, sid, refs)
     first = True
-    for sid in ids:
+    for sid in trusted:
         snap = store.try_snapshot(sid)
         if snap is None:
             continue  # expired meanwhile
@@ -57,6 +70,44 @@ def referenced_files(store: MetaStore) -> set[str]:
     return refs
 
 
+def _refs_of_half_expired(store: MetaStore, sid: int, refs: set[str]) -> None:
+    """Everything a snapshot below the EARLIEST hint still names and that can be read: its file, its lists,
+    their manifests and every data file those list (ADD or DELETE). Missing pieces are skipped: expire deletes
+    them in an order that keeps a rerun able to finish."""
+    try:
+        snap = store.try_snapshot(sid)
+    except LakefmtError:
+        refs.add(layout.snapshot_path(sid))  # unreadable: keep it, and do not guess what it names
+        return
+    if snap is None:
+        return
+    refs.add(layout.snapshot_path(sid))
+    for name in (snap.base_manifest_list, snap.delta_manifest_list):
+        refs.add(layout.manifest_list_path(name))
+        try:
+            metas = store.manifest_list(name)
+        except MissingMetadataError:
+            continue
+        for m in metas:
+            refs.add(layout.manifest_path(m.file_name))
+            try:
+                entries = store.manifest(m.file_name)
+            except MissingMetadataError:
+                continue
+            check_paths(entries.column("path"), f"a manifest of snapshot {sid}")
+            refs.update(entries.column("path").to_pylist())
+
+
+def nested_table_roots(paths: Iterable[str]) -> set[str]:
+    """Folders under the root that hold a table of their own (a ``<folder>/schema/schema-<n>`` file)."""
+    roots = set()
+    for path in paths:
+        m = _NESTED_SCHEMA.match(path)
+        if m is not None:
+            roots.add(m.group(1))
+    return roots
+
+
 def remove_orphan_files(
     io: FileIO,
     store: MetaStore,
@@ -73,7 +124,11 @@ def remove_orphan_files(
     horizon = int(time.time() * 1000) - older_than_ms
     refs = referenced_files(store)
     report = MaintenanceReport("orphan-clean", dry_run)
-    candidates = [f for f in listing if f.path not in refs and f.mtime_ms <= horizon]
+    # another table inside this one's root (created before that was refused) is never cleaned as orphans
+    nested = tuple(f"{r}/" for r in nested_table_roots(f.path for f in listing))
+    candidates = [
+        f for f in listing if f.path not in refs and f.mtime_ms <= horizon and not f.path.startswith(nested)
+    ]
     for done, f in enumerate(candidates, 1):
         report.add(classify(f.path), f.path, f.size)
         if not dry_run:

@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 
-from lakefmt.errors import PathOutsideTableError
+from lakefmt.errors import CorruptMetadataError, PathOutsideTableError
 from lakefmt.metastore import MetaStore
 from lakefmt.spec import FileKind, ManifestFileMeta, Snapshot, TableSchema
 from lakefmt.spec.manifest import ColumnStats, manifest_schema
@@ -27,15 +27,25 @@ from lakefmt.spec.manifest import ColumnStats, manifest_schema
 __all__ = ["check_paths", "has_nan_literal", "live_entries", "prune_entries", "referenced_columns", "select_manifests"]
 
 _BAD_PATH = r"(^/)|(^|/)\.{1,2}(/|$)|//|/$|\\|://|\x00|^$"
+#: data files never live in the metadata folders (a DELETE entry naming schema/schema-0 would make expire
+#: delete the schema)
+_METADATA_PATH = r"^(schema|snapshot|manifest)(/|$)"
+_ANY_BAD = f"{_BAD_PATH}|{_METADATA_PATH}"
 
 
 def check_paths(paths: pa.ChunkedArray | pa.Array, what: str) -> None:
     """Vectorised :func:`lakefmt.io.paths.check_relative` over data-file paths: raise
-    :class:`PathOutsideTableError` if any is not a clean relative path (it could resolve outside the root)."""
-    bad = pc.match_substring_regex(paths, _BAD_PATH)
-    if pc.any(bad).as_py():
-        sample = paths.filter(bad)[0].as_py()
+    :class:`PathOutsideTableError` if any is not a clean relative path (it could resolve outside the root),
+    and :class:`CorruptMetadataError` if any names a file in the table's metadata folders."""
+    bad = pc.match_substring_regex(paths, _ANY_BAD)  # one pass; the rare hit is classified below
+    if not pc.any(bad).as_py():
+        return
+    sample = paths.filter(bad)[0].as_py()
+    if re.search(_BAD_PATH, sample):
         raise PathOutsideTableError(f"{what} lists data file {sample!r} outside the table")
+    raise CorruptMetadataError(
+        f"{what} lists data file {sample!r}, which is in the table's metadata folders: the metadata is corrupt"
+    )
 
 
 def referenced_columns(filter: pc.Expression | None, schema: pa.Schema) -> list[str]:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import datetime
+import math
+import numbers
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -11,7 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
-from lakefmt.errors import SchemaMismatchError, SnapshotNotFoundError
+from lakefmt.errors import InvalidSnapshotIdError, InvalidTimestampError, SchemaMismatchError, SnapshotNotFoundError
 from lakefmt.io import FileIO
 from lakefmt.metastore import MetaStore
 from lakefmt.read.plan import (
@@ -25,7 +27,7 @@ from lakefmt.read.plan import (
 from lakefmt.spec import FileKind, Snapshot, TableSchema
 from lakefmt.spec.manifest import manifest_schema
 
-__all__ = ["FileTask", "Scan", "snapshot_as_of"]
+__all__ = ["FileTask", "Scan", "check_snapshot_id", "snapshot_as_of"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,13 +42,31 @@ class FileTask:
     partition: dict[str, Any]
 
 
+def check_snapshot_id(value: object, what: str = "snapshot_id", minimum: int = 1) -> int:
+    """``value`` as a snapshot id, checked before any metadata is read: a whole number (``TypeError``
+    otherwise) of at least ``minimum`` (:class:`InvalidSnapshotIdError` otherwise). Snapshot ids start at 1;
+    ``minimum=0`` is for the start of an incremental range (``from_snapshot=0``: from the first commit)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{what} must be a whole number (a snapshot id), got {value!r}")
+    sid = int(value)
+    if sid < minimum:
+        zero = " (0 means from the start of the table)" if minimum == 0 else ""
+        raise InvalidSnapshotIdError(f"{what} {sid} is invalid: snapshot ids start at 1{zero}")
+    return sid
+
+
 def _to_millis(as_of: datetime.datetime | int | float) -> int:
     if isinstance(as_of, datetime.datetime):
-        if as_of.tzinfo is None:
-            as_of = as_of.astimezone()  # naive = local time, as Python does everywhere else
-        return int(as_of.timestamp() * 1000)
+        try:
+            if as_of.tzinfo is None:
+                as_of = as_of.astimezone()  # naive = local time, as Python does everywhere else
+            return int(as_of.timestamp() * 1000)
+        except (OverflowError, ValueError, OSError) as exc:  # e.g. datetime.min in a zone east of UTC
+            raise InvalidTimestampError(f"as_of {as_of!r} is not a usable point in time: {exc}") from exc
     if isinstance(as_of, bool) or not isinstance(as_of, int | float):
         raise TypeError(f"as_of must be a datetime or epoch milliseconds, got {as_of!r}")
+    if isinstance(as_of, float) and not math.isfinite(as_of):
+        raise InvalidTimestampError(f"as_of must be a finite number of epoch milliseconds, got {as_of!r}")
     return int(as_of)
 
 
@@ -100,6 +120,14 @@ class Scan:
             raise ValueError("pass snapshot_id or as_of, not both")
         if from_snapshot is not None and (snapshot_id is not None or as_of is not None):
             raise ValueError("an incremental scan (from_snapshot/to_snapshot) takes no snapshot_id or as_of")
+        # checked before any metadata is read: snapshot -1 is not "expired", it never can exist
+        if snapshot_id is not None:
+            snapshot_id = check_snapshot_id(snapshot_id, "snapshot_id")
+        if from_snapshot is not None:
+            from_snapshot = check_snapshot_id(from_snapshot, "from_snapshot", minimum=0)
+        if to_snapshot is not None:
+            to_snapshot = check_snapshot_id(to_snapshot, "to_snapshot")
+        as_of_millis = None if as_of is None else _to_millis(as_of)
         self._io = io
         self._store = store
         self.filter = filter
@@ -109,8 +137,8 @@ class Scan:
             self.snapshot = self._resolve_range(from_snapshot, to_snapshot)
         elif snapshot_id is not None:
             self.snapshot = store.snapshot(snapshot_id)
-        elif as_of is not None:
-            self.snapshot = snapshot_as_of(store, as_of)
+        elif as_of_millis is not None:
+            self.snapshot = snapshot_as_of(store, as_of_millis)
         else:
             self.snapshot = store.latest_snapshot()
         self.schema: TableSchema = store.schema(self.snapshot.schema_id) if self.snapshot else store.latest_schema()

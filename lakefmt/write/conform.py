@@ -44,6 +44,10 @@ def conform(data: pa.Table, schema: pa.Schema) -> pa.Table:
     else (a missing, extra or mistyped column; nulls in a non-nullable column) is refused.
     """
     if data.schema.equals(schema, check_metadata=False):
+        # Arrow lets a table declare a column not null and still hold nulls in it
+        nulls = [p for f in schema for p in _null_problems(f, data.column(f.name))]
+        if nulls:
+            raise SchemaMismatchError("data does not match the table schema: " + "; ".join(nulls))
         return data
     have = set(data.column_names)
     want = set(schema.names)
@@ -64,8 +68,9 @@ def conform(data: pa.Table, schema: pa.Schema) -> pa.Table:
         if not _castable(col.type, f.type):
             problems.append(f"column {f.name!r} has type {col.type}, the table expects {f.type}")
             continue
-        if not f.nullable and col.null_count:
-            problems.append(f"column {f.name!r} is not nullable but has {col.null_count} null(s)")
+        nulls = _null_problems(f, col)  # before the cast, which fails on them or, for some types, lets them by
+        if nulls:
+            problems += nulls
             continue
         if col.type != f.type:
             col = pc.cast(col, f.type, safe=True)
@@ -73,3 +78,46 @@ def conform(data: pa.Table, schema: pa.Schema) -> pa.Table:
     if problems:
         raise SchemaMismatchError("data does not match the table schema: " + "; ".join(problems))
     return pa.Table.from_arrays(columns, schema=schema)
+
+
+def _has_required(t: pa.DataType) -> bool:
+    """Whether ``t`` nests a field declared not null (a map's keys aside: Arrow never lets them be null)."""
+    fields = [t.field(i) for i in range(t.num_fields)] if pa.types.is_struct(t) else []
+    if pa.types.is_map(t):
+        fields = [t.item_field]
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        fields = [t.value_field]
+    return any(not f.nullable or _has_required(f.type) for f in fields)
+
+
+def _count_nulls(path: str, field: pa.Field, arr: pa.Array, counts: dict[str, int]) -> None:
+    """Add to ``counts`` the nulls that ``arr`` (data of a type :func:`_castable` to ``field``'s) holds where
+    ``field`` declares a field not null, at any depth, as the Parquet writer sees them: a struct's children as
+    stored (a null under a null parent counts), a list's items as referenced by its non-null lists."""
+    if not field.nullable and arr.null_count:
+        counts[path] = counts.get(path, 0) + arr.null_count
+    t = field.type
+    if not _has_required(t):
+        return
+    if pa.types.is_struct(t):
+        for i in range(t.num_fields):
+            child = t.field(i)
+            _count_nulls(f"{path}.{child.name}", child, arr.field(i), counts)
+    elif pa.types.is_map(t):
+        own = arr.type  # the data's own map type: a cast to the table's would refuse the nulls looked for here
+        entries = arr.cast(pa.list_(pa.struct([own.key_field, own.item_field]))).flatten()
+        _count_nulls(f"{path}.{t.key_field.name}", t.key_field, entries.field(0), counts)
+        _count_nulls(f"{path}.{t.item_field.name}", t.item_field, entries.field(1), counts)
+    elif pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        item = t.value_field
+        _count_nulls(f"{path}.{item.name}", item, arr.flatten(), counts)
+
+
+def _null_problems(field: pa.Field, column: pa.ChunkedArray) -> list[str]:
+    """One message per field declared not null (the column or a nested field) that holds nulls."""
+    if field.nullable and not _has_required(field.type):
+        return []
+    counts: dict[str, int] = {}
+    for chunk in column.chunks:
+        _count_nulls(field.name, field, chunk, counts)
+    return [f"column {path!r} is not nullable but has {n} null(s)" for path, n in counts.items()]

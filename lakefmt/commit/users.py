@@ -1,0 +1,54 @@
+"""The dedup memory a snapshot carries forward: each recent commit user's last identifier and commit time.
+
+A user is forgotten only when its last commit is more than ``commit.user-retention`` older than a reference
+time that one fast clock cannot push forward: the earlier of the committer's own clock and the lower median
+of the *other* remembered users' last-commit times. So a host whose clock runs ahead (by any amount) cannot
+make a user that committed within the retention be forgotten, unless at least half of the other remembered
+users also committed from clocks that run ahead. Times are raw wall-clock times, never the snapshot's
+monotonic time (which one fast commit would push forward for every later commit).
+
+The bound a writer can rely on: a commit user that stays silent for less than ``commit.user-retention``
+(default 30 days) is still deduplicated when it comes back, as long as fewer than ``commit.user-max`` other
+users committed since. A silent user may be remembered longer than that (until the reference time moves on).
+The committing user is always kept, also when ``commit.user-max`` is reached with tied times.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+__all__ = ["next_commit_users", "reference_time"]
+
+
+def reference_time(users: Mapping[str, tuple[int, int]], committer: str | None, clock_ms: int) -> int:
+    """The time the retention horizon is measured from (see the module docstring)."""
+    others = sorted(t for u, (_, t) in users.items() if u != committer)
+    if not others:
+        return clock_ms
+    lower_median = others[(len(others) - 1) // 2]
+    return min(clock_ms, lower_median)
+
+
+def next_commit_users(
+    users: Mapping[str, tuple[int, int]],
+    committer: str | None,
+    identifier: int,
+    clock_ms: int,
+    *,
+    retention_ms: int,
+    max_users: int,
+) -> dict[str, tuple[int, int]]:
+    """The map the next snapshot carries: ``committer`` (None for a one-off write, which is not remembered)
+    recorded with ``identifier`` at ``clock_ms``, users beyond the retention dropped, at most ``max_users``
+    kept (the most recent first, the committer always)."""
+    horizon = reference_time(users, committer, clock_ms) - retention_ms
+    kept = {u: v for u, v in users.items() if u != committer and v[1] >= horizon}
+    ranked = sorted(kept.items(), key=lambda uv: (-uv[1][1], uv[0]))  # newest first; ties by name (stable)
+    out: dict[str, tuple[int, int]] = {}
+    if committer is not None:
+        out[committer] = (identifier, clock_ms)
+    for user, value in ranked:
+        if len(out) >= max_users:
+            break
+        out[user] = value
+    return out
