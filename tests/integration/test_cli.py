@@ -4,11 +4,16 @@ parallel processes to keep the suite quick."""
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
+import socket
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pyarrow as pa
@@ -203,6 +208,146 @@ def test_errors_on_s3(s3_store: Any) -> None:
         assert "not a lakefmt table" in err
         assert s3_store.storage_options["secret"] not in err
     assert [f.path for f in io.walk()] == ["data/old.parquet"]
+
+
+# -- failures of the environment: one line, the right exit code, within seconds (issue 12, item 13) ----------
+
+
+def _closed_port() -> int:
+    """A port on 127.0.0.1 that nothing listens on (connections are refused)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _no_aws_env(tmp_path: Any) -> dict[str, str]:
+    """This process's environment without any AWS credential, profile, config file or endpoint."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env["AWS_CONFIG_FILE"] = str(tmp_path / "no-aws-config")
+    env["AWS_SHARED_CREDENTIALS_FILE"] = str(tmp_path / "no-aws-credentials")
+    env["AWS_EC2_METADATA_DISABLED"] = "true"  # no instance-metadata probe: the test does not depend on the network
+    return env
+
+
+def _timed_cli_many(runs: Sequence[tuple[Sequence[str], dict[str, str]]]) -> list[tuple[Result, float]]:
+    """Run ``lakefmt`` commands, or ``["-c", code]`` scripts, each with its environment, as many at a time as
+    there are CPUs (more would time the CPU contention of their start-up, not the commands); results in order,
+    each with its elapsed seconds."""
+
+    def run(cmd: Sequence[str], env: dict[str, str]) -> tuple[Result, float]:
+        argv = [sys.executable, *cmd] if cmd[:1] == ["-c"] else [sys.executable, "-m", "lakefmt.cli", *cmd]
+        t0 = time.monotonic()
+        r = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120)
+        return subprocess.CompletedProcess(list(cmd), r.returncode, r.stdout, r.stderr), time.monotonic() - t0
+
+    with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
+        return list(pool.map(lambda item: run(*item), runs))
+
+
+def test_storage_options_are_parsed_by_type() -> None:
+    """``-o anon=false`` used to reach s3fs as the (true) string "false"."""
+    from lakefmt.cli import _storage_options
+
+    opts = _storage_options(
+        [
+            "anon=false",
+            "requester_pays=TRUE",
+            "max_concurrency=4",
+            "listings_expiry_time=2.5",
+            'config_kwargs={"connect_timeout": 7, "retries": {"total_max_attempts": 9}}',
+            "profile=1234",
+            "key=0042",
+            "secret=true",
+            "endpoint_url=http://127.0.0.1:9000",
+            "cache_type=readahead",
+        ]
+    )
+    assert opts == {
+        "anon": False,
+        "requester_pays": True,
+        "max_concurrency": 4,
+        "listings_expiry_time": 2.5,
+        "config_kwargs": {"connect_timeout": 7, "retries": {"total_max_attempts": 9}},
+        "profile": "1234",  # credentials and endpoints stay strings, whatever they look like
+        "key": "0042",
+        "secret": "true",
+        "endpoint_url": "http://127.0.0.1:9000",
+        "cache_type": "readahead",
+    }
+    assert type(opts["anon"]) is bool and type(opts["max_concurrency"]) is int
+    with pytest.raises(argparse.ArgumentTypeError, match="client_kwargs") as exc:
+        _storage_options(['client_kwargs={"aws_secret_access_key": "s3cr3t"'])
+    assert "s3cr3t" not in str(exc.value)
+
+
+def test_cli_s3_defaults_give_up_quickly_unless_told_otherwise() -> None:
+    from lakefmt.cli import _s3_defaults
+
+    filled = _s3_defaults({"key": "k"})
+    assert filled["config_kwargs"]["connect_timeout"] <= 5
+    assert filled["config_kwargs"]["retries"]["total_max_attempts"] <= 3
+    mine = {"config_kwargs": {"connect_timeout": 60, "retries": {"max_attempts": 10}}}
+    assert _s3_defaults(mine)["config_kwargs"] == mine["config_kwargs"]
+
+
+def test_environment_failures_are_one_line_and_quick(
+    moto_server: dict[str, Any], s3_store: Any, local_store: Any, tmp_path: Any
+) -> None:
+    """No credentials, a refused endpoint, an unknown storage option, a bucketless URI, an age too long for a
+    timedelta, ``-o anon=false`` read as a string, a snapshot id of 0 and a missing s3fs: each used to print a
+    traceback (or, for anon=false, to read anonymously); each is now one line on stderr, exit 1 or 2 (bad
+    usage), in seconds rather than after botocore's retry storm."""
+    t = _history(s3_store)  # a table on moto: anonymous reads work there, signed ones need credentials
+    before = _listing(t)
+    endpoint = ["-o", f"endpoint_url={moto_server['endpoint']}"]
+    creds = ["-o", "key=testing", "-o", "secret=Sup3rSecretValue"]
+    no_aws = _no_aws_env(tmp_path)
+    local = _history(local_store).uri
+    closed = f"http://127.0.0.1:{_closed_port()}"
+    missing_s3fs = (
+        "import sys; sys.modules['s3fs'] = None\n"
+        "from lakefmt.cli import main\n"
+        f"sys.exit(main(['describe', {t.uri!r}, '-o', 'endpoint_url={moto_server['endpoint']}']))"
+    )
+    cases: list[tuple[list[str], dict[str, str], int, list[str]]] = [
+        (["describe", t.uri, *endpoint], no_aws, 1, ["credentials", "AWS_ACCESS_KEY_ID"]),
+        (["describe", t.uri, *endpoint, "-o", "anon=false"], no_aws, 1, ["credentials"]),
+        (["describe", t.uri, "-o", f"endpoint_url={closed}", *creds], no_aws, 1, ["cannot connect", closed]),
+        (["snapshots", t.uri, *endpoint, *creds, "-o", "regoin=x"], no_aws, 2, ["'regoin'", "region_name"]),
+        (["snapshots", t.uri, *endpoint, *creds, "-o", "max_concurency=2"], no_aws, 2, ["max_concurrency"]),
+        (["snapshots", local, "-o", "regoin=x"], no_aws, 2, ["'regoin'"]),
+        (["describe", "s3://"], no_aws, 2, ["bucket"]),
+        (["describe", "s3a:///t", *endpoint, *creds], no_aws, 2, ["bucket"]),
+        (["expire", local, "--older-than", "99999999999999999999d"], no_aws, 2, ["--older-than", "too long"]),
+        (["files", local, "--snapshot", "0"], no_aws, 2, ["snapshot ids start at 1"]),
+        (["files", local, "-o", 'x={"a": '], no_aws, 2, ["'x'", "JSON"]),
+        (["-c", missing_s3fs], no_aws, 1, ["s3fs", "lakefmt[s3]"]),
+    ]
+    results = _timed_cli_many([(cmd, env) for cmd, env, _, _ in cases])
+    for (cmd, _, code, words), (r, elapsed) in zip(cases, results, strict=True):
+        err = _failed(r, code)
+        assert len(err.strip().splitlines()) == 1, err
+        assert err.startswith("lakefmt"), err
+        for word in words:
+            assert word in err, (cmd, err)
+        assert "Sup3rSecretValue" not in err and r.stdout == ""
+        assert elapsed < 20, f"{cmd}: {elapsed:.1f} s"
+
+    # the typed value reaches s3fs: anon=false signs with the environment's credentials, anon=true does not
+    # sign (and this moto bucket refuses anonymous reads); the string "false" used to mean anonymous
+    with_aws = {**no_aws, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
+    signed, typed_json, unsigned = _timed_cli_many(
+        [
+            (["describe", t.uri, *endpoint, "-o", "anon=false", "--json"], with_aws),
+            (["describe", t.uri, *endpoint, *creds, "-o", 'config_kwargs={"read_timeout": 20}', "--json"], no_aws),
+            (["describe", t.uri, *endpoint, "-o", "anon=true"], with_aws),
+        ]
+    )
+    for r, elapsed in (signed, typed_json):
+        assert _json(r)["latest_snapshot"] == 6 and elapsed < 20
+    err = _failed(unsigned[0], 1)
+    assert len(err.strip().splitlines()) == 1 and "Forbidden" in err and unsigned[1] < 20
+    assert _listing(t) == before
 
 
 # -- inspection --------------------------------------------------------------------------------------------------
