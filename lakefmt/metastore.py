@@ -12,6 +12,7 @@ import pyarrow as pa
 
 from lakefmt.errors import (
     CorruptMetadataError,
+    InvalidSnapshotIdError,
     MissingMetadataError,
     NotATableError,
     PathOutsideTableError,
@@ -112,6 +113,11 @@ class MetaStore:
         return snap
 
     def snapshot(self, snapshot_id: int) -> Snapshot:
+        """One snapshot; :class:`SnapshotNotFoundError` if it never existed or has expired."""
+        if isinstance(snapshot_id, bool) or not isinstance(snapshot_id, int):
+            raise TypeError(f"a snapshot id must be a whole number, got {snapshot_id!r}")
+        if snapshot_id < 1:
+            raise InvalidSnapshotIdError(f"snapshot id {snapshot_id} is invalid: snapshot ids start at 1")
         snap = self.try_snapshot(snapshot_id)
         if snap is None:
             ids = self.snapshot_ids()
@@ -187,6 +193,11 @@ class MetaStore:
         in this process then reads nothing back). Large ones are left to the read path."""
         if len(data) <= self.REMEMBER_WRITTEN_MAX:
             self._remember(self._manifests, name, decode_manifest(data, what=f"manifest {name}"))
+
+    def forget_manifest(self, name: str) -> None:
+        """Drop a manifest from the cache (it was deleted: a read must find it missing)."""
+        with self._lock:
+            self._manifests.pop(name, None)
 
     def remember_list(self, name: str, metas: list[ManifestFileMeta]) -> None:
         """Cache a manifest list this process wrote (immutable, so the next commit need not read it back)."""

@@ -6,7 +6,7 @@ import contextlib
 import datetime
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -123,9 +123,14 @@ class Table:
         """A task-side writer: ``write`` batches, then ``prepare_commit()`` for a small, picklable message."""
         return TableWriter(self.io, self.table_schema(), writer_id=writer_id, on_manifest=self._store.remember_manifest)
 
-    def new_committer(self, commit_user: str | None = None) -> Committer:
-        """A committer; ``commit(messages, identifier=n)`` publishes exactly once per (commit user, n)."""
-        return Committer(self.io, self._store, commit_user, after_commit=self._after_commit)
+    def new_committer(
+        self, commit_user: str | None = None, *, clock: Callable[[], float] | None = None
+    ) -> Committer:
+        """A committer; ``commit(messages, identifier=n)`` publishes exactly once per (commit user, n).
+
+        ``commit_user`` must be stable across restarts of one logical writer (a non-empty string); None makes
+        a one-off user that is never remembered for dedup. ``clock`` (seconds since the epoch) is for tests."""
+        return Committer(self.io, self._store, commit_user, after_commit=self._after_commit, clock=clock)
 
     def _after_commit(self, snap: Snapshot) -> None:
         """Expire snapshots after a commit when the table's options ask for it (``snapshot.num-retained.*``,

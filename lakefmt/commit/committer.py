@@ -169,13 +169,13 @@ class Committer:
             _check_inside(added, partition)
         if not added and overwrite is None:
             return None
-        self._check_not_live(added, latest)
         delta = self._merge_delta(merger, added)  # (c)
         deleted: pa.Table | None = None
         delta_list: tuple[str, int] | None = None
         retries = backoff(options.commit_max_retries + 1, first=0.01)
         while True:
             try:
+                self._check_not_live(added, latest)
                 if overwrite is not None and deleted is None:
                     deleted = self._files_to_replace(latest, schema, partition)
                     if deleted.num_rows:
@@ -235,10 +235,7 @@ class Committer:
     def _check_not_live(self, added: Sequence[ManifestFileMeta], latest: Snapshot | None) -> None:
         if latest is None:
             return
-        try:
-            live = {m.file_name for m in self._store.snapshot_manifests(latest)}
-        except MissingMetadataError:
-            return  # expired under us: the retry loop re-reads the latest and checks nothing else here
+        live = {m.file_name for m in self._store.snapshot_manifests(latest)}
         again = sorted(m.file_name for m in added if m.file_name in live)
         if again:
             raise InvalidCommitError(
@@ -273,9 +270,11 @@ class Committer:
         self._store.remember_published(snap)
         self._store.write_hint(layout.LATEST, snap.id)
         kept = {m.file_name for m in delta}
-        merged_away = [layout.manifest_path(m.file_name) for m in added if m.file_name not in kept]
-        for path in merged_away:  # merged into the delta's manifests: referenced by no snapshot
-            _quietly(functools.partial(self._io.delete, path), "drop a merged per-task manifest")
+        for name in [m.file_name for m in added if m.file_name not in kept]:
+            # merged into the delta's manifests, so referenced by no snapshot: once it is gone, committing the
+            # same message again is refused (its manifest is missing) instead of adding its rows twice
+            self._store.forget_manifest(name)
+            _quietly(functools.partial(self._io.delete, layout.manifest_path(name)), "drop a merged manifest")
         hook = self._after_commit
         if hook is not None:
             _quietly(lambda: hook(snap), "after-commit hook")

@@ -29,7 +29,7 @@ import fsspec
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from lakefmt.errors import CommitStateUnknownError, PathOutsideTableError
+from lakefmt.errors import CommitStateUnknownError, NotATableError, PathOutsideTableError
 from lakefmt.io.paths import check_relative
 from lakefmt.retry import backoff
 
@@ -403,7 +403,10 @@ class S3FileIO(FileIO):
         return fsspec.filesystem("s3", **options)
 
     def _root_path(self) -> str:
-        return self.uri.split("://", 1)[1].rstrip("/")
+        root = self.uri.partition("://")[2].rstrip("/")
+        if not root or root.startswith("/"):
+            raise NotATableError(f"{self.uri!r} names no bucket: an S3 table URI is s3://bucket/path")
+        return root
 
     def _publish(self, path: str, data: bytes, sync: bool) -> None:
         self.fs.pipe_file(path, data, mode="create")

@@ -145,11 +145,6 @@ def test_snapshot_ids_start_at_1(store: Any) -> None:
     assert _state(t) == before
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Table.snapshot goes straight to MetaStore.snapshot (files owned by another change): it still says "
-    "'snapshot -1 has expired'. It needs lakefmt.read.scan.check_snapshot_id; drop this mark once it does.",
-)
 def test_table_snapshot_ids_start_at_1(local_store: Any) -> None:
     t = _table(local_store)
     for sid in (0, -1):
