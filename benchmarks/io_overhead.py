@@ -32,7 +32,7 @@ import lakefmt
 import lakefmt.write.writer as writer_module
 from benchmarks.common import EVENTS_SCHEMA, Comparison, Result, drop_tree, events, interleaved
 from lakefmt.io import LocalFileIO
-from lakefmt.metastore import MetaStore
+from lakefmt.meta.store import MetaStore
 
 NAME = "io_overhead"
 TARGET_RATIO = 1.10

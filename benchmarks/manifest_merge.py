@@ -11,7 +11,7 @@ of 5 (wall time; process CPU time is reported too):
   as lakefmt does;
 * the CPU limit: the same decode + concat + re-encode from and to memory (no file I/O).
 
-The merger is an internal component: this benchmark uses ``lakefmt.commit.merge`` and ``lakefmt.metastore``
+The merger is an internal component: this benchmark uses ``lakefmt.commit.merge`` and ``lakefmt.meta.store``
 directly because it measures exactly that step.
 """
 
@@ -38,7 +38,7 @@ from benchmarks.common import (
     raw_encode,
 )
 from lakefmt.commit.merge import ManifestMerger, MergePolicy
-from lakefmt.metastore import MetaStore
+from lakefmt.meta.store import MetaStore
 from lakefmt.options import TableOptions
 from lakefmt.spec import FileKind, ManifestFileMeta, layout
 from lakefmt.spec.manifest import encode_manifest, entries_table, manifest_meta

@@ -8,6 +8,7 @@
 """
 
 from lakefmt.commit.committer import Committer
+from lakefmt.commit.types import CommitOutcome, CommitResult
 from lakefmt.errors import (
     CommitConflictError,
     CommitError,
@@ -21,6 +22,7 @@ from lakefmt.errors import (
     LakefmtError,
     LocationNotEmptyError,
     MissingMetadataError,
+    NonAtomicStorageError,
     NotATableError,
     PathOutsideTableError,
     SchemaMismatchError,
@@ -42,6 +44,8 @@ __all__ = [
     "CommitError",
     "CommitKind",
     "CommitMessage",
+    "CommitOutcome",
+    "CommitResult",
     "CommitRetriesExhaustedError",
     "CommitStateUnknownError",
     "Committer",
@@ -54,6 +58,7 @@ __all__ = [
     "LakefmtError",
     "LocationNotEmptyError",
     "MissingMetadataError",
+    "NonAtomicStorageError",
     "NotATableError",
     "PathOutsideTableError",
     "Scan",

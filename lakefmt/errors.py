@@ -24,6 +24,7 @@ __all__ = [
     "LakefmtError",
     "LocationNotEmptyError",
     "MissingMetadataError",
+    "NonAtomicStorageError",
     "NotATableError",
     "PathOutsideTableError",
     "SchemaMismatchError",
@@ -90,6 +91,11 @@ class CommitError(LakefmtError):
 class InvalidCommitError(CommitError, ValueError):
     """A commit was refused before anything was written: a bad identifier, commit user or commit message (one
     given twice, or one whose files are already in the table)."""
+
+
+class NonAtomicStorageError(CommitError):
+    """The table's storage has no atomic put-if-absent, and its options do not accept the risk of committing
+    there (``commit.allow-non-atomic-publish``). Nothing was written."""
 
 
 class CommitConflictError(CommitError):

@@ -98,6 +98,9 @@ class TableOptions:
     commit_max_retries: int = 20  #: ``commit.max-retries``: lost races before giving up
     commit_user_retention_ms: int = 30 * 86_400_000  #: ``commit.user-retention``: dedup memory per user
     commit_user_max: int = 10_000  #: ``commit.user-max``: most users remembered for dedup
+    #: ``commit.allow-non-atomic-publish``: commit on storage whose put-if-absent is not atomic (a generic
+    #: fsspec filesystem), accepting that two racing committers could both win; only with one committer
+    allow_non_atomic_publish: bool = False
     #: ``snapshot.num-retained.min`` / ``.max`` and ``snapshot.time-retained``: when max or time is set,
     #: every commit through a Table expires old snapshots afterwards (as Paimon does); unset = never
     snapshot_retained_min: int = 10
@@ -117,6 +120,7 @@ class TableOptions:
         "commit.max-retries": ("commit_max_retries", _int),
         "commit.user-retention": ("commit_user_retention_ms", parse_duration_ms),
         "commit.user-max": ("commit_user_max", _int),
+        "commit.allow-non-atomic-publish": ("allow_non_atomic_publish", _bool),
         "snapshot.num-retained.min": ("snapshot_retained_min", _int),
         "snapshot.num-retained.max": ("snapshot_retained_max", _int),
         "snapshot.time-retained": ("snapshot_time_retained_ms", parse_duration_ms),

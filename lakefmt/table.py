@@ -15,10 +15,11 @@ import pyarrow.compute as pc
 from lakefmt.commit.committer import Committer
 from lakefmt.errors import LakefmtError, LocationNotEmptyError, TableAlreadyExistsError
 from lakefmt.io import FileIO, LocalFileIO, file_io_for
+from lakefmt.io.paths import is_temp_of
 from lakefmt.maintenance import MaintenanceReport, Progress, expire_snapshots, remove_orphan_files
-from lakefmt.metastore import MetaStore
+from lakefmt.meta import entries as ents
+from lakefmt.meta.store import MetaStore
 from lakefmt.options import TableOptions, parse_duration_ms
-from lakefmt.read.plan import check_paths
 from lakefmt.read.scan import FileTask, Scan
 from lakefmt.spec import CommitMessage, Snapshot, TableSchema, layout
 from lakefmt.spec.types import type_to_json
@@ -64,7 +65,7 @@ def create_table(
             "(orphan-clean would delete this table); create the table outside it"
         )
     # a temp file of an interrupted create (schema/.schema-0.tmp-...) is not someone else's data
-    stray = next((f for f in io.walk() if f.path != layout.temp_of(layout.schema_path(0), f.path)), None)
+    stray = next((f for f in io.walk() if not is_temp_of(layout.schema_path(0), f.path)), None)
     if stray is not None:
         raise LocationNotEmptyError(
             f"{uri} is not empty (it holds {stray.path!r}); create the table in an empty location"
@@ -90,9 +91,10 @@ class Table:
     metadata it read or wrote (immutable files, and the last snapshot it saw). If the folder is deleted and
     a new table is created at the same location, open that one anew."""
 
-    def __init__(self, io: FileIO, store: MetaStore) -> None:
+    def __init__(self, io: FileIO, store: MetaStore, *, clock: Callable[[], float] | None = None) -> None:
         self.io = io
         self._store = store
+        self._clock = clock  # seconds since the epoch, for the snapshots' commit times (tests set it)
 
     def __repr__(self) -> str:
         return f"Table({self.io.uri!r})"
@@ -130,13 +132,14 @@ class Table:
 
         ``commit_user`` must be stable across restarts of one logical writer (a non-empty string); None makes
         a one-off user that is never remembered for dedup. ``clock`` (seconds since the epoch) is for tests."""
+        clock = clock if clock is not None else self._clock
         return Committer(self.io, self._store, commit_user, after_commit=self._after_commit, clock=clock)
 
     def _after_commit(self, snap: Snapshot) -> None:
         """Expire snapshots after a commit when the table's options ask for it (``snapshot.num-retained.*``,
         ``snapshot.time-retained``). Best effort: the commit has landed; a failed expiration is retried by the
         next commit or by ``lakefmt expire``."""
-        options = TableOptions.from_map(self.table_schema().options)
+        options = self.table_schema().table_options
         if not options.auto_expire:
             return
         with contextlib.suppress(Exception):  # botocore's connection errors are not OSErrors
@@ -181,8 +184,8 @@ class Table:
             for meta in message.manifests:
                 with contextlib.suppress(LakefmtError, OSError):
                     entries = self._store.manifest(meta.file_name)
-                    check_paths(entries.column("path"), f"manifest {meta.file_name}")
-                    for path in entries.column("path").to_pylist():
+                    ents.check_data_paths(entries, f"manifest {meta.file_name}")
+                    for path in ents.paths(entries):
                         self.io.delete(path)
                     self.io.delete(layout.manifest_path(meta.file_name))
 

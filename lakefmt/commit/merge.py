@@ -18,13 +18,12 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from lakefmt.io import FileIO
-from lakefmt.metastore import MetaStore
+from lakefmt.meta.entries import cancel_pairs, concat_entries
+from lakefmt.meta.store import MetaStore
 from lakefmt.options import TableOptions
-from lakefmt.read.plan import concat_entries
-from lakefmt.spec import FileKind, ManifestFileMeta, TableSchema, layout
+from lakefmt.spec import ManifestFileMeta, TableSchema, layout
 from lakefmt.spec.manifest import encode_manifest, manifest_meta
 
 __all__ = ["ManifestMerger", "MergePolicy", "pack", "pick_tier"]
@@ -65,20 +64,6 @@ def pack(items: Sequence[T], size: Callable[[T], int], target: int) -> list[list
     if current:
         bins.append(current)
     return bins
-
-
-def cancel_pairs(entries: pa.Table) -> pa.Table:
-    """Drop every ADD whose DELETE is in the same table, and that DELETE."""
-    is_add = pc.equal(entries.column("kind"), int(FileKind.ADD))
-    adds = entries.filter(is_add)
-    if adds.num_rows == entries.num_rows:
-        return entries
-    dels = entries.filter(pc.invert(is_add))
-    add_paths = adds.column("path").combine_chunks()
-    del_paths = dels.column("path").combine_chunks()
-    adds = adds.filter(pc.invert(pc.is_in(adds.column("path"), value_set=del_paths)))
-    dels = dels.filter(pc.invert(pc.is_in(dels.column("path"), value_set=add_paths)))
-    return concat_entries([adds, dels])
 
 
 def pick_tier(small: Sequence[ManifestFileMeta], min_count: int) -> list[ManifestFileMeta]:

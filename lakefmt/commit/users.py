@@ -17,12 +17,25 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-__all__ = ["next_commit_users", "reference_time"]
+from lakefmt.spec import Snapshot, UserMark
+
+__all__ = ["already_committed", "next_commit_users", "reference_time"]
 
 
-def reference_time(users: Mapping[str, tuple[int, int]], committer: str | None, clock_ms: int) -> int:
+def already_committed(latest: Snapshot | None, user: str | None, identifier: int) -> bool:
+    """Dedup: whether ``user`` committed ``identifier`` (or a later one) according to ``latest``. A one-off
+    write (``user`` None) is never a replay."""
+    if latest is None or user is None:
+        return False
+    mark = latest.commit_users.get(user)
+    if mark is not None and identifier <= mark.identifier:
+        return True
+    return latest.commit_user == user and identifier <= latest.commit_identifier
+
+
+def reference_time(users: Mapping[str, UserMark], committer: str | None, clock_ms: int) -> int:
     """The time the retention horizon is measured from (see the module docstring)."""
-    others = sorted(t for u, (_, t) in users.items() if u != committer)
+    others = sorted(mark.time_millis for u, mark in users.items() if u != committer)
     if not others:
         return clock_ms
     lower_median = others[(len(others) - 1) // 2]
@@ -30,25 +43,25 @@ def reference_time(users: Mapping[str, tuple[int, int]], committer: str | None, 
 
 
 def next_commit_users(
-    users: Mapping[str, tuple[int, int]],
+    users: Mapping[str, UserMark],
     committer: str | None,
     identifier: int,
     clock_ms: int,
     *,
     retention_ms: int,
     max_users: int,
-) -> dict[str, tuple[int, int]]:
+) -> dict[str, UserMark]:
     """The map the next snapshot carries: ``committer`` (None for a one-off write, which is not remembered)
     recorded with ``identifier`` at ``clock_ms``, users beyond the retention dropped, at most ``max_users``
     kept (the most recent first, the committer always)."""
     horizon = reference_time(users, committer, clock_ms) - retention_ms
-    kept = {u: v for u, v in users.items() if u != committer and v[1] >= horizon}
-    ranked = sorted(kept.items(), key=lambda uv: (-uv[1][1], uv[0]))  # newest first; ties by name (stable)
-    out: dict[str, tuple[int, int]] = {}
+    kept = {u: m for u, m in users.items() if u != committer and m.time_millis >= horizon}
+    ranked = sorted(kept.items(), key=lambda um: (-um[1].time_millis, um[0]))  # newest first; ties by name
+    out: dict[str, UserMark] = {}
     if committer is not None:
-        out[committer] = (identifier, clock_ms)
-    for user, value in ranked:
+        out[committer] = UserMark(identifier, clock_ms)
+    for user, mark in ranked:
         if len(out) >= max_users:
             break
-        out[user] = value
+        out[user] = UserMark(*mark)
     return out

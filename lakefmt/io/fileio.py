@@ -15,11 +15,11 @@ Guarantees per operation, on every backend:
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import os
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -30,12 +30,10 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from lakefmt.errors import CommitStateUnknownError, NotATableError, PathOutsideTableError
-from lakefmt.io.paths import check_relative
+from lakefmt.io.paths import check_relative, temp_name
 from lakefmt.retry import backoff
 
-__all__ = ["FileIO", "FileInfo", "LocalFileIO", "MemoryFileIO", "S3FileIO", "file_io_for"]
-
-TEMP_MARKER = ".tmp-"
+__all__ = ["FileIO", "FileInfo", "FsspecFileIO", "LocalFileIO", "MemoryFileIO", "S3FileIO", "file_io_for"]
 
 #: errors that prove a publish created nothing: the store refused the request as a whole
 DEFINITE_REFUSALS: tuple[type[BaseException], ...] = (
@@ -70,10 +68,17 @@ def _mtime_ms(info: dict[str, Any]) -> int:
     return 0
 
 
-class FileIO:
-    """Base FileIO over an fsspec filesystem. Use :func:`file_io_for` to get the right backend for a URI."""
+class FileIO(abc.ABC):
+    """The storage contract, over an fsspec filesystem. Use :func:`file_io_for` for the backend of a URI.
+
+    A backend implements :meth:`_publish` (the put-if-absent primitive) and says whether it is atomic
+    (:attr:`atomic_publish`); everything else has working defaults over fsspec that backends may speed up.
+    """
 
     protocol: str = "generic"
+    #: whether :meth:`publish` is an atomic put-if-absent (exactly one of several racing callers wins); the
+    #: committer refuses storage without it unless the table's options accept the risk
+    atomic_publish: bool = True
     #: attempts of one publish whose outcome stays unknown (and of the read-back that resolves a taken name)
     PUBLISH_ATTEMPTS = 8
     #: whether a request whose answer was lost may still be applied later (object stores: yes; a local
@@ -116,9 +121,7 @@ class FileIO:
 
     def new_temp_name(self, rel: str) -> str:
         """A unique sibling name for a temporary file that will become ``rel``."""
-        head, _, name = rel.rpartition("/")
-        tmp = f".{name}{TEMP_MARKER}{uuid.uuid4().hex}"
-        return f"{head}/{tmp}" if head else tmp
+        return temp_name(rel)
 
     # -- operations -------------------------------------------------------------------------------------
     def read(self, rel: str) -> bytes:
@@ -141,6 +144,7 @@ class FileIO:
 
     def sync(self, rel: str) -> None:
         """Make a closed file durable where the backend needs it (local disk: fsync). Object stores: no-op."""
+        return None
 
     def publish(self, rel: str, data: bytes, *, sync: bool = True) -> bool:
         """Create ``rel`` with ``data`` only if absent. ``True``: ours is there; ``False``: someone else's is.
@@ -190,9 +194,9 @@ class FileIO:
             "with the same commit user and identifier, dedup makes that safe"
         ) from unknown
 
+    @abc.abstractmethod
     def _publish(self, path: str, data: bytes, sync: bool) -> None:
-        """Generic fsspec: check-then-write. NOT atomic: only safe with a single committer per table."""
-        self.fs.pipe_file(path, data, mode="create")
+        """Create ``path`` with ``data``; raise ``FileExistsError`` if it exists. The backend's guarantee."""
 
     def _is_ours(self, rel: str, data: bytes) -> bool:
         """After a FileExistsError: is the object there the one we tried to put (a retried PUT whose first
@@ -250,6 +254,7 @@ class FileIO:
     def _makedirs_for(self, path: str) -> None:
         """Object stores need no folders; local and memory backends override (local disk also refuses a
         folder that is a link leading out of the root)."""
+        return None
 
     # -- bridge to pyarrow ------------------------------------------------------------------------------
     def arrow_filesystem(self) -> pafs.FileSystem:
@@ -267,7 +272,13 @@ class LocalFileIO(FileIO):
         return fsspec.filesystem("file")
 
     def _root_path(self) -> str:
-        uri = self.uri[len("file://") :] if self.uri.startswith("file://") else self.uri
+        # a bare path, file:///abs, file://localhost/abs, or Spark's file:/abs: one table, one root
+        uri = self.uri
+        if uri.startswith("file://"):
+            uri = uri[len("file://") :]
+            uri = uri[len("localhost") :] if uri.startswith("localhost/") else uri
+        elif uri.startswith("file:"):
+            uri = uri[len("file:") :]
         return os.path.abspath(os.path.expanduser(uri))
 
     def read(self, rel: str) -> bytes:
@@ -296,8 +307,8 @@ class LocalFileIO(FileIO):
             os.close(fd)
 
     def _publish(self, path: str, data: bytes, sync: bool) -> None:
-        folder, name = os.path.split(path)
-        tmp = os.path.join(folder, f".{name}{TEMP_MARKER}{uuid.uuid4().hex}")
+        folder = os.path.dirname(path)
+        tmp = temp_name(path)
         try:  # the temp file goes whatever happens, also when writing or syncing it fails
             with open(tmp, "wb") as f:
                 f.write(data)
@@ -418,10 +429,20 @@ class S3FileIO(FileIO):
         return data
 
 
+class FsspecFileIO(FileIO):
+    """Any other fsspec filesystem. ``publish`` is fsspec's check-then-write: NOT atomic, so the committer
+    refuses it unless the table option ``commit.allow-non-atomic-publish`` accepts the risk."""
+
+    atomic_publish = False
+
+    def _publish(self, path: str, data: bytes, sync: bool) -> None:
+        self.fs.pipe_file(path, data, mode="create")
+
+
 def file_io_for(uri: str, storage_options: dict[str, Any] | None = None) -> FileIO:
     """The FileIO backend for ``uri``: a plain path or ``file://`` (local), ``memory://``, ``s3://``/``s3a://``,
     or any other fsspec protocol (generic; its publish is not atomic, so one committer per table)."""
-    if "://" not in uri or uri.startswith("file://"):
+    if "://" not in uri or uri.startswith("file:"):
         return LocalFileIO(uri, storage_options)
     scheme = uri.split("://", 1)[0].lower()
     if scheme == "memory":
@@ -430,4 +451,4 @@ def file_io_for(uri: str, storage_options: dict[str, Any] | None = None) -> File
         if scheme == "s3a":
             uri = "s3://" + uri.split("://", 1)[1]
         return S3FileIO(uri, storage_options)
-    return FileIO(uri, storage_options)
+    return FsspecFileIO(uri, storage_options)

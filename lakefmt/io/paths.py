@@ -1,23 +1,77 @@
-"""Relative-path hygiene shared by every backend: nothing may resolve outside the root."""
+"""Path rules shared by every backend and every layer above: nothing may resolve outside the root, and the
+names of temporary files. One rule, in a scalar form (a path a caller gives) and a vectorised form (a column
+of paths read from metadata)."""
 
 from __future__ import annotations
 
+import re
+import uuid
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from lakefmt.errors import PathOutsideTableError
 
-__all__ = ["check_relative"]
+__all__ = [
+    "BAD_RELATIVE_PATH",
+    "TEMP_MARKER",
+    "check_name",
+    "check_relative",
+    "check_relative_paths",
+    "is_temp",
+    "is_temp_of",
+    "temp_name",
+]
+
+#: a relative path is clean unless this matches: absolute, a ``.`` or ``..`` component, an empty component
+#: (``//``, a trailing ``/``), a backslash, a URL scheme, a NUL, or empty. A clean path joined to the root
+#: always stays under the root.
+BAD_RELATIVE_PATH = r"(^/)|(^|/)\.{1,2}(/|$)|//|/$|\\|://|\x00|^$"
+_BAD = re.compile(BAD_RELATIVE_PATH)
+
+#: temporary files of an exclusive publish sit beside their final name as ``.<name>.tmp-<32 hex>``
+TEMP_MARKER = ".tmp-"
 
 
 def check_relative(rel: str) -> str:
-    """Return ``rel`` unchanged if it is a clean relative path; raise :class:`PathOutsideTableError` if not.
-
-    Clean means: not empty, not absolute, no URL scheme, no backslash, no ``.`` or ``..`` component and no
-    empty component. Such a path joined to the root always stays under the root.
-    """
-    if not isinstance(rel, str) or not rel:
-        raise PathOutsideTableError(f"empty or non-string path {rel!r}")
-    if rel.startswith("/") or "\\" in rel or "://" in rel or "\x00" in rel:
-        raise PathOutsideTableError(f"path {rel!r} is not relative to the table root")
-    for part in rel.split("/"):
-        if part in ("", ".", ".."):
-            raise PathOutsideTableError(f"path {rel!r} would resolve outside the table root")
+    """Return ``rel`` unchanged if it is a clean relative path; raise :class:`PathOutsideTableError` if not."""
+    if not isinstance(rel, str):
+        raise PathOutsideTableError(f"path {rel!r} is not a string")
+    if _BAD.search(rel):
+        raise PathOutsideTableError(f"path {rel!r} is not a clean path relative to the table root")
     return rel
+
+
+def check_relative_paths(paths: pa.ChunkedArray | pa.Array, what: str) -> None:
+    """:func:`check_relative` over a column of paths (one vectorised pass); the error names ``what``."""
+    bad = pc.match_substring_regex(paths, BAD_RELATIVE_PATH)
+    if pc.any(bad).as_py():
+        sample = paths.filter(bad)[0].as_py()
+        raise PathOutsideTableError(f"{what} lists data file {sample!r} outside the table")
+
+
+def check_name(name: str, what: str) -> str:
+    """A bare file name (no folder): refuse anything that could name a file elsewhere."""
+    if not isinstance(name, str) or not name or "/" in name or "\\" in name or name in (".", ".."):
+        raise PathOutsideTableError(f"{what} names {name!r}, which is not a file name inside the table")
+    return name
+
+
+def temp_name(final: str) -> str:
+    """A fresh temporary name beside ``final`` (a path or a bare name)."""
+    head, _, name = final.rpartition("/")
+    tmp = f".{name}{TEMP_MARKER}{uuid.uuid4().hex}"
+    return f"{head}/{tmp}" if head else tmp
+
+
+def is_temp_of(final: str, candidate: str) -> bool:
+    """Whether ``candidate`` is a temporary file of an exclusive publish of ``final``."""
+    head, _, name = final.rpartition("/")
+    prefix = f"{head}/.{name}{TEMP_MARKER}" if head else f".{name}{TEMP_MARKER}"
+    return candidate.startswith(prefix) and "/" not in candidate[len(prefix) :]
+
+
+def is_temp(path: str) -> bool:
+    """Whether ``path`` names a temporary file (of any final name)."""
+    name = path.rsplit("/", 1)[-1]
+    return name.startswith(".") and TEMP_MARKER in name

@@ -17,14 +17,12 @@ from __future__ import annotations
 
 import time
 
-import pyarrow.compute as pc
-
 from lakefmt.errors import CorruptMetadataError, LakefmtError
 from lakefmt.io import FileIO
 from lakefmt.maintenance.report import FileClass, MaintenanceReport, Progress
-from lakefmt.metastore import MetaStore
-from lakefmt.read.plan import check_paths
-from lakefmt.spec import FileKind, Snapshot, layout
+from lakefmt.meta import entries as ents
+from lakefmt.meta.store import MetaStore
+from lakefmt.spec import Snapshot, layout
 
 __all__ = ["expire_snapshots", "select_expired"]
 
@@ -88,11 +86,11 @@ def expire_snapshots(
                     if s.id == retained[0].id:
                         raise
                     continue  # as above
-                dels = entries.filter(pc.equal(entries.column("kind"), int(FileKind.DELETE)))
-                check_paths(dels.column("path"), f"a manifest of snapshot {s.id}")  # before deleting anything
-                paths = dels.column("path").to_pylist()
+                dels = ents.deletes(entries)
+                ents.check_data_paths(dels, f"a manifest of snapshot {s.id}")  # before deleting anything
+                paths = ents.paths(dels)
                 deletable.update(paths)
-                sizes.update(zip(paths, dels.column("file_size").to_pylist(), strict=True))
+                sizes.update(zip(paths, dels.column(ents.FILE_SIZE).to_pylist(), strict=True))
     # 2. metadata only expired snapshots use
     used_lists: set[str] = set()
     used_manifests: set[str] = set()

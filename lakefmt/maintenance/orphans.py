@@ -14,14 +14,12 @@ import re
 import time
 from collections.abc import Iterable
 
-import pyarrow.compute as pc
-
 from lakefmt.errors import LakefmtError, MissingMetadataError
 from lakefmt.io import FileIO
 from lakefmt.maintenance.report import MaintenanceReport, Progress, classify
-from lakefmt.metastore import MetaStore
-from lakefmt.read.plan import check_paths, live_entries
-from lakefmt.spec import FileKind, layout
+from lakefmt.meta import entries as ents
+from lakefmt.meta.store import MetaStore
+from lakefmt.spec import layout
 
 __all__ = ["nested_table_roots", "referenced_files", "remove_orphan_files"]
 
@@ -57,16 +55,14 @@ def referenced_files(store: MetaStore) -> set[str]:
             refs.add(layout.manifest_list_path(name))
             refs.update(layout.manifest_path(m.file_name) for m in store.manifest_list(name))
         if first:
-            schema = store.schema(snap.schema_id)
-            refs.update(live_entries(store, snap, schema).column("path").to_pylist())
+            refs.update(ents.paths(ents.live_entries(store, snap)))
             first = False
         else:
             for m in store.manifest_list(snap.delta_manifest_list):
                 if m.num_added_files:
-                    entries = store.manifest(m.file_name)
-                    adds = entries.filter(pc.equal(entries.column("kind"), int(FileKind.ADD)))
-                    check_paths(adds.column("path"), f"a manifest of snapshot {sid}")
-                    refs.update(adds.column("path").to_pylist())
+                    added = ents.adds(store.manifest(m.file_name))
+                    ents.check_data_paths(added, f"a manifest of snapshot {sid}")
+                    refs.update(ents.paths(added))
     return refs
 
 
@@ -94,8 +90,8 @@ def _refs_of_half_expired(store: MetaStore, sid: int, refs: set[str]) -> None:
                 entries = store.manifest(m.file_name)
             except MissingMetadataError:
                 continue
-            check_paths(entries.column("path"), f"a manifest of snapshot {sid}")
-            refs.update(entries.column("path").to_pylist())
+            ents.check_data_paths(entries, f"a manifest of snapshot {sid}")
+            refs.update(ents.paths(entries))
 
 
 def nested_table_roots(paths: Iterable[str]) -> set[str]:

@@ -7,6 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from lakefmt.io.paths import is_temp
+
 __all__ = ["FileClass", "MaintenanceReport", "Progress", "classify"]
 
 #: called as progress(done, total, what) during long runs; the CLI draws a bar with it
@@ -27,7 +29,7 @@ class FileClass(enum.Enum):
 def classify(rel_path: str) -> FileClass:
     """The kind of a file from its path relative to the root."""
     name = rel_path.rsplit("/", 1)[-1]
-    if ".tmp-" in name:
+    if is_temp(rel_path):
         return FileClass.TEMP
     if rel_path.startswith("snapshot/") and name.startswith("snapshot-"):
         return FileClass.SNAPSHOT

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pyarrow as pa
@@ -19,34 +18,13 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 
-from lakefmt.errors import CorruptMetadataError, PathOutsideTableError
-from lakefmt.metastore import MetaStore
-from lakefmt.spec import FileKind, ManifestFileMeta, Snapshot, TableSchema
-from lakefmt.spec.manifest import ColumnStats, manifest_schema
+from lakefmt.meta import entries as meta_entries
+from lakefmt.meta.entries import PARTITION, PATH, ROW_COUNT, STATS
+from lakefmt.meta.store import MetaStore
+from lakefmt.spec import ManifestFileMeta, Snapshot, TableSchema
+from lakefmt.spec.manifest import ColumnStats
 
-__all__ = ["check_paths", "has_nan_literal", "live_entries", "prune_entries", "referenced_columns", "select_manifests"]
-
-_BAD_PATH = r"(^/)|(^|/)\.{1,2}(/|$)|//|/$|\\|://|\x00|^$"
-#: data files never live in the metadata folders (a DELETE entry naming schema/schema-0 would make expire
-#: delete the schema)
-_METADATA_PATH = r"^(schema|snapshot|manifest)(/|$)"
-_ANY_BAD = f"{_BAD_PATH}|{_METADATA_PATH}"
-
-
-def check_paths(paths: pa.ChunkedArray | pa.Array, what: str) -> None:
-    """Vectorised :func:`lakefmt.io.paths.check_relative` over data-file paths: raise
-    :class:`PathOutsideTableError` if any is not a clean relative path (it could resolve outside the root),
-    and :class:`CorruptMetadataError` if any names a file in the table's metadata folders."""
-    bad = pc.match_substring_regex(paths, _ANY_BAD)  # one pass; the rare hit is classified below
-    if not pc.any(bad).as_py():
-        return
-    sample = paths.filter(bad)[0].as_py()
-    if re.search(_BAD_PATH, sample):
-        raise PathOutsideTableError(f"{what} lists data file {sample!r} outside the table")
-    raise CorruptMetadataError(
-        f"{what} lists data file {sample!r}, which is in the table's metadata folders: the metadata is corrupt"
-    )
-
+__all__ = ["has_nan_literal", "live_entries", "prune_entries", "referenced_columns", "select_manifests"]
 
 def referenced_columns(filter: pc.Expression | None, schema: pa.Schema) -> list[str]:
     """Columns the filter may reference. A superset is harmless (it only costs pruning time)."""
@@ -133,44 +111,11 @@ def select_manifests(
     return [m for m, k in zip(metas, keep, strict=True) if k]
 
 
-def _read_all(store: MetaStore, metas: Sequence[ManifestFileMeta]) -> list[pa.Table]:
-    names = [m.file_name for m in metas]
-    if len(names) <= 2 or store.io.protocol in ("file", "memory"):
-        return [store.manifest(n) for n in names]
-    with ThreadPoolExecutor(max_workers=min(16, len(names))) as pool:
-        return list(pool.map(store.manifest, names))
-
-
-def concat_entries(tables: Sequence[pa.Table]) -> pa.Table:
-    """Concatenate manifest entry tables (unifying schemas written by different schema versions)."""
-    if len(tables) == 1:
-        return tables[0]
-    return pa.concat_tables(tables, promote_options="permissive")
-
-
 def live_entries(
     store: MetaStore, snap: Snapshot, schema: TableSchema, filter: pc.Expression | None = None
 ) -> pa.Table:
     """ADD entries of the files live in ``snap`` (only those in manifests that may match ``filter``)."""
-    metas = select_manifests(store.snapshot_manifests(snap), filter, schema)
-    if not metas:
-        return _empty_entries(store, snap)
-    entries = concat_entries(_read_all(store, metas))
-    kind = entries.column("kind")
-    if pc.max(kind).as_py() == int(FileKind.ADD):  # no DELETE entry: nothing to subtract, no copy
-        adds = entries
-    else:
-        is_add = pc.equal(kind, int(FileKind.ADD))
-        adds = entries.filter(is_add)
-        deleted = entries.filter(pc.invert(is_add)).column("path")
-        adds = adds.filter(pc.invert(pc.is_in(adds.column("path"), value_set=deleted.combine_chunks())))
-    check_paths(adds.column("path"), f"a manifest of snapshot {snap.id}")
-    return adds
-
-
-def _empty_entries(store: MetaStore, snap: Snapshot) -> pa.Table:
-    schema = store.schema(snap.schema_id)
-    return manifest_schema(schema.arrow_schema, schema.partition_keys).empty_table()
+    return meta_entries.live_entries(store, snap, select_manifests(store.snapshot_manifests(snap), filter, schema))
 
 
 def prune_entries(entries: pa.Table, filter: pc.Expression | None, schema: TableSchema) -> pa.Table:
@@ -183,13 +128,13 @@ def prune_entries(entries: pa.Table, filter: pc.Expression | None, schema: Table
     if part_cols:
         keep = pc.and_(keep, _prune_partitions(entries, filter, schema, part_cols))
     stat_cols = [c for c in cols if c not in schema.partition_keys]
-    if stat_cols and "stats" in entries.column_names:
+    if stat_cols and STATS in entries.column_names:
         candidates = entries.filter(keep)
-        stats = candidates.column("stats").combine_chunks()
+        stats = candidates.column(STATS).combine_chunks()
         names = [stats.type.field(i).name for i in range(stats.type.num_fields)]
         stat_cols = [c for c in stat_cols if c in names]
         if stat_cols and candidates.num_rows:
-            rows = candidates.column("row_count").to_pylist()
+            rows = candidates.column(ROW_COUNT).to_pylist()
             per_col = []
             for c in stat_cols:
                 child = stats.field(c)
@@ -203,8 +148,8 @@ def prune_entries(entries: pa.Table, filter: pc.Expression | None, schema: Table
                         parts.append(g)
                 guarantees.append(_and(parts))
             survived = _surviving(filter, schema.arrow_schema, guarantees)
-            kept_paths = candidates.filter(pa.array(survived)).column("path")
-            keep = pc.and_(keep, pc.is_in(entries.column("path"), value_set=kept_paths.combine_chunks()))
+            kept_paths = candidates.filter(pa.array(survived)).column(PATH)
+            keep = pc.and_(keep, pc.is_in(entries.column(PATH), value_set=kept_paths.combine_chunks()))
     return entries.filter(keep)
 
 
@@ -218,7 +163,7 @@ def _partition_key(table: pa.Table, cols: list[str]) -> pa.Array:
 
 def _prune_partitions(entries: pa.Table, filter: pc.Expression, schema: TableSchema, cols: list[str]) -> pa.Array:
     """One guarantee per distinct partition (not per file), mapped back to the entries."""
-    part = entries.column("partition").combine_chunks()
+    part = entries.column(PARTITION).combine_chunks()
     keys = pa.table({c: part.field(c) for c in cols})
     distinct = keys.group_by(cols, use_threads=False).aggregate([])
     guarantees = []

@@ -15,16 +15,15 @@ import pyarrow.dataset as ds
 
 from lakefmt.errors import InvalidSnapshotIdError, InvalidTimestampError, SchemaMismatchError, SnapshotNotFoundError
 from lakefmt.io import FileIO
-from lakefmt.metastore import MetaStore
+from lakefmt.meta import entries as ents
+from lakefmt.meta.store import MetaStore
 from lakefmt.read.plan import (
-    check_paths,
-    concat_entries,
     has_nan_literal,
     live_entries,
     prune_entries,
     referenced_columns,
 )
-from lakefmt.spec import FileKind, Snapshot, TableSchema
+from lakefmt.spec import Snapshot, TableSchema
 from lakefmt.spec.manifest import manifest_schema
 
 __all__ = ["FileTask", "Scan", "check_snapshot_id", "snapshot_as_of"]
@@ -182,30 +181,27 @@ class Scan:
                 tables.append(self._store.manifest(m.file_name))
         if not tables:
             return manifest_schema(self.schema.arrow_schema, self.schema.partition_keys).empty_table()
-        entries = concat_entries(tables)
-        is_add = pc.equal(entries.column("kind"), int(FileKind.ADD))
-        adds = entries.filter(is_add)
-        dels = entries.filter(pc.invert(is_add)).column("path").combine_chunks()
-        return adds.filter(pc.invert(pc.is_in(adds.column("path"), value_set=dels)))
+        added = ents.live(ents.concat_entries(tables))
+        ents.check_data_paths(added, f"a manifest of snapshots {start + 1}..{end.id}")
+        return added
 
     def files(self) -> list[FileTask]:
         """The data files this scan reads."""
         e = self.entries()
-        paths = e.column("path").to_pylist()
-        full = self._full_paths(e.column("path"), paths)
-        sizes = e.column("file_size").to_pylist()
-        rows = e.column("row_count").to_pylist()
-        if "partition" in e.column_names:
-            parts = [part or {} for part in e.column("partition").to_pylist()]  # fresh dicts, one per file
+        paths = ents.paths(e)
+        full = self._full_paths(paths)
+        sizes = e.column(ents.FILE_SIZE).to_pylist()
+        rows = e.column(ents.ROW_COUNT).to_pylist()
+        if ents.PARTITION in e.column_names:
+            parts = [part or {} for part in e.column(ents.PARTITION).to_pylist()]  # fresh dicts, one per file
         else:
             parts = [{} for _ in paths]
         return [FileTask(*t) for t in zip(paths, full, sizes, rows, parts, strict=True)]
 
-    def _full_paths(self, column: pa.ChunkedArray, paths: list[str]) -> list[str]:
-        """Filesystem paths of the planned files: checked once, vectorised, then joined to the root (a
-        per-path ``FileIO.full_path`` costs more than the rest of planning at 100,000 files)."""
-        what = f"a manifest of snapshot {self.snapshot.id}" if self.snapshot is not None else "a manifest"
-        check_paths(column, what)
+    def _full_paths(self, paths: list[str]) -> list[str]:
+        """Filesystem paths of the planned files, joined to the root at once (a per-path ``FileIO.full_path``
+        costs more than the rest of planning at 100,000 files). Every path was checked, vectorised, when the
+        entries were read (:func:`lakefmt.meta.entries.check_data_paths`)."""
         if not paths:
             return []
         first = self._io.full_path(paths[0])
@@ -217,8 +213,7 @@ class Scan:
     # -- reading ----------------------------------------------------------------------------------------
     def to_dataset(self) -> ds.Dataset:
         """A ``pyarrow.dataset`` over exactly the planned files (filter not yet applied to rows)."""
-        column = self.entries().column("path")
-        full = self._full_paths(column, column.to_pylist())
+        full = self._full_paths(ents.paths(self.entries()))
         return ds.FileSystemDataset.from_paths(
             full,
             schema=self.schema.arrow_schema,

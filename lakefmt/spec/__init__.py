@@ -4,7 +4,7 @@ from lakefmt.spec.codec import FORMAT_VERSION
 from lakefmt.spec.manifest import ColumnStats, DataFile, FileKind, ManifestFileMeta
 from lakefmt.spec.message import CommitMessage
 from lakefmt.spec.schema import TableSchema
-from lakefmt.spec.snapshot import CommitKind, Snapshot
+from lakefmt.spec.snapshot import CommitKind, Snapshot, UserMark
 
 __all__ = [
     "FORMAT_VERSION",
@@ -16,4 +16,5 @@ __all__ = [
     "ManifestFileMeta",
     "Snapshot",
     "TableSchema",
+    "UserMark",
 ]

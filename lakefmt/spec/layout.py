@@ -55,14 +55,6 @@ def data_file_name(writer_id: str, k: int) -> str:
     return f"data-{writer_id}-{k}.parquet"
 
 
-def temp_of(final: str, candidate: str) -> str | None:
-    """``candidate`` if it is a temp file of an exclusive publish of ``final`` (``.<name>.tmp-<hex>`` beside
-    it), else None."""
-    head, _, name = final.rpartition("/")
-    prefix = f"{head}/.{name}.tmp-" if head else f".{name}.tmp-"
-    return candidate if candidate.startswith(prefix) and "/" not in candidate[len(prefix) :] else None
-
-
 def parse_numbered(name: str, prefix: str) -> int | None:
     """``snapshot-12`` -> 12 (for ``prefix='snapshot'``); None for any other name."""
     m = _NUMBERED.match(name)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -9,6 +10,7 @@ from typing import Any
 import pyarrow as pa
 
 from lakefmt.errors import CorruptMetadataError, UnsupportedTypeError
+from lakefmt.options import TableOptions
 from lakefmt.spec.codec import FORMAT_VERSION, check_version, decode_json, encode_json
 from lakefmt.spec.types import field_from_json, field_to_json
 
@@ -37,6 +39,11 @@ class TableSchema:
     partition_keys: tuple[str, ...] = ()
     options: Mapping[str, str] = field(default_factory=dict)
     time_millis: int = 0
+
+    @functools.cached_property
+    def table_options(self) -> TableOptions:
+        """The options, parsed once per schema (:class:`InvalidOptionError` names a bad one)."""
+        return TableOptions.from_map(self.options)
 
     def __post_init__(self) -> None:
         names = self.arrow_schema.names

@@ -5,12 +5,12 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from lakefmt.errors import CorruptMetadataError
 from lakefmt.spec.codec import FORMAT_VERSION, check_version, decode_json, encode_json
 
-__all__ = ["CommitKind", "Snapshot"]
+__all__ = ["CommitKind", "Snapshot", "UserMark"]
 
 
 class CommitKind(enum.Enum):
@@ -19,6 +19,14 @@ class CommitKind(enum.Enum):
     APPEND = "APPEND"
     OVERWRITE = "OVERWRITE"
     COMPACT = "COMPACT"
+
+
+class UserMark(NamedTuple):
+    """What a snapshot remembers of one commit user: its last identifier, and the wall-clock time (ms) at
+    which a committer recorded it (a JSON array ``[identifier, timeMillis]``)."""
+
+    identifier: int
+    time_millis: int
 
 
 @dataclass(frozen=True)
@@ -45,7 +53,7 @@ class Snapshot:
     total_file_count: int = 0
     watermark: int | None = None
     properties: Mapping[str, str] = field(default_factory=dict)
-    commit_users: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+    commit_users: Mapping[str, UserMark] = field(default_factory=dict)
     nonce: str = ""
     version: int = FORMAT_VERSION
 
@@ -99,7 +107,7 @@ class Snapshot:
                 total_file_count=_int(obj.get("totalFileCount", 0)),
                 watermark=None if obj.get("watermark") is None else _int(obj["watermark"]),
                 properties={str(k): str(v) for k, v in (obj.get("properties") or {}).items()},
-                commit_users={str(u): (_int(v[0]), _int(v[1])) for u, v in users.items()},
+                commit_users={str(u): UserMark(_int(v[0]), _int(v[1])) for u, v in users.items()},
                 nonce=str(obj.get("nonce", "")),
             )
         except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:

@@ -21,7 +21,6 @@ import pyarrow.parquet as pq
 
 from lakefmt.errors import LakefmtError, SchemaMismatchError
 from lakefmt.io import FileIO
-from lakefmt.options import TableOptions
 from lakefmt.spec import CommitMessage, DataFile, FileKind, TableSchema, layout
 from lakefmt.spec.manifest import encode_manifest, entries_table, manifest_meta
 from lakefmt.spec.partition import partition_path
@@ -103,7 +102,7 @@ class TableWriter:
         self._io = io
         self._on_manifest = on_manifest  # e.g. the table's metadata cache: a committer here need not read it
         self._schema = schema
-        self._options = TableOptions.from_map(schema.options)
+        self._options = schema.table_options
         self.writer_id = writer_id or uuid.uuid4().hex  #: a label for commit messages and logs
         self._file_id = uuid.uuid4().hex  # names files: unique even if a caller reuses writer_id
         self._partitions: dict[tuple[Any, ...], _PartitionState] = {}

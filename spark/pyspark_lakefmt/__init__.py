@@ -210,7 +210,8 @@ class _StreamWriter(DataSourceStreamArrowWriter):
             snap = committer.overwrite(msgs, identifier=batchId)
         else:
             snap = committer.commit(msgs, identifier=batchId)
-        if snap is None and committer.already_committed(batchId):
+        result = committer.last_result
+        if snap is None and result is not None and result.outcome is lakefmt.CommitOutcome.ALREADY_COMMITTED:
             table.discard(msgs)  # a replayed batch: skipped; this attempt's files are referenced by nothing
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:

@@ -7,7 +7,9 @@ triggers a full manifest merge, expire, orphan-clean, or a one-off ``Table.appen
 job does: writer tasks write data files and per-task manifests, then one committer publishes them under a
 stable commit user and identifier; recovery runs the whole job again (new files, same rows, same user and
 identifier) on a table opened anew, and discards the replay's files when dedup says the first attempt had
-landed. Maintenance recovers by running again.
+landed. Maintenance recovers by running again. A one-off ``Table.append`` has no commit user: after an
+unknown outcome (an interrupt, CommitStateUnknownError, a process death) its caller reads the table before
+writing the rows again (see :class:`OneOffAppendOp`).
 
 Module level, so a child process (forkserver or spawn) can import it and run an operation by name.
 """
@@ -25,7 +27,7 @@ import pyarrow as pa
 
 import lakefmt
 from lakefmt.io import FileIO, file_io_for
-from lakefmt.metastore import MetaStore
+from lakefmt.meta.store import MetaStore
 from lakefmt.spec import layout
 
 from .faultio import FaultIO, FaultPlan
@@ -140,12 +142,19 @@ class OneOffAppend:
 
 @dataclass(frozen=True)
 class OneOffAppendOp:
-    """``Table.append``: a fresh commit user per call, so no dedup. What it promises instead is its outcome:
-    it returned, so it landed; it raised anything but CommitStateUnknownError, so it did not land and removed
-    its files. Recovery trusts that: append again after an error; after a success finish the expiration the
-    table's retention options run after each commit (as the next commit or ``lakefmt expire`` would). Not for
-    the EXIT fault: after a process death nobody can tell a one-off append's outcome but by reading the table
-    (jobs that need exactly-once use a commit user)."""
+    """``Table.append``: a fresh commit user per call, so no dedup can recognise a second attempt. What the
+    caller knows is its outcome:
+
+    * it returned: it landed;
+    * it raised anything but CommitStateUnknownError: it did not land, and it removed its files;
+    * it raised CommitStateUnknownError, was interrupted (``KeyboardInterrupt``), or the process died: the
+      outcome is unknown; the rule is that from the moment a publish may have reached storage nothing of the
+      commit is deleted, so it may well be live. The caller must look before writing the rows again: it reads
+      the table and appends only if its rows are not there (its rows are distinct ids, as a real one-off
+      write would check by its own key).
+
+    After a landed append the recovery finishes the expiration the table's retention options run after each
+    commit (as the next commit or ``lakefmt expire`` would: it may have been cut short)."""
 
     rows: Task
     retain_max: int
@@ -153,14 +162,23 @@ class OneOffAppendOp:
     def run(self, table: lakefmt.Table) -> Any:
         return table.append(table_of(self.rows))
 
+    def find_rows(self, table: lakefmt.Table) -> bool:
+        """What a caller finds by reading the latest snapshot: all of its rows (landed) or none of them."""
+        mine = Counter(self.rows)
+        found = Counter({r: n for r, n in rows_of(table.to_arrow()).items() if r in mine})
+        if found and found != mine:
+            raise AssertionError(f"a torn one-off append: the table holds {dict(found)} of {dict(mine)}")
+        return bool(found)
+
     def recover(self, table: lakefmt.Table, landed: bool | None) -> str:
+        how = ""
         if landed is None:
-            raise AssertionError("a one-off append's outcome is unknown after a process death")
+            landed, how = self.find_rows(table), " (found by reading the table)"
         if landed:
             table.expire_snapshots(retain_max=self.retain_max)
-            return "landed; expiration finished"
+            return f"landed{how}; expiration finished"
         table.append(table_of(self.rows))
-        return "appended again"
+        return f"not landed{how}; appended again"
 
     def apply(self, model: Model) -> None:
         model.commit(model.rows() + Counter(self.rows))
@@ -247,7 +265,8 @@ class Scenario:
         return self.operation.run(table)
 
     def recover(self, table: lakefmt.Table, landed: bool | None) -> str:
-        """Recover as a job would; ``landed``: what the first attempt's outcome said (None: it died)."""
+        """Recover as a job would; ``landed``: what the first attempt's outcome said (None: unknown: the
+        process died, was interrupted, or got CommitStateUnknownError)."""
         return self.operation.recover(table, landed)
 
 
@@ -316,7 +335,7 @@ def faulty_table(uri: str, storage_options: dict[str, Any], plan: FaultPlan) -> 
 
 def child_main(name: str, uri: str, storage_options: dict[str, Any], plan: FaultPlan) -> None:
     """In a child process: run scenario ``name``'s operation with an EXIT fault. Reaching the end means the
-    fault never fired: exit 3 so the parent can tell."""
+    fault never fired: exit 3 so the parent can tell (4: it raised, 5: it fired and the process lived on)."""
     table, io = faulty_table(uri, storage_options, plan)
     try:
         SCENARIOS[name].run(table)

@@ -17,7 +17,7 @@ import pyarrow as pa
 import pytest
 
 import lakefmt
-from lakefmt.metastore import MetaStore
+from lakefmt.meta.store import MetaStore
 from lakefmt.options import InvalidOptionError
 from lakefmt.spec import TableSchema, layout
 

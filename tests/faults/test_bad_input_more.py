@@ -15,7 +15,7 @@ import pytest
 
 import lakefmt
 from lakefmt.errors import CorruptMetadataError, PathOutsideTableError, UnsupportedFormatVersionError
-from lakefmt.metastore import MetaStore
+from lakefmt.meta.store import MetaStore
 from lakefmt.spec import codec, layout
 from lakefmt.spec.manifest import MANIFEST_KIND, decode_manifest, encode_manifest
 from lakefmt.spec.manifest_list import MANIFEST_LIST_KIND

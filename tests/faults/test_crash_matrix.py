@@ -2,23 +2,34 @@
 
 For each scenario (append commit, partition overwrite, a commit that triggers a full manifest merge, expire,
 orphan-clean, and a one-off ``Table.append`` that expires after committing) a dry run with a counting FileIO
-enumerates its N storage operations. Then for EVERY k in 1..N and each fault kind (raise before operation k;
-apply it and raise; apply it and end the process with ``os._exit`` in a child) the operation runs on a fresh
-copy of the scenario's table, is recovered the way a real job recovers (open the table anew with the plain
-FileIO, run the same job again with the same commit user and identifier; maintenance: run it again), and the
-table is checked:
+enumerates its N storage operations. Then for EVERY k in 1..N and each fault kind of
+:class:`~faults.faultio.Fault` (an ``OSError`` before operation k, or after applying it; the process ended
+with ``os._exit`` in a child after applying it; a ``KeyboardInterrupt`` before or after it; a connection-level
+botocore error before it reached the store, or after it was applied with its answer lost) the operation runs
+on a fresh copy of the scenario's table, is recovered the way a real job recovers (open the table anew with
+the plain FileIO, run the same job again with the same commit user and identifier; maintenance: run it
+again; a one-off append whose outcome is unknown: read the table, append again only if its rows are not
+there), and the table is checked:
 
+* the first attempt ends as the rules say: an interrupt reaches the caller as ``KeyboardInterrupt`` (nothing
+  swallows it); any other error is an ``OSError``, a ``LakefmtError`` or a botocore error (anything else, say
+  a ``TypeError``, is a bug); an interrupt or a ``SystemExit`` never escapes into the test runner;
+* a commit's outcome tells the truth: an error other than CommitStateUnknownError means it had not landed, a
+  return that it had; and where the dry run's log decides it (the fault came after the snapshot's publish,
+  or at it with the publish applied; or an interrupt or a process death before it), whether it landed is
+  known and the outcome and the recovery must agree with it: a landed commit reported as failed is a
+  failure even if nothing was lost yet (a one-off caller would write it twice);
 * snapshot ids are exactly the expected ones, so contiguous; record counts add up;
-* the commit's (user, identifier) is in exactly one snapshot and dedup remembers it; an error other than
-  CommitStateUnknownError meant it had not landed, a return that it had;
+* the commit's (user, identifier) is in exactly one snapshot and dedup remembers it;
 * after orphan-clean with ``older_than=0`` the store holds exactly the files the live snapshots reference;
 * the table reads: the latest rows are exactly the modelled multiset (the operation applied exactly once),
   time travel to every retained snapshot reads exactly its modelled rows, expired ones raise
   SnapshotNotFoundError.
 
-Local disk runs the whole matrix. S3 (moto) runs every fault kind on every scenario at two crash points by
-default (see :func:`crash_points`); ``LAKEFMT_FULL_FAULTS=1`` runs every k on S3 too.
-``LAKEFMT_FAULT_REPORT=path`` writes the counts as JSON.
+Local disk runs the whole matrix. S3 (moto) runs every fault kind on every scenario at one or two crash
+points by default (see :func:`crash_points`); ``LAKEFMT_FULL_FAULTS=1`` runs every k on S3 too.
+``LAKEFMT_FAULT_REPORT=path`` writes the counts as JSON. A failing crash point is reported with its
+operation from the dry run's log and the end of its traceback.
 """
 
 from __future__ import annotations
@@ -26,26 +37,47 @@ from __future__ import annotations
 import functools
 import os
 import time
+import traceback
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from botocore.exceptions import BotoCoreError
 
 import lakefmt
 from lakefmt.errors import CommitStateUnknownError, LakefmtError, SnapshotNotFoundError
 from lakefmt.io import FileIO, file_io_for
 from lakefmt.maintenance import referenced_files
-from lakefmt.metastore import MetaStore
+from lakefmt.meta.store import MetaStore
 from lakefmt.spec import layout
 
-from .faultio import EXIT_CODE, Fault, FaultIO, FaultPlan
+from .faultio import EXIT_CODE, Fault, FaultIO, FaultPlan, InjectedInterrupt
 from .report import record
-from .scenarios import SCENARIOS, USER, Commit, Model, Scenario, copy_table, faulty_table, rows_of, run_in_child
+from .scenarios import (
+    SCENARIOS,
+    USER,
+    Commit,
+    Model,
+    OneOffAppendOp,
+    Scenario,
+    copy_table,
+    faulty_table,
+    rows_of,
+    run_in_child,
+)
 
 FULL = os.environ.get("LAKEFMT_FULL_FAULTS", "") not in ("", "0")
-KINDS = [Fault.RAISE_BEFORE, Fault.RAISE_AFTER, Fault.EXIT]
+KINDS = [
+    Fault.RAISE_BEFORE,
+    Fault.RAISE_AFTER,
+    Fault.EXIT,
+    Fault.INTERRUPT,
+    Fault.INTERRUPT_AFTER,
+    Fault.CONNECTION_BEFORE,
+    Fault.CONNECTION_AFTER,
+]
 
 
 @dataclass
@@ -194,9 +226,16 @@ def _check_rows(table: lakefmt.Table, scenario: Scenario, model: Model) -> None:
 
 
 def crash_points(log: list[tuple[str, str]], store: str, kind: Fault) -> list[int]:
-    """Every k on local disk (and on S3 with LAKEFMT_FULL_FAULTS=1). On S3 by default two: the publish of the
-    snapshot (maintenance: the middle delete), and one of the first operation, the one before the publish
-    (maintenance: the first delete), and the last, a different one for each fault kind."""
+    """Every k on local disk (and on S3 with LAKEFMT_FULL_FAULTS=1). On S3 by default:
+
+    * the ``OSError``, exit and connection kinds at two: the publish of the snapshot (maintenance: the middle
+      delete), and one of the first operation, the one before the publish (maintenance: the first delete)
+      and the last, a different one for each fault kind; the connection kinds in maintenance (no publish,
+      nothing S3 handles differently from local disk) only at the middle delete;
+    * the interrupts, which S3 does not treat differently from local disk (they come at the FileIO boundary
+      on both), at one: ``INTERRUPT_AFTER`` at the publish (maintenance: the middle delete), ``INTERRUPT`` in
+      the middle of the work after the publish (the LATEST hint; in the one-off append, the expiration after
+      the commit; maintenance: the first delete)."""
     n = len(log)
     if store == "local" or FULL:
         return list(range(1, n + 1))
@@ -204,45 +243,118 @@ def crash_points(log: list[tuple[str, str]], store: str, kind: Fault) -> list[in
     deletes = [i for i, (op, _) in enumerate(log, 1) if op == "delete"]
     if publishes:
         main, before = publishes[-1], publishes[-1] - 1
+        after = (publishes[-1] + 1 + n) // 2
     else:
         main, before = deletes[len(deletes) // 2], deletes[0]
+        after = deletes[0]
+        if kind.connection:
+            return [main]
+    if kind is Fault.INTERRUPT_AFTER:
+        return [main]
+    if kind is Fault.INTERRUPT:
+        return [after]
     others = sorted({1, before, n} - {main})
     return sorted({main, others[KINDS.index(kind) % len(others)]})
+
+
+def publish_index(log: list[tuple[str, str]]) -> int | None:
+    """The operation that publishes the snapshot (1-based), if the operation commits."""
+    publishes = [i for i, (op, _) in enumerate(log, 1) if op == "publish"]
+    return publishes[-1] if publishes else None
+
+
+def landed_by_log(log: list[tuple[str, str]], plan: FaultPlan) -> bool | None:
+    """Whether the commit's snapshot file exists after the faulted first attempt, as far as the dry run's log
+    decides it (runs are deterministic up to the fault): a fault after the publish comes when it was applied,
+    and so does one that applies the publish itself; an interrupt or a process death before it ends the
+    attempt there. None: not decided by the log (an error before the publish may be absorbed, a publish that
+    failed before it was applied may be retried)."""
+    p = publish_index(log)
+    if p is None or plan.kind is Fault.NONE:
+        return None
+    k = plan.at
+    if k > p or (k == p and not plan.kind.before):
+        return True
+    if plan.kind.interrupts or plan.kind is Fault.EXIT:
+        return False
+    return None
+
+
+def first_attempt(scenario: Scenario, io: FaultIO) -> tuple[str, bool | None]:
+    """Run the operation over the fault-injecting ``io`` and classify how it ended: ("absorbed", True) if it
+    returned; (error name, False) for an error that says the operation did not happen; (name, None) when its
+    outcome is unknown (CommitStateUnknownError, the injected interrupt). The injected KeyboardInterrupt is
+    caught here, as is anything else that is not an Exception, so neither can end the test session; a real
+    Ctrl-C (no interrupt was injected) still stops it."""
+    try:
+        scenario.run(lakefmt.Table(io, MetaStore(io)))
+    except KeyboardInterrupt as exc:
+        if not (io.plan.kind.interrupts and io.fired):
+            raise  # the user's Ctrl-C
+        if isinstance(exc, InjectedInterrupt):
+            return "KeyboardInterrupt", None
+        return f"KeyboardInterrupt (a new one: {type(exc).__name__})", None
+    except CommitStateUnknownError:
+        return "CommitStateUnknownError", None  # may have landed: recovery must not rely on either
+    except (OSError, LakefmtError, BotoCoreError) as exc:  # anything else (a TypeError, a KeyError) is a bug
+        return type(exc).__name__, False
+    except Exception:
+        raise
+    except BaseException as exc:  # SystemExit, GeneratorExit: a bug, and it must not end the session
+        raise AssertionError(f"the first attempt raised {type(exc).__name__}: {exc}") from exc
+    return "absorbed", True
 
 
 def run_one(base: Base, scenario: Scenario, plan: FaultPlan, ctx: Any) -> dict[str, Any]:
     """One fault run: first attempt with the fault, recovery, checks. Returns what happened."""
     uri = base.fresh_copy()
     plain = file_io_for(uri, base.storage_options)  # one per run: on S3, one client for all its steps
-    landed: bool | None = None  # what the first attempt's outcome says (None: the process died)
+    landed: bool | None = None  # what the first attempt's outcome says (None: unknown, e.g. the process died)
+    where = ""
     if plan.kind is Fault.EXIT:
         code = run_in_child(ctx, scenario.name, uri, base.storage_options, plan)
         assert code == EXIT_CODE, f"the child did not die at the fault (exit code {code})"
         first = "process died"
     else:
         io = FaultIO(plain, plan)
-        try:
-            scenario.run(lakefmt.Table(io, MetaStore(io)))
-            first, landed = "absorbed", True
-        except CommitStateUnknownError:
-            first = "CommitStateUnknownError"  # may have landed: recovery must not rely on either
-        except (OSError, LakefmtError) as exc:  # anything else (a TypeError, a KeyError) is a bug
-            first, landed = type(exc).__name__, False
+        first, landed = first_attempt(scenario, io)
         assert io.fired, "the fault never fired: the operation is not deterministic"
+        where = io.fired_at
+        if plan.kind.interrupts:
+            assert first.startswith("KeyboardInterrupt"), f"the interrupt did not reach the caller: {first}"
+    op = scenario.operation
+    truth = landed_by_log(base.log, plan) if isinstance(op, Commit | OneOffAppendOp) else None
+    if truth is not None and landed is not None:
+        assert landed == truth, (
+            f"first attempt {first}: it says the commit {'landed' if landed else 'did not land'}, "
+            f"but its snapshot was {'published' if truth else 'never published'}"
+        )
     recovery = scenario.recover(reopen(plain), landed)  # the table opened anew, with the plain FileIO
-    if isinstance(scenario.operation, Commit) and landed is not None:
+    if isinstance(op, Commit):
         # the outcome is the truth: an error other than CommitStateUnknownError means it did not land
-        assert recovery == ("deduplicated" if landed else "committed"), f"first attempt {first}, then {recovery}"
+        expected = landed if landed is not None else truth
+        if expected is not None:
+            assert recovery == ("deduplicated" if expected else "committed"), f"first attempt {first}, then {recovery}"
+    elif isinstance(op, OneOffAppendOp) and landed is None and truth is not None:
+        assert recovery.startswith("landed" if truth else "not landed"), f"first attempt {first}, then {recovery}"
     removed = verify(uri, base.storage_options, scenario, scenario.model_after(), io=plain)
-    return {"first": first, "recovery": recovery, "orphans": removed - base.baseline_orphans}
+    return {"first": first, "recovery": recovery, "orphans": removed - base.baseline_orphans, "where": where}
 
 
-MATRIX = [
-    pytest.param(name, kind, id=f"{name}-{kind.value}")
-    for name in SCENARIOS
-    for kind in KINDS
-    if not (name == "one-off-append" and kind is Fault.EXIT)  # see OneOffAppendOp
-]
+def failure_summary(exc: BaseException) -> str:
+    """The exception and where it came from: its last frames (and those of what caused it), one line each."""
+    lines = []
+    cause: BaseException | None = exc
+    while cause is not None and len(lines) < 3:
+        frames = traceback.extract_tb(cause.__traceback__)[-3:]
+        where = " <- ".join(f"{f.filename.rsplit('/', 2)[-1]}:{f.lineno} {f.name}" for f in reversed(frames))
+        text = " ".join(str(cause).split())[:300]
+        lines.append(f"{'' if cause is exc else '    caused by '}{type(cause).__name__}: {text} [at {where}]")
+        cause = cause.__cause__ or cause.__context__
+    return "\n".join(lines)
+
+
+MATRIX = [pytest.param(name, kind, id=f"{name}-{kind.value}") for name in SCENARIOS for kind in KINDS]
 
 
 @pytest.mark.slow
@@ -260,12 +372,14 @@ def test_crash_matrix(where: tuple[str, Any, dict, Any], name: str, kind: Fault,
         op, path = base.log[k - 1]
         try:
             result = run_one(base, scenario, FaultPlan(kind, k), fault_ctx)
-        except Exception as exc:
-            failures.append(f"k={k} ({op} {path}): {type(exc).__name__}: {exc}")
+        except (Exception, InjectedInterrupt) as exc:  # an injected interrupt must never end the session
+            failures.append(f"k={k} ({op} {path}): {failure_summary(exc)}")
             continue
         outcomes[f"first attempt: {result['first']}"] += 1
         outcomes[f"recovery: {result['recovery']}"] += 1
         outcomes["files left for orphan-clean by the fault"] += result["orphans"]
+        if result["where"] == "request":
+            outcomes["connection fault at an S3 request inside the operation"] += 1
         per_k.append(f"{k} {op} {path}: {result['first']}; {result['recovery']}; +{result['orphans']} orphans")
     record(
         "crash_matrix",
@@ -279,7 +393,9 @@ def test_crash_matrix(where: tuple[str, Any, dict, Any], name: str, kind: Fault,
             "per_k": per_k,
         },
     )
-    assert not failures, f"{len(failures)} of {len(points)} crash points failed:\n" + "\n".join(failures)
+    assert not failures, f"{len(failures)} of {len(points)} crash points failed ({store}, {name}, {kind.value}):\n" + (
+        "\n".join(failures)
+    )
 
 
 def test_merge_scenario_really_triggers_a_full_merge(tmp_path: Any) -> None:
@@ -316,5 +432,9 @@ def test_crash_points_cover_every_step_of_a_commit(tmp_path: Any) -> None:
     publish = ops.index("publish")
     assert io.log[publish][1] == layout.snapshot_path(4)
     assert io.log[publish + 1] == ("write", layout.LATEST)
-    # the scenario's table has no retention options: Table's after-commit step, if anything, only reads
-    assert all(op in ("read", "list") for op, _ in io.log[publish + 2 :]), io.log[publish:]
+    # after the publish: no retention options, so Table's after-commit step, if anything, only reads; the
+    # committer may drop the per-task manifests this commit merged into its delta (referenced by no snapshot)
+    written = {path for op, path in io.log[:publish] if op == "write" and path.startswith("manifest/manifest-")}
+    refs = referenced_files(MetaStore(io.inner))
+    for op, path in io.log[publish + 2 :]:
+        assert op in ("read", "list") or (op == "delete" and path in written and path not in refs), io.log[publish:]

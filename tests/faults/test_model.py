@@ -20,7 +20,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 import lakefmt
 from lakefmt.maintenance import referenced_files
-from lakefmt.metastore import MetaStore
+from lakefmt.meta.store import MetaStore
 from lakefmt.spec import layout
 
 SCHEMA = pa.schema([("id", pa.int64()), ("dt", pa.string())])

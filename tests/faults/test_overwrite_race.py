@@ -32,7 +32,7 @@ import pytest
 import lakefmt
 from lakefmt.errors import CommitConflictError
 from lakefmt.maintenance import referenced_files
-from lakefmt.metastore import MetaStore
+from lakefmt.meta.store import MetaStore
 from lakefmt.spec import layout
 
 from .faultio import FaultIO

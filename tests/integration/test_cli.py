@@ -22,7 +22,7 @@ import pytest
 import lakefmt
 from lakefmt.io import file_io_for
 from lakefmt.maintenance import FileClass, classify, referenced_files
-from lakefmt.metastore import MetaStore
+from lakefmt.meta.store import MetaStore
 from lakefmt.spec import layout
 
 SCHEMA = pa.schema([("id", pa.int64()), ("dt", pa.string())])

@@ -14,8 +14,8 @@ import pytest
 import lakefmt
 from lakefmt.commit.users import next_commit_users, reference_time
 from lakefmt.errors import CorruptMetadataError, InvalidCommitError, LocationNotEmptyError, PathOutsideTableError
-from lakefmt.metastore import MetaStore
-from lakefmt.spec import FileKind, layout
+from lakefmt.meta.store import MetaStore
+from lakefmt.spec import FileKind, UserMark, layout
 from lakefmt.spec.manifest import encode_manifest, manifest_meta
 
 SCHEMA = pa.schema([("id", pa.int64()), ("dt", pa.string())])
@@ -138,14 +138,22 @@ def test_a_fast_clock_cannot_make_other_users_forgotten(tmp_path: Any) -> None:
 
 def test_users_silent_beyond_the_retention_are_forgotten() -> None:
     now = 100 * DAY_MS
-    users = {"old": (1, now - 40 * DAY_MS), "recent": (2, now - DAY_MS), "other": (3, now - 2 * DAY_MS)}
+    users = {
+        "old": UserMark(1, now - 40 * DAY_MS),
+        "recent": UserMark(2, now - DAY_MS),
+        "other": UserMark(3, now - 2 * DAY_MS),
+    }
     out = next_commit_users(users, "me", 5, now, retention_ms=30 * DAY_MS, max_users=100)
-    assert set(out) == {"me", "recent", "other"} and out["me"] == (5, now)
+    assert set(out) == {"me", "recent", "other"} and out["me"] == UserMark(5, now)
 
 
 def test_the_reference_time_resists_one_fast_clock() -> None:
     now = 100 * DAY_MS
-    users = {"a": (1, now - 20 * DAY_MS), "b": (1, now - DAY_MS), "fast": (1, now + 45 * DAY_MS)}
+    users = {
+        "a": UserMark(1, now - 20 * DAY_MS),
+        "b": UserMark(1, now - DAY_MS),
+        "fast": UserMark(1, now + 45 * DAY_MS),
+    }
     assert reference_time(users, "fast", now + 45 * DAY_MS) == now - 20 * DAY_MS  # lower median of a, b
     assert reference_time(users, "a", now) == now - DAY_MS  # lower median of b and fast: never ahead of b
     out = next_commit_users(users, "fast", 2, now + 45 * DAY_MS, retention_ms=30 * DAY_MS, max_users=100)
@@ -154,10 +162,10 @@ def test_the_reference_time_resists_one_fast_clock() -> None:
 
 def test_the_committing_user_is_kept_at_the_user_limit_with_tied_times() -> None:
     now = 100 * DAY_MS
-    users = {f"u{i}": (1, now) for i in range(5)}
+    users = {f"u{i}": UserMark(1, now) for i in range(5)}
     for me in ("u4", "zz", "aa"):
         out = next_commit_users(users, me, 9, now, retention_ms=30 * DAY_MS, max_users=3)
-        assert len(out) == 3 and out[me] == (9, now)
+        assert len(out) == 3 and out[me] == UserMark(9, now)
 
 
 def test_the_committing_user_survives_the_user_limit_in_a_table(tmp_path: Any) -> None:

@@ -17,7 +17,7 @@ from botocore.exceptions import ConnectionClosedError, EndpointConnectionError, 
 import lakefmt
 from lakefmt.errors import CommitStateUnknownError
 from lakefmt.io import FileIO, file_io_for
-from lakefmt.metastore import MetaStore
+from lakefmt.meta.store import MetaStore
 from lakefmt.spec import layout
 
 SCHEMA = pa.schema([("id", pa.int64())])

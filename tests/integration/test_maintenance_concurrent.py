@@ -29,7 +29,7 @@ import pytest
 import lakefmt
 from lakefmt.errors import SnapshotNotFoundError
 from lakefmt.maintenance import referenced_files
-from lakefmt.metastore import MetaStore
+from lakefmt.meta.store import MetaStore
 from lakefmt.spec import layout
 
 SCHEMA = pa.schema([("id", pa.int64()), ("dt", pa.string())])

@@ -9,9 +9,9 @@ group: pyspark's daemon puts its workers in a group of their own). Points:
 
 ``in_write``        inside ``TableWriter.write``, after the rows went in (data files open, half written)
 ``task_written``    after ``TableWriter.prepare_commit`` wrote the files and the task's manifest
-``before_publish``  at ``Committer._publish``: the commit's manifests and lists are written, no snapshot yet
+``before_publish``  at the ``before-publish`` hook: the commit's manifests and lists are written, no snapshot yet
 ``in_publish``      in the exclusive create of ``snapshot-N``: its temp file is written, not yet linked
-``after_publish``   after ``Committer._publish`` landed the snapshot, before Spark records the batch
+``after_publish``   at the ``after-publish`` hook: the snapshot landed, before Spark records the batch
 
 Patching happens lazily when lakefmt's modules are imported, so processes that never import lakefmt pay nothing.
 """
@@ -82,24 +82,18 @@ def _patch_writer(module: Any) -> None:
 
 
 def _patch_committer(module: Any) -> None:
-    cls = module.Committer
-    publish = cls._publish
+    """Through lakefmt's public publish hooks: before and after the snapshot's exclusive create."""
 
-    @functools.wraps(publish)
-    def crash_publish(self: Any, snap: Any, *args: Any, **kwargs: Any) -> bool:
+    def crash_at_publish(phase: str, snap: Any) -> None:
         detail = {
             "snapshot": snap.id,
             "identifier": snap.commit_identifier,
             "user": snap.commit_user,
             "source": module.__file__,
         }
-        _reached("before_publish", detail)
-        landed = bool(publish(self, snap, *args, **kwargs))
-        if landed:
-            _reached("after_publish", detail)
-        return landed
+        _reached("before_publish" if phase == "before-publish" else "after_publish", detail)
 
-    cls._publish = crash_publish
+    module.add_publish_hook(crash_at_publish)
 
 
 def _patch_os_link() -> None:
@@ -118,7 +112,7 @@ def _patch_os_link() -> None:
     os.link = crash_link
 
 
-_PATCHES = {"lakefmt.write.writer": _patch_writer, "lakefmt.commit.committer": _patch_committer}
+_PATCHES = {"lakefmt.write.writer": _patch_writer, "lakefmt.hooks": _patch_committer}
 
 
 class _PatchOnImport(importlib.abc.MetaPathFinder):

@@ -41,7 +41,7 @@ import pytest
 
 import lakefmt
 from lakefmt.maintenance import referenced_files
-from lakefmt.metastore import MetaStore
+from lakefmt.meta.store import MetaStore
 from lakefmt.spec import layout
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]

@@ -26,7 +26,7 @@ import pytest
 
 import lakefmt
 from lakefmt.maintenance import referenced_files
-from lakefmt.metastore import MetaStore
+from lakefmt.meta.store import MetaStore
 
 UTC = datetime.UTC
 FMT = "lakefmt"

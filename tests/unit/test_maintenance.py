@@ -8,7 +8,6 @@ import dataclasses
 import datetime
 import os
 import time
-import types
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -24,7 +23,7 @@ from lakefmt.io import FileIO, file_io_for
 from lakefmt.maintenance import FileClass, MaintenanceReport, referenced_files, select_expired
 from lakefmt.maintenance import expire_snapshots as lib_expire
 from lakefmt.maintenance import remove_orphan_files as lib_orphans
-from lakefmt.metastore import MetaStore
+from lakefmt.meta.store import MetaStore
 from lakefmt.spec import CommitKind, FileKind, Snapshot, layout
 from lakefmt.spec.manifest import encode_manifest
 from lakefmt.spec.manifest_list import decode_manifest_list, encode_manifest_list
@@ -272,12 +271,10 @@ class _Clock:
 
 @local_and_memory
 def test_expire_by_age(store: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    from lakefmt.commit import committer
-
     now_ms = int(time.time() * 1000)
     clock = _Clock(now_ms - 30 * DAY_MS)
-    monkeypatch.setattr(committer, "time", types.SimpleNamespace(time=clock.time, sleep=time.sleep))
-    t = _create(store)
+    created = _create(store)
+    t = lakefmt.Table(created.io, MetaStore(created.io), clock=clock.time)
     original_append, original_overwrite = t.append, t.overwrite
 
     def tick(fn: Callable[..., Snapshot | None]) -> Callable[..., Snapshot | None]:

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from lakefmt.commit.merge import ManifestMerger, MergePolicy, cancel_pairs, pack, pick_tier
 from lakefmt.io import file_io_for
-from lakefmt.metastore import MetaStore
+from lakefmt.meta.store import MetaStore
 from lakefmt.options import TableOptions
 from lakefmt.spec import ColumnStats, DataFile, FileKind, ManifestFileMeta, TableSchema, layout
 from lakefmt.spec.manifest import encode_manifest, entries_table, manifest_meta

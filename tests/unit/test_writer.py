@@ -13,7 +13,7 @@ import pytest
 
 import lakefmt
 from lakefmt.io import LocalFileIO
-from lakefmt.metastore import MetaStore
+from lakefmt.meta.store import MetaStore
 from lakefmt.write import writer as writer_module
 
 SCHEMA = pa.schema([("id", pa.int64()), ("payload", pa.string())])

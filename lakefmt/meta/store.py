@@ -1,5 +1,6 @@
 """Reading and locating a table's metadata files through a FileIO: schemas, snapshots, manifest lists,
-manifests. Shared by the writer, the committer, the planner and maintenance."""
+manifests. Shared by the writer, the committer, the planner and maintenance. Immutable files are cached by
+name, first in, first out."""
 
 from __future__ import annotations
 
@@ -15,21 +16,15 @@ from lakefmt.errors import (
     InvalidSnapshotIdError,
     MissingMetadataError,
     NotATableError,
-    PathOutsideTableError,
     SnapshotNotFoundError,
 )
 from lakefmt.io import FileIO
+from lakefmt.io.paths import check_name
 from lakefmt.spec import ManifestFileMeta, Snapshot, TableSchema, layout
 from lakefmt.spec.manifest import decode_manifest
 from lakefmt.spec.manifest_list import decode_manifest_list
 
 __all__ = ["MetaStore"]
-
-
-def _check_name(name: str, what: str) -> str:
-    if not name or "/" in name or "\\" in name or name in (".", ".."):
-        raise PathOutsideTableError(f"{what} names {name!r}, which is not a file name inside the table")
-    return name
 
 
 class MetaStore:
@@ -43,7 +38,7 @@ class MetaStore:
         self._reset()
 
     def _reset(self) -> None:
-        self._lock = threading.Lock()  # the LRU caches are shared by every thread using this table
+        self._lock = threading.Lock()  # the caches (first in, first out) are shared by every thread using this table
         self._manifests: OrderedDict[str, pa.Table] = OrderedDict()
         self._lists: OrderedDict[str, list[ManifestFileMeta]] = OrderedDict()
         self._schemas: dict[int, TableSchema] = {}
@@ -181,10 +176,10 @@ class MetaStore:
         cached = self._lists.get(name)
         if cached is not None:
             return cached
-        path = layout.manifest_list_path(_check_name(name, "a snapshot"))
+        path = layout.manifest_list_path(check_name(name, "a snapshot"))
         metas = decode_manifest_list(self._read_referenced(path, "manifest list"), what=f"manifest list {path}")
         for m in metas:
-            _check_name(m.file_name, f"manifest list {path}")
+            check_name(m.file_name, f"manifest list {path}")
         self._remember(self._lists, name, metas)
         return metas
 
@@ -211,7 +206,7 @@ class MetaStore:
         cached = self._manifests.get(name)
         if cached is not None:
             return cached
-        path = layout.manifest_path(_check_name(name, "a manifest list"))
+        path = layout.manifest_path(check_name(name, "a manifest list"))
         table = decode_manifest(self._read_referenced(path, "manifest"), what=f"manifest {path}")
         self._remember(self._manifests, name, table)
         return table
