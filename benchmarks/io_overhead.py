@@ -13,7 +13,8 @@ Each write side runs 7 times (3 in quick mode), each read side 21 (9), interleav
 the order); the best wall time of each is compared. Process CPU times (all threads) are reported too.
 
 Durability: how long an append waits for the fsync of its data file after closing it, with the background
-sync-ahead (``lakefmt.write.writer.SYNC_AHEAD_BYTES``) and with it disabled, on the same data.
+sync-ahead (the ``write.sync-ahead-bytes`` table option, 16 MiB by default) and with it off (``0``), on the same
+data.
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 import lakefmt
-import lakefmt.write.writer as writer_module
 from benchmarks.common import EVENTS_SCHEMA, Comparison, Result, drop_tree, events, interleaved
 from lakefmt.io import LocalFileIO
 from lakefmt.meta.store import MetaStore
@@ -64,21 +64,19 @@ class _TimedSyncIO(LocalFileIO):
 
 
 def _fsync_wait(base: Path, data: Any, options: dict[str, str], reps: int) -> dict[str, float]:
-    """Median seconds an append waits for the fsync at close, with sync-ahead on and off."""
-    default = writer_module.SYNC_AHEAD_BYTES
-    waits: dict[str, list[float]] = {"sync_ahead": [], "sync_at_close_only": []}
+    """Median seconds an append waits for the fsync at close, with sync-ahead on (the default) and off."""
+    sync_ahead = {"sync_ahead": {}, "sync_at_close_only": {"write.sync-ahead-bytes": "0"}}
+    waits: dict[str, list[float]] = {key: [] for key in sync_ahead}
     try:
         for _ in range(reps):
             for key in waits:
-                writer_module.SYNC_AHEAD_BYTES = default if key == "sync_ahead" else 1 << 62
                 drop_tree(base / "fsync-wait")
-                lakefmt.create_table(str(base / "fsync-wait"), EVENTS_SCHEMA, options=options)
+                lakefmt.create_table(str(base / "fsync-wait"), EVENTS_SCHEMA, options={**options, **sync_ahead[key]})
                 io = _TimedSyncIO(str(base / "fsync-wait"))
                 _TimedSyncIO.waited = 0.0
                 lakefmt.Table(io, MetaStore(io)).append(data)
                 waits[key].append(_TimedSyncIO.waited)
     finally:
-        writer_module.SYNC_AHEAD_BYTES = default
         drop_tree(base / "fsync-wait")
     return {k: statistics.median(v) for k, v in waits.items()}
 

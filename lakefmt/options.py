@@ -87,6 +87,11 @@ class TableOptions:
     row_group_rows: int = 1 << 20  #: ``write.row-group-rows``: buffer rows into row groups this large
     row_group_size: int = 128 << 20  #: ``write.row-group-size``: ... or this many in-memory bytes
     write_buffer_size: int = 256 << 20  #: ``write.buffer-size``: flush the largest partition above this
+    #: ``write.sync-ahead-bytes``: with ``write.fsync``, a data file still being written is synced in the
+    #: background each time this many more bytes of it are written, so the disk writes back while the next row
+    #: groups are encoded and the fsync at close only waits for the tail. ``0`` turns it off (each file is
+    #: synced once, at close); so, in effect, does any value of at least ``target-file-size``.
+    sync_ahead_bytes: int = 16 << 20
     compression: str = "zstd"  #: ``file.compression``
     #: ``write.fsync``: on local disk, fsync every data and metadata file before a snapshot can reference it,
     #: and the snapshot folder after a publish. ``false`` keeps atomicity and exactly-once (a killed process
@@ -112,6 +117,7 @@ class TableOptions:
         "write.row-group-rows": ("row_group_rows", _int),
         "write.row-group-size": ("row_group_size", parse_size),
         "write.buffer-size": ("write_buffer_size", parse_size),
+        "write.sync-ahead-bytes": ("sync_ahead_bytes", parse_size),
         "file.compression": ("compression", _compression),
         "write.fsync": ("fsync", _bool),
         "manifest.target-file-size": ("manifest_target_size", parse_size),
@@ -125,6 +131,8 @@ class TableOptions:
         "snapshot.num-retained.max": ("snapshot_retained_max", _int),
         "snapshot.time-retained": ("snapshot_time_retained_ms", parse_duration_ms),
     }
+    #: keys whose value may be 0 (sizes, never negative; every other integer must be positive)
+    _ZERO_ALLOWED: ClassVar[frozenset[str]] = frozenset({"write.sync-ahead-bytes"})
 
     @classmethod
     def from_map(cls, options: Mapping[str, str]) -> TableOptions:
@@ -136,7 +144,7 @@ class TableOptions:
                 continue
             attr, parse = spec
             value = parse(raw, key)
-            if isinstance(value, int) and not isinstance(value, bool) and value < 1:
+            if isinstance(value, int) and not isinstance(value, bool) and value < 1 and key not in cls._ZERO_ALLOWED:
                 raise InvalidOptionError(f"option {key} must be positive, got {raw!r}")
             values[attr] = value
         return cls(**values)

@@ -29,12 +29,6 @@ from lakefmt.write.stats import StatsCollector
 
 __all__ = ["TableWriter", "WriterClosedError", "as_tables"]
 
-#: With ``write.fsync``, a file still being written is synced in the background each time this many more bytes
-#: have been written to it, so the disk writes back while the next row groups are encoded and the fsync at
-#: close only waits for the tail. Small files (under this) are synced once, at close, as before.
-SYNC_AHEAD_BYTES = 16 << 20
-
-
 class WriterClosedError(LakefmtError):
     """``write`` after ``prepare_commit`` or ``abort``."""
 
@@ -103,6 +97,9 @@ class TableWriter:
         self._on_manifest = on_manifest  # e.g. the table's metadata cache: a committer here need not read it
         self._schema = schema
         self._options = schema.table_options
+        # ``write.sync-ahead-bytes``: a file still being written is synced in the background each time this many
+        # more bytes of it are on disk (0: off; files under it are synced once, at close); only with fsync
+        self._sync_ahead_bytes = self._options.sync_ahead_bytes if self._options.fsync else 0
         self.writer_id = writer_id or uuid.uuid4().hex  #: a label for commit messages and logs
         self._file_id = uuid.uuid4().hex  # names files: unique even if a caller reuses writer_id
         self._partitions: dict[tuple[Any, ...], _PartitionState] = {}
@@ -243,7 +240,7 @@ class TableWriter:
             written = f.stream.tell()
             if written >= self._options.target_file_size:
                 self._close_file(state)
-            elif self._options.fsync and written - f.synced_bytes >= SYNC_AHEAD_BYTES:
+            elif self._sync_ahead_bytes and written - f.synced_bytes >= self._sync_ahead_bytes:
                 self._sync_ahead(f, written)
 
     def _open_file(self, state: _PartitionState) -> _OpenFile:

@@ -662,6 +662,14 @@ def test_options_parse_known_keys() -> None:
     assert TableOptions.from_map({}) == TableOptions()
 
 
+def test_sync_ahead_bytes_defaults_to_16mib_and_0_turns_it_off() -> None:
+    assert TableOptions().sync_ahead_bytes == 16 << 20
+    assert TableOptions.from_map({"write.sync-ahead-bytes": "4mb"}).sync_ahead_bytes == 4 << 20
+    assert TableOptions.from_map({"write.sync-ahead-bytes": "0"}).sync_ahead_bytes == 0
+    with pytest.raises(InvalidOptionError, match=r"write\.sync-ahead-bytes"):
+        TableOptions.from_map({"write.sync-ahead-bytes": "-1"})
+
+
 @pytest.mark.parametrize(
     ("text", "expected"),
     [("0", 0), ("512", 512), ("1b", 1), ("8kb", 8192), ("8K", 8192), ("2 MB", 2 << 20), ("1gib", 1 << 30)],

@@ -1,5 +1,6 @@
 """TableWriter's durability on local disk: with ``write.fsync`` a large file is synced in the background while
-it is written, and every file is synced once more after it is closed, before it can be listed in a manifest."""
+it is written (every ``write.sync-ahead-bytes``), and every file is synced once more after it is closed, before it
+can be listed in a manifest."""
 
 from __future__ import annotations
 
@@ -14,9 +15,9 @@ import pytest
 import lakefmt
 from lakefmt.io import LocalFileIO
 from lakefmt.meta.store import MetaStore
-from lakefmt.write import writer as writer_module
 
 SCHEMA = pa.schema([("id", pa.int64()), ("payload", pa.string())])
+SMALL_SYNC_AHEAD = 64 << 10  # write.sync-ahead-bytes: several background syncs per file of these tests
 
 
 class RecordingIO(LocalFileIO):
@@ -42,18 +43,13 @@ def rows(n: int, start: int = 0) -> pa.Table:
 
 def table_on(tmp_path: Path, options: dict[str, str]) -> tuple[lakefmt.Table, RecordingIO]:
     uri = str(tmp_path / "t")
-    lakefmt.create_table(uri, SCHEMA, options={"write.row-group-rows": "10000", **options})
+    defaults = {"write.row-group-rows": "10000", "write.sync-ahead-bytes": str(SMALL_SYNC_AHEAD)}
+    lakefmt.create_table(uri, SCHEMA, options={**defaults, **options})
     io = RecordingIO(uri)
     return lakefmt.Table(io, MetaStore(io)), io
 
 
-@pytest.fixture
-def small_sync_ahead(monkeypatch: pytest.MonkeyPatch) -> int:
-    monkeypatch.setattr(writer_module, "SYNC_AHEAD_BYTES", 64 << 10)
-    return 64 << 10
-
-
-def test_large_file_is_synced_while_written_and_after_close(tmp_path: Path, small_sync_ahead: int) -> None:
+def test_large_file_is_synced_while_written_and_after_close(tmp_path: Path) -> None:
     table, io = table_on(tmp_path, {})
     with table.new_writer() as w:
         for i in range(10):
@@ -64,7 +60,7 @@ def test_large_file_is_synced_while_written_and_after_close(tmp_path: Path, smal
     final_size = os.path.getsize(io.full_path(path))
     background = [s for s in data_syncs if s[2].startswith("lakefmt-sync")]
     assert background, "a file of several row groups over the threshold was never synced ahead"
-    assert len(background) <= final_size // small_sync_ahead  # at most one per threshold's worth of bytes
+    assert len(background) <= final_size // SMALL_SYNC_AHEAD  # at most one per threshold's worth of bytes
     # the last sync is the one after close, on the caller's thread, of the whole file
     assert data_syncs[-1][2] == threading.current_thread().name and data_syncs[-1][1] == final_size
     table.new_committer("w").commit(message, 0)
@@ -72,7 +68,18 @@ def test_large_file_is_synced_while_written_and_after_close(tmp_path: Path, smal
     assert pq.ParquetFile(io.full_path(path)).metadata.num_row_groups == 10
 
 
-def test_small_files_are_synced_once(tmp_path: Path, small_sync_ahead: int) -> None:
+def test_sync_ahead_off_syncs_each_file_once_at_close(tmp_path: Path) -> None:
+    table, io = table_on(tmp_path, {"write.sync-ahead-bytes": "0"})
+    with table.new_writer() as w:
+        for i in range(10):
+            w.write(rows(10_000, i * 10_000))
+        w.prepare_commit()
+    data_syncs = [s for s in io.syncs if s[0].endswith(".parquet")]
+    assert len(data_syncs) == 1 and not data_syncs[0][2].startswith("lakefmt-sync")
+    assert data_syncs[0][1] == os.path.getsize(io.full_path(data_syncs[0][0]))
+
+
+def test_small_files_are_synced_once(tmp_path: Path) -> None:
     table, io = table_on(tmp_path, {})
     with table.new_writer() as w:
         w.write(rows(1_000))
@@ -81,7 +88,7 @@ def test_small_files_are_synced_once(tmp_path: Path, small_sync_ahead: int) -> N
     assert len(data_syncs) == 1 and not data_syncs[0][2].startswith("lakefmt-sync")
 
 
-def test_no_sync_at_all_without_fsync(tmp_path: Path, small_sync_ahead: int) -> None:
+def test_no_sync_at_all_without_fsync(tmp_path: Path) -> None:
     table, io = table_on(tmp_path, {"write.fsync": "false"})
     with table.new_writer() as w:
         for i in range(10):
@@ -91,7 +98,7 @@ def test_no_sync_at_all_without_fsync(tmp_path: Path, small_sync_ahead: int) -> 
     assert not any(t.name.startswith("lakefmt-sync") for t in threading.enumerate())
 
 
-def test_a_failed_background_sync_fails_the_writer_and_commits_nothing(tmp_path: Path, small_sync_ahead: int) -> None:
+def test_a_failed_background_sync_fails_the_writer_and_commits_nothing(tmp_path: Path) -> None:
     table, io = table_on(tmp_path, {})
     io.fail_background = True
     with pytest.raises(OSError, match="injected EIO"), table.new_writer() as w:
