@@ -77,35 +77,36 @@ def _kind(key: str) -> str:
 
 @contextlib.contextmanager
 def counting_moto_server(log: RequestLog) -> Iterator[dict[str, Any]]:
-    """A moto S3 server on an ephemeral 127.0.0.1 port whose every request is recorded in ``log``."""
-    from moto.moto_server import threaded_moto_server
-    from moto.moto_server.werkzeug_app import DomainDispatcherApplication
+    """A moto S3 server on an ephemeral 127.0.0.1 port whose every request is recorded in ``log``.
 
-    class Counting(DomainDispatcherApplication):  # type: ignore[misc]
-        def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
-            log.record(environ["REQUEST_METHOD"], environ.get("PATH_INFO", ""), environ.get("QUERY_STRING", ""))
-            return super().__call__(environ, start_response)
+    The server is moto's WSGI application, served the way ``moto.server.ThreadedMotoServer`` serves it, behind
+    a small WSGI wrapper that records each request (nothing of moto is patched)."""
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
+    from werkzeug.serving import make_server
+
+    moto_app = DomainDispatcherApplication(create_backend_app)
+
+    def counting(environ: dict[str, Any], start_response: Any) -> Any:
+        log.record(environ["REQUEST_METHOD"], environ.get("PATH_INFO", ""), environ.get("QUERY_STRING", ""))
+        return moto_app(environ, start_response)
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one log line per request otherwise
     for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
         os.environ.setdefault(key, "bench")
     os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
-    original = threaded_moto_server.DomainDispatcherApplication
-    threaded_moto_server.DomainDispatcherApplication = Counting
+    server = make_server("127.0.0.1", 0, counting, threaded=True, request_handler=MotoRequestHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
     try:
-        server = threaded_moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-        server.start()
-    finally:
-        threaded_moto_server.DomainDispatcherApplication = original
-    try:
-        host, port = server.get_host_and_port()
+        host, port = str(server.server_address[0]), server.server_address[1]
         options = {"key": "bench", "secret": "bench", "endpoint_url": f"http://{host}:{port}"}
         import s3fs
 
         s3fs.S3FileSystem(skip_instance_cache=True, use_listings_cache=False, **options).mkdir(BUCKET)
         yield options
     finally:
-        server.stop()
+        server.shutdown()
+        thread.join()
 
 
 def run(quick: bool, workdir: Path) -> Result:
