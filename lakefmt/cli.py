@@ -18,7 +18,8 @@ import os
 import re
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, NoReturn
 from urllib.parse import urlsplit
 
@@ -374,8 +375,120 @@ def _cmd_orphan_clean(table: lakefmt.Table, args: argparse.Namespace) -> None:
     _emit(report.to_dict(), True) if args.json else _summary(report)
 
 
+@dataclass(frozen=True)
+class _Arg:
+    """One ``add_argument`` call: its flags (or positional name) and keyword arguments."""
+
+    flags: tuple[str, ...]
+    options: Mapping[str, Any]
+
+
+def _arg(*flags: str, **options: Any) -> _Arg:
+    return _Arg(flags, options)
+
+
+@dataclass(frozen=True)
+class _Command:
+    """A subcommand: its name, what runs it, its help texts and its own arguments (after the common ones).
+    A command with an ``epilog`` (an example) has its description and epilog printed as written."""
+
+    name: str
+    run: Callable[[lakefmt.Table, argparse.Namespace], None]
+    help: str
+    description: str
+    epilog: str | None = None
+    args: tuple[_Arg, ...] = ()
+
+
+#: arguments every command takes
+_COMMON_ARGS = (
+    _arg("uri", help="table location: a path, file://, s3://bucket/path, memory://..."),
+    _arg(
+        "-o",
+        "--storage-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an fsspec/s3fs storage option (repeatable)",
+    ),
+    _arg("--json", action="store_true", help="machine-readable JSON on stdout"),
+)
+
+_DRY_RUN = _arg("--dry-run", action="store_true", help="list what would be deleted; delete nothing")
+
+#: the commands, in the order ``--help`` lists them
+_COMMANDS: tuple[_Command, ...] = (
+    _Command(
+        "snapshots",
+        _cmd_snapshots,
+        help="snapshot history as a table",
+        description="List every retained snapshot, oldest first.",
+    ),
+    _Command(
+        "describe",
+        _cmd_describe,
+        help="schema, partitioning, latest snapshot, live files",
+        description="Describe a table: schema, partition keys, options, latest snapshot, size.",
+    ),
+    _Command(
+        "files",
+        _cmd_files,
+        help="live data files of a snapshot",
+        description="List the data files a snapshot reads (the latest by default).",
+        args=(_arg("--snapshot", type=_snapshot_id, default=None, metavar="N", help="snapshot id (default: latest)"),),
+    ),
+    _Command(
+        "expire",
+        _cmd_expire,
+        help="expire old snapshots and delete files only they reference",
+        description="Expire snapshots: never the latest; at least --retain-min are kept; at most --retain-max;\n"
+        "those committed more than --older-than ago go. Data files, manifests and manifest lists that only\n"
+        "expired snapshots reference are deleted, then the snapshot files. Time travel to an expired\n"
+        "snapshot fails afterwards. Try --dry-run first.",
+        epilog="example:\n  lakefmt expire s3://bucket/events --retain-min 10 --retain-max 500 \\\n"
+        "      --older-than 7d --dry-run\n",
+        args=(
+            _arg("--retain-min", type=_positive, default=1, metavar="N", help="always keep this many (default 1)"),
+            _arg("--retain-max", type=_positive, default=None, metavar="N", help="never keep more than this many"),
+            _arg(
+                "--older-than",
+                type=_duration,
+                default=None,
+                metavar="AGE",
+                help="expire snapshots older than AGE: 90m, 12h, 7d (default: only --retain-max applies)",
+            ),
+            _DRY_RUN,
+        ),
+    ),
+    _Command(
+        "orphan-clean",
+        _cmd_orphan_clean,
+        help="delete files no snapshot references",
+        description="Delete files under the table root that no retained snapshot references (failed commits,\n"
+        "interrupted writes, temp files) and that are older than --older-than, so files of commits in\n"
+        "flight are never touched. Try --dry-run first.",
+        epilog="example:\n  lakefmt orphan-clean /data/events --older-than 2d --dry-run\n",
+        args=(
+            _arg(
+                "--older-than",
+                type=_duration,
+                default=datetime.timedelta(days=1),
+                metavar="AGE",
+                help="only files last modified before AGE ago: 90m, 12h, 7d (default 1d)",
+            ),
+            _DRY_RUN,
+        ),
+    ),
+)
+
+
+def _add(parser: argparse.ArgumentParser, args: Sequence[_Arg]) -> None:
+    for a in args:
+        parser.add_argument(*a.flags, **a.options)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser (exposed for documentation and tests)."""
+    """The argument parser, built from the table :data:`_COMMANDS` (exposed for documentation and tests)."""
     parser = _Parser(
         prog="lakefmt",
         description="Inspect and maintain lakefmt tables.",
@@ -384,81 +497,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"lakefmt {lakefmt.__version__}")
     common = _Parser(add_help=False)
-    common.add_argument("uri", help="table location: a path, file://, s3://bucket/path, memory://...")
-    common.add_argument(
-        "-o",
-        "--storage-option",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="an fsspec/s3fs storage option (repeatable)",
-    )
-    common.add_argument("--json", action="store_true", help="machine-readable JSON on stdout")
+    _add(common, _COMMON_ARGS)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    p = sub.add_parser(
-        "snapshots",
-        parents=[common],
-        help="snapshot history as a table",
-        description="List every retained snapshot, oldest first.",
-    )
-    p.set_defaults(func=_cmd_snapshots)
-    p = sub.add_parser(
-        "describe",
-        parents=[common],
-        help="schema, partitioning, latest snapshot, live files",
-        description="Describe a table: schema, partition keys, options, latest snapshot, size.",
-    )
-    p.set_defaults(func=_cmd_describe)
-    p = sub.add_parser(
-        "files",
-        parents=[common],
-        help="live data files of a snapshot",
-        description="List the data files a snapshot reads (the latest by default).",
-    )
-    p.add_argument("--snapshot", type=_snapshot_id, default=None, metavar="N", help="snapshot id (default: latest)")
-    p.set_defaults(func=_cmd_files)
-    p = sub.add_parser(
-        "expire",
-        parents=[common],
-        help="expire old snapshots and delete files only they reference",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="Expire snapshots: never the latest; at least --retain-min are kept; at most --retain-max;\n"
-        "those committed more than --older-than ago go. Data files, manifests and manifest lists that only\n"
-        "expired snapshots reference are deleted, then the snapshot files. Time travel to an expired\n"
-        "snapshot fails afterwards. Try --dry-run first.",
-        epilog="example:\n  lakefmt expire s3://bucket/events --retain-min 10 --retain-max 500 \\\n"
-        "      --older-than 7d --dry-run\n",
-    )
-    p.add_argument("--retain-min", type=_positive, default=1, metavar="N", help="always keep this many (default 1)")
-    p.add_argument("--retain-max", type=_positive, default=None, metavar="N", help="never keep more than this many")
-    p.add_argument(
-        "--older-than",
-        type=_duration,
-        default=None,
-        metavar="AGE",
-        help="expire snapshots older than AGE: 90m, 12h, 7d (default: only --retain-max applies)",
-    )
-    p.add_argument("--dry-run", action="store_true", help="list what would be deleted; delete nothing")
-    p.set_defaults(func=_cmd_expire)
-    p = sub.add_parser(
-        "orphan-clean",
-        parents=[common],
-        help="delete files no snapshot references",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="Delete files under the table root that no retained snapshot references (failed commits,\n"
-        "interrupted writes, temp files) and that are older than --older-than, so files of commits in\n"
-        "flight are never touched. Try --dry-run first.",
-        epilog="example:\n  lakefmt orphan-clean /data/events --older-than 2d --dry-run\n",
-    )
-    p.add_argument(
-        "--older-than",
-        type=_duration,
-        default=datetime.timedelta(days=1),
-        metavar="AGE",
-        help="only files last modified before AGE ago: 90m, 12h, 7d (default 1d)",
-    )
-    p.add_argument("--dry-run", action="store_true", help="list what would be deleted; delete nothing")
-    p.set_defaults(func=_cmd_orphan_clean)
+    for command in _COMMANDS:
+        p = sub.add_parser(
+            command.name,
+            parents=[common],
+            help=command.help,
+            description=command.description,
+            epilog=command.epilog,
+            formatter_class=argparse.RawDescriptionHelpFormatter if command.epilog else argparse.HelpFormatter,
+        )
+        _add(p, command.args)
+        p.set_defaults(func=command.run)
     return parser
 
 
