@@ -11,11 +11,16 @@ What goes with them, in this order (so a crash anywhere leaves a readable table 
 2. manifests and manifest lists that expired snapshots use and no retained snapshot does;
 3. the snapshot files, oldest first; 4. the EARLIEST hint (also written before step 1, as an announcement
    that orphan-clean honours).
+
+:func:`plan_expiration` decides (it reads metadata and deletes nothing); :func:`apply_expiration` carries a
+plan out in that order; :func:`expire_snapshots` does both.
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
+from typing import NamedTuple
 
 from lakefmt.errors import CorruptMetadataError, LakefmtError
 from lakefmt.io import FileIO
@@ -24,7 +29,14 @@ from lakefmt.meta import entries as ents
 from lakefmt.meta.store import MetaStore
 from lakefmt.spec import Snapshot, layout
 
-__all__ = ["expire_snapshots", "select_expired"]
+__all__ = [
+    "ExpirationPlan",
+    "PlannedDeletion",
+    "apply_expiration",
+    "expire_snapshots",
+    "plan_expiration",
+    "select_expired",
+]
 
 
 def select_expired(
@@ -44,6 +56,29 @@ def select_expired(
     return min(count, max(0, n - retain_min))
 
 
+class PlannedDeletion(NamedTuple):
+    """One file an expiration deletes: its kind, its path relative to the root, and its size in bytes."""
+
+    kind: FileClass
+    path: str
+    size: int
+
+
+@dataclass(frozen=True)
+class ExpirationPlan:
+    """What an expiration will do: the snapshots it expires, the ones it keeps, and the files it deletes, in
+    the crash-safe order of the module docstring (data files, manifests, manifest lists, snapshot files)."""
+
+    expired: tuple[int, ...] = ()  #: ids of the expired snapshots, oldest first (a contiguous run)
+    kept: tuple[int, int] | None = None  #: (earliest, latest) retained; None for a table with no snapshot
+    deletions: tuple[PlannedDeletion, ...] = ()
+
+    @property
+    def new_earliest(self) -> int | None:
+        """The earliest snapshot after the expiration (the value of the EARLIEST hint it writes)."""
+        return self.kept[0] if self.kept else None
+
+
 def expire_snapshots(
     io: FileIO,
     store: MetaStore,
@@ -55,18 +90,32 @@ def expire_snapshots(
     progress: Progress | None = None,
 ) -> MaintenanceReport:
     """Expire snapshots and delete what only they reference. See the module docstring for the rules."""
-    report = MaintenanceReport("expire", dry_run)
+    plan = plan_expiration(store, retain_min=retain_min, retain_max=retain_max, older_than_ms=older_than_ms)
+    return apply_expiration(io, store, plan, dry_run=dry_run, progress=progress)
+
+
+def plan_expiration(
+    store: MetaStore,
+    *,
+    retain_min: int = 1,
+    retain_max: int | None = None,
+    older_than_ms: int | None = None,
+    now_ms: int | None = None,
+) -> ExpirationPlan:
+    """Decide which snapshots expire and which files go with them (reads metadata, deletes nothing).
+
+    ``now_ms`` (epoch milliseconds, default: now) is the point in time ``older_than_ms`` counts back from."""
     latest = store.latest_snapshot()
     if latest is None:
-        return report
+        return ExpirationPlan()
     ids = [i for i in store.snapshot_ids() if i <= latest.id]
     snaps = [s for s in (store.try_snapshot(i) for i in ids) if s is not None]
-    count = select_expired(snaps, retain_min, retain_max, older_than_ms, int(time.time() * 1000))
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    count = select_expired(snaps, retain_min, retain_max, older_than_ms, now)
     expired, retained = snaps[:count], snaps[count:]
-    report.kept_snapshots = (retained[0].id, retained[-1].id) if retained else None
-    report.expired_snapshots = [s.id for s in expired]
+    kept = (retained[0].id, retained[-1].id) if retained else None
     if not expired:
-        return report
+        return ExpirationPlan((), kept, ())
     sizes: dict[str, int] = {}
 
     # 1. data files deleted at or before the new earliest snapshot k
@@ -117,22 +166,44 @@ def expire_snapshots(
                     sizes[m.file_name] = m.file_size
         sizes[s.base_manifest_list] = s.base_manifest_list_size
         sizes[s.delta_manifest_list] = s.delta_manifest_list_size
-    plan = (
-        [(FileClass.DATA, p, sizes.get(p, 0)) for p in sorted(deletable)]
-        + [(FileClass.MANIFEST, layout.manifest_path(n), sizes.get(n, 0)) for n in sorted(manifests)]
-        + [(FileClass.MANIFEST_LIST, layout.manifest_list_path(n), sizes.get(n, 0)) for n in sorted(lists)]
-        + [(FileClass.SNAPSHOT, layout.snapshot_path(s.id), len(s.to_json())) for s in expired]
+    deletions = (
+        [PlannedDeletion(FileClass.DATA, p, sizes.get(p, 0)) for p in sorted(deletable)]
+        + [PlannedDeletion(FileClass.MANIFEST, layout.manifest_path(n), sizes.get(n, 0)) for n in sorted(manifests)]
+        + [
+            PlannedDeletion(FileClass.MANIFEST_LIST, layout.manifest_list_path(n), sizes.get(n, 0))
+            for n in sorted(lists)
+        ]
+        + [PlannedDeletion(FileClass.SNAPSHOT, layout.snapshot_path(s.id), len(s.to_json())) for s in expired]
     )
+    return ExpirationPlan(tuple(s.id for s in expired), kept, tuple(deletions))
+
+
+def apply_expiration(
+    io: FileIO,
+    store: MetaStore,
+    plan: ExpirationPlan,
+    *,
+    dry_run: bool = False,
+    progress: Progress | None = None,
+) -> MaintenanceReport:
+    """Carry out ``plan``: announce the new earliest snapshot (the EARLIEST hint), delete the planned files in
+    their order, then write the hint again. With ``dry_run``, only report what would be deleted."""
+    report = MaintenanceReport("expire", dry_run)
+    report.kept_snapshots = plan.kept
+    report.expired_snapshots = list(plan.expired)
+    earliest = plan.new_earliest
+    if not plan.expired or earliest is None:
+        return report
     if not dry_run:
         # announce the decision before deleting anything: orphan-clean ignores snapshots below EARLIEST, so
         # one running meanwhile never trips over a half-expired snapshot (and it is written again at the end)
-        store.write_hint(layout.EARLIEST, retained[0].id)
-    for done, (kind, path, size) in enumerate(plan, 1):
+        store.write_hint(layout.EARLIEST, earliest)
+    for done, (kind, path, size) in enumerate(plan.deletions, 1):
         report.add(kind, path, size)
         if not dry_run:
             io.delete(path)
         if progress:
-            progress(done, len(plan), path)
+            progress(done, len(plan.deletions), path)
     if not dry_run:
-        store.write_hint(layout.EARLIEST, retained[0].id)
+        store.write_hint(layout.EARLIEST, earliest)
     return report

@@ -20,7 +20,14 @@ from hypothesis import strategies as st
 import lakefmt
 from lakefmt.errors import NotATableError, PathOutsideTableError, SnapshotNotFoundError
 from lakefmt.io import FileIO, file_io_for
-from lakefmt.maintenance import FileClass, MaintenanceReport, referenced_files, select_expired
+from lakefmt.maintenance import (
+    FileClass,
+    MaintenanceReport,
+    apply_expiration,
+    plan_expiration,
+    referenced_files,
+    select_expired,
+)
 from lakefmt.maintenance import expire_snapshots as lib_expire
 from lakefmt.maintenance import remove_orphan_files as lib_orphans
 from lakefmt.meta.store import MetaStore
@@ -327,6 +334,48 @@ def test_expire_is_idempotent(store: Any) -> None:
         assert again.kept_snapshots == (5, 8)
         assert _listing(t.io) == after
     _assert_reads(t, expected, range(5, 9))
+
+
+@local_and_memory
+def test_plan_then_apply(store: Any) -> None:
+    """The plan decides and deletes nothing; applying it deletes exactly the planned files in the planned order
+    (data, manifests, manifest lists, snapshots oldest first), with EARLIEST written before and after."""
+    t = _create(store)
+    expected = _history(t)
+    before = _listing(t.io)
+    plan = plan_expiration(MetaStore(t.io), retain_max=3)
+    assert _listing(t.io) == before, "planning deleted or wrote something"
+    assert plan.expired == (1, 2, 3, 4, 5) and plan.kept == (6, 8) and plan.new_earliest == 6
+    kinds = [d.kind for d in plan.deletions]
+    order = [FileClass.DATA, FileClass.MANIFEST, FileClass.MANIFEST_LIST, FileClass.SNAPSHOT]
+    assert kinds == sorted(kinds, key=order.index)
+    assert {FileClass.DATA, FileClass.MANIFEST_LIST, FileClass.SNAPSHOT} <= set(kinds)
+    assert [d.path for d in plan.deletions if d.kind is FileClass.SNAPSHOT] == [
+        layout.snapshot_path(i) for i in range(1, 6)
+    ]
+    assert all(d.size == before[d.path] for d in plan.deletions if d.kind is not FileClass.SNAPSHOT)
+    # a later plan that finds nothing to expire still says what is kept
+    assert plan_expiration(MetaStore(t.io), retain_max=10).expired == ()
+
+    deleted: list[str] = []
+    report = apply_expiration(t.io, MetaStore(t.io), plan, progress=lambda done, total, path: deleted.append(path))
+    assert deleted == [d.path for d in plan.deletions]
+    assert report.expired_snapshots == list(plan.expired) and report.kept_snapshots == plan.kept
+    assert set(before) - set(_listing(t.io)) == set(deleted)
+    assert t.io.read(layout.EARLIEST).decode().strip() == "6"
+    _assert_reads(t, expected, range(6, 9))
+    _assert_exactly_referenced(t)
+
+
+def test_plan_expiration_counts_age_from_now_ms(local_store: Any) -> None:
+    t = _create(local_store)
+    _history(t)
+    last = t.latest_snapshot()
+    assert last is not None
+    store = MetaStore(t.io)
+    assert plan_expiration(store, older_than_ms=DAY_MS).expired == ()
+    later = plan_expiration(store, older_than_ms=DAY_MS, now_ms=last.time_millis + 2 * DAY_MS)
+    assert later.expired == tuple(range(1, 8)) and later.kept == (8, 8)
 
 
 def test_dry_run_on_fresh_table_and_no_commits(store: Any) -> None:
