@@ -163,7 +163,3 @@ class TableOptions:
     def auto_expire(self) -> bool:
         """Whether commits expire old snapshots afterwards."""
         return self.snapshot_retained_max is not None or self.snapshot_time_retained_ms is not None
-
-    @classmethod
-    def known_keys(cls) -> list[str]:
-        return sorted(cls._KEYS)

@@ -27,7 +27,6 @@ VERSION_KEY = b"lakefmt.format-version"
 KIND_KEY = b"lakefmt.kind"
 
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
-ARROW_FILE_MAGIC = b"ARROW1"
 #: A metadata file that claims to decode to more than this is corrupt (a manifest is ~8 MiB compressed).
 MAX_DECODED_BYTES = 1 << 31
 # Most metadata files are small (one manifest per commit, two lists) and dominated by the Arrow schema:
@@ -101,20 +100,14 @@ def _check_names(fields: list[pa.Field]) -> None:
 
 
 def read_arrow_file(data: bytes, kind: str, what: str) -> pa.Table:
-    """Decode an Arrow metadata file, checking that it is complete, of ``kind``, and not from the future.
-
-    Reads the current encoding (a zstd frame holding an Arrow IPC stream) and the earlier one (an Arrow IPC
-    file with zstd-compressed buffers, written by lakefmt 0.1 development builds)."""
+    """Decode an Arrow metadata file (a zstd frame holding an Arrow IPC stream), checking that it is complete,
+    of ``kind``, and not from the future."""
     if not data:
         raise CorruptMetadataError(f"{what} is empty")
     try:
-        if data[:4] == ZSTD_MAGIC:
-            reader: Any = pa.ipc.open_stream(pa.py_buffer(_decompress(data, what)))
-        elif data[:6] == ARROW_FILE_MAGIC:
-            reader = pa.ipc.open_file(pa.py_buffer(data))
-        else:
+        if data[:4] != ZSTD_MAGIC:
             raise CorruptMetadataError(f"{what} is not a lakefmt metadata file (unknown leading bytes {data[:6]!r})")
-        table = reader.read_all()
+        table = pa.ipc.open_stream(pa.py_buffer(_decompress(data, what))).read_all()
         # Corrupt bytes can decode into arrays with impossible offsets or invalid UTF-8 that crash the
         # process later (a C++ check failure in to_pylist): full validation costs ~25 ns per entry.
         table.validate(full=True)

@@ -1,4 +1,5 @@
-"""Manifest files: one entry per data file added or deleted, encoded as an Arrow IPC file (zstd).
+"""Manifest files: one entry per data file added or deleted, encoded as an Arrow IPC stream compressed as a
+whole into one zstd frame (with its content size and checksum; see :mod:`lakefmt.spec.codec`).
 
 Entries live as Arrow tables end to end (writers build them, the committer concatenates and slices them, the
 planner filters them), so no code path touches entries one Python object at a time except the writer that

@@ -1,4 +1,5 @@
-"""Manifest lists: the metadata of a set of manifest files, as an Arrow IPC file (zstd)."""
+"""Manifest lists: the metadata of a set of manifest files, encoded as an Arrow IPC stream in one zstd frame
+(see :mod:`lakefmt.spec.codec`)."""
 
 from __future__ import annotations
 

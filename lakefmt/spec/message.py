@@ -21,9 +21,5 @@ class CommitMessage:
     manifests: tuple[ManifestFileMeta, ...] = ()
 
     @property
-    def num_files(self) -> int:
-        return sum(m.num_added_files for m in self.manifests)
-
-    @property
     def num_rows(self) -> int:
         return sum(m.num_added_rows for m in self.manifests)

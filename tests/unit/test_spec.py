@@ -570,12 +570,8 @@ def _open(data: bytes) -> pa.Table:
     return pa.ipc.open_stream(zstandard.ZstdDecompressor().decompress(data)).read_all()
 
 
-def _encode(table: pa.Table, *, legacy: bool = False) -> bytes:
+def _encode(table: pa.Table) -> bytes:
     sink = pa.BufferOutputStream()
-    if legacy:  # the encoding of lakefmt 0.1 development builds: an IPC file with zstd buffers
-        with pa.ipc.new_file(sink, table.schema, options=pa.ipc.IpcWriteOptions(compression="zstd")) as writer:
-            writer.write_table(table)
-        return bytes(sink.getvalue())
     with pa.ipc.new_stream(sink, table.schema) as writer:
         writer.write_table(table)
     return zstandard.ZstdCompressor(write_checksum=True).compress(sink.getvalue())
@@ -594,9 +590,12 @@ def test_codec_is_a_zstd_framed_arrow_stream(codec: str) -> None:
     data = make()
     assert data[:4] == b"\x28\xb5\x2f\xfd"
     assert _open(data).schema.metadata[KIND_KEY] == codec.encode()
-    legacy = _encode(_open(data), legacy=True)  # earlier encoding: still read
-    assert legacy[:6] == b"ARROW1"
-    assert decode(legacy) == decode(data) if codec == "manifest-list" else decode(legacy).equals(decode(data))
+    # the encoding of lakefmt 0.1 development builds (an IPC file with zstd buffers) is not read
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_file(sink, _open(data).schema, options=pa.ipc.IpcWriteOptions(compression="zstd")) as writer:
+        writer.write_table(_open(data))
+    with pytest.raises(CorruptMetadataError, match="not a lakefmt metadata file"):
+        decode(bytes(sink.getvalue()))
 
 
 @pytest.mark.parametrize("codec", sorted(CODECS))
