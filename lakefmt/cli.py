@@ -28,7 +28,12 @@ import orjson
 import lakefmt
 from lakefmt.errors import LakefmtError
 from lakefmt.maintenance import FileClass, MaintenanceReport
-from lakefmt.options import parse_duration_ms
+from lakefmt.options import (
+    DEFAULT_ORPHAN_OLDER_THAN,
+    DEFAULT_ORPHAN_OLDER_THAN_MS,
+    format_duration_ms,
+    parse_duration,
+)
 
 __all__ = ["main"]
 
@@ -329,12 +334,9 @@ def _human(n: int) -> str:
 
 def _duration(text: str) -> datetime.timedelta:
     try:
-        ms = parse_duration_ms(text, "duration")
+        return parse_duration(text, "duration")
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from exc
-    if ms > datetime.timedelta.max // datetime.timedelta(milliseconds=1):
-        raise argparse.ArgumentTypeError(f"{text!r} is too long (at most {datetime.timedelta.max.days}d)")
-    return datetime.timedelta(milliseconds=ms)
 
 
 def _snapshot_id(text: str) -> int:
@@ -472,9 +474,10 @@ _COMMANDS: tuple[_Command, ...] = (
             _arg(
                 "--older-than",
                 type=_duration,
-                default=datetime.timedelta(days=1),
+                default=DEFAULT_ORPHAN_OLDER_THAN,
                 metavar="AGE",
-                help="only files last modified before AGE ago: 90m, 12h, 7d (default 1d)",
+                help="only files last modified before AGE ago: 90m, 12h, 7d "
+                f"(default {format_duration_ms(DEFAULT_ORPHAN_OLDER_THAN_MS)})",
             ),
             _DRY_RUN,
         ),

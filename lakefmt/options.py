@@ -2,10 +2,14 @@
 
 Sizes accept ``b``, ``kb``, ``mb``, ``gb`` suffixes (binary multiples); durations accept ``ms``, ``s``, ``m``,
 ``h``, ``d``. Unknown keys are kept (other tools may use them) but never interpreted.
+
+Also the one home of the duration rules the API and the CLI share (:func:`duration_ms`, :func:`parse_duration`)
+and of the orphan-age default (:data:`DEFAULT_ORPHAN_OLDER_THAN`).
 """
 
 from __future__ import annotations
 
+import datetime
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -13,7 +17,18 @@ from typing import Any, ClassVar
 
 from lakefmt.errors import LakefmtError
 
-__all__ = ["InvalidOptionError", "TableOptions", "parse_duration_ms", "parse_size"]
+__all__ = [
+    "DEFAULT_ORPHAN_OLDER_THAN",
+    "DEFAULT_ORPHAN_OLDER_THAN_MS",
+    "Duration",
+    "InvalidOptionError",
+    "TableOptions",
+    "duration_ms",
+    "format_duration_ms",
+    "parse_duration",
+    "parse_duration_ms",
+    "parse_size",
+]
 
 
 class InvalidOptionError(LakefmtError, ValueError):
@@ -36,6 +51,15 @@ _SIZE_UNITS = {
 }
 _DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|min|h|d)\s*$", re.IGNORECASE)
 _DURATION_MS = {"ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
+_MAX_TIMEDELTA_MS = datetime.timedelta.max // datetime.timedelta(milliseconds=1)
+
+#: A duration as the API takes it: a ``timedelta``, a duration string (``"90m"``, ``"12h"``, ``"7d"``) or seconds.
+Duration = datetime.timedelta | str | int | float
+
+#: Orphan removal deletes an unreferenced file only when it was last modified longer ago than this, by default,
+#: so the files of a commit in flight are never touched (a writer must publish within it: format §17).
+DEFAULT_ORPHAN_OLDER_THAN = datetime.timedelta(days=1)
+DEFAULT_ORPHAN_OLDER_THAN_MS = DEFAULT_ORPHAN_OLDER_THAN // datetime.timedelta(milliseconds=1)
 
 
 def parse_size(text: str, key: str = "size") -> int:
@@ -77,6 +101,37 @@ def parse_duration_ms(text: str, key: str = "duration") -> int:
     if m is None:
         raise InvalidOptionError(f"{key}: {text!r} is not a duration (examples: 90s, 30m, 12h, 7d)")
     return int(m.group(1)) * _DURATION_MS[m.group(2).lower()]
+
+
+def parse_duration(text: str, key: str = "duration") -> datetime.timedelta:
+    """``"90m"`` -> ``timedelta(minutes=90)``; a duration too long for a ``timedelta`` is refused."""
+    ms = parse_duration_ms(text, key)
+    if ms > _MAX_TIMEDELTA_MS:
+        raise InvalidOptionError(f"{text!r} is too long (at most {datetime.timedelta.max.days}d)")
+    return datetime.timedelta(milliseconds=ms)
+
+
+def format_duration_ms(ms: int) -> str:
+    """The inverse of :func:`parse_duration_ms` in the largest unit that fits exactly: 86400000 -> ``"1d"``."""
+    for unit in ("d", "h", "m", "s"):
+        if ms and ms % _DURATION_MS[unit] == 0:
+            return f"{ms // _DURATION_MS[unit]}{unit}"
+    return f"{ms}ms"
+
+
+def duration_ms(value: Duration, what: str = "older_than") -> int:
+    """Milliseconds of a timedelta, a duration string (``"7d"``) or a number of seconds; never negative."""
+    if isinstance(value, datetime.timedelta):
+        ms = int(value.total_seconds() * 1000)
+    elif isinstance(value, str):
+        ms = parse_duration_ms(value, what)
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        ms = int(value * 1000)
+    else:
+        raise TypeError(f"a duration must be a timedelta, a string like '7d' or seconds, got {value!r}")
+    if ms < 0:
+        raise ValueError(f"a duration must not be negative, got {value!r}")
+    return ms
 
 
 @dataclass(frozen=True)

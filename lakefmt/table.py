@@ -19,7 +19,7 @@ from lakefmt.io.paths import is_temp_of
 from lakefmt.maintenance import MaintenanceReport, Progress, expire_snapshots, remove_orphan_files
 from lakefmt.meta import entries as ents
 from lakefmt.meta.store import MetaStore
-from lakefmt.options import TableOptions, parse_duration_ms
+from lakefmt.options import DEFAULT_ORPHAN_OLDER_THAN, Duration, TableOptions, duration_ms  # also importable here
 from lakefmt.read.scan import FileTask, Scan
 from lakefmt.spec import CommitMessage, Snapshot, TableSchema, layout
 from lakefmt.spec.types import type_to_json
@@ -270,7 +270,7 @@ class Table:
     def remove_orphan_files(
         self,
         *,
-        older_than: Duration = datetime.timedelta(days=1),
+        older_than: Duration = DEFAULT_ORPHAN_OLDER_THAN,
         dry_run: bool = False,
         progress: Progress | None = None,
     ) -> MaintenanceReport:
@@ -287,24 +287,6 @@ class Table:
             return None
         last = latest.commit_users.get(commit_user)
         return last[0] if last else None
-
-
-Duration = datetime.timedelta | str | int | float
-
-
-def duration_ms(value: Duration) -> int:
-    """Milliseconds of a timedelta, a duration string (``"7d"``) or a number of seconds."""
-    if isinstance(value, datetime.timedelta):
-        ms = int(value.total_seconds() * 1000)
-    elif isinstance(value, str):
-        ms = parse_duration_ms(value, "older_than")
-    elif isinstance(value, int | float) and not isinstance(value, bool):
-        ms = int(value * 1000)
-    else:
-        raise TypeError(f"a duration must be a timedelta, a string like '7d' or seconds, got {value!r}")
-    if ms < 0:
-        raise ValueError(f"a duration must not be negative, got {value!r}")
-    return ms
 
 
 def _enclosing_table(uri: str, storage_options: dict[str, Any]) -> str | None:

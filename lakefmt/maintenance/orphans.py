@@ -19,11 +19,12 @@ from lakefmt.io import FileIO
 from lakefmt.maintenance.report import MaintenanceReport, Progress, classify
 from lakefmt.meta import entries as ents
 from lakefmt.meta.store import MetaStore
+from lakefmt.options import DEFAULT_ORPHAN_OLDER_THAN_MS
 from lakefmt.spec import layout
 
 __all__ = ["nested_table_roots", "referenced_files", "remove_orphan_files"]
 
-DEFAULT_OLDER_THAN_MS = 86_400_000
+DEFAULT_OLDER_THAN_MS = DEFAULT_ORPHAN_OLDER_THAN_MS  #: the default age threshold (lakefmt.options)
 
 _NESTED_SCHEMA = re.compile(r"^(.+)/schema/schema-\d+$")
 

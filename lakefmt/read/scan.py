@@ -26,7 +26,7 @@ from lakefmt.read.plan import (
 from lakefmt.spec import Snapshot, TableSchema
 from lakefmt.spec.manifest import manifest_schema
 
-__all__ = ["FileTask", "Scan", "check_snapshot_id", "snapshot_as_of"]
+__all__ = ["FileTask", "Scan", "check_snapshot_id", "parse_as_of", "snapshot_as_of"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +67,23 @@ def _to_millis(as_of: datetime.datetime | int | float) -> int:
     if isinstance(as_of, float) and not math.isfinite(as_of):
         raise InvalidTimestampError(f"as_of must be a finite number of epoch milliseconds, got {as_of!r}")
     return int(as_of)
+
+
+def parse_as_of(text: str) -> int:
+    """An instant written as text (an engine's read option) in epoch milliseconds: either a whole number of
+    epoch milliseconds or an ISO-8601 date-time (``Z`` or an offset; without one, UTC)."""
+    s = str(text).strip()
+    if s.lstrip("-").isdigit():
+        return int(s)
+    try:
+        moment = datetime.datetime.fromisoformat(s.replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise InvalidTimestampError(
+            f"as_of {text!r} is neither epoch milliseconds nor an ISO-8601 date-time: {exc}"
+        ) from exc
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=datetime.UTC)
+    return _to_millis(moment)
 
 
 def snapshot_as_of(store: MetaStore, as_of: datetime.datetime | int | float) -> Snapshot:

@@ -31,7 +31,6 @@ Options (case-insensitive):
 
 from __future__ import annotations
 
-import datetime
 import hashlib
 import json
 from collections.abc import Iterator, Mapping, Sequence
@@ -62,6 +61,7 @@ from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from pyspark.sql.types import StructType
 
 import lakefmt
+from lakefmt.read.scan import parse_as_of
 
 __all__ = ["DefaultSource", "LakefmtDataSource"]
 
@@ -259,7 +259,8 @@ class _Reader(DataSourceReader):
     def __init__(self, ref: TableRef, options: Mapping[str, str]) -> None:
         self.ref = ref
         self.snapshot_id = int(options["snapshotid"]) if options.get("snapshotid") else None
-        self.as_of = _parse_as_of(options.get("asof"))
+        as_of = options.get("asof")
+        self.as_of = parse_as_of(as_of) if as_of else None
         self.filter: pc.Expression | None = None
 
     def _scan(self) -> lakefmt.Scan:
@@ -308,18 +309,6 @@ class _PushdownReader(_Reader):
             if expr is not None:
                 self.filter = expr if self.filter is None else self.filter & expr
             yield f
-
-
-def _parse_as_of(value: str | None) -> int | None:
-    if not value:
-        return None
-    text = str(value).strip()
-    if text.lstrip("-").isdigit():
-        return int(text)
-    moment = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=datetime.UTC)
-    return int(moment.timestamp() * 1000)
 
 
 class LakefmtDataSource(DataSource):
