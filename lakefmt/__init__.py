@@ -31,7 +31,7 @@ from lakefmt.errors import (
     UnsupportedFormatVersionError,
     UnsupportedTypeError,
 )
-from lakefmt.read.scan import FileTask, Scan
+from lakefmt.read.scan import FileTask, ReadTask, Scan
 from lakefmt.spec import FORMAT_VERSION, CommitKind, CommitMessage, Snapshot, TableSchema
 from lakefmt.table import Table, create_table, open_table
 from lakefmt.write.writer import TableWriter
@@ -61,6 +61,7 @@ __all__ = [
     "NonAtomicStorageError",
     "NotATableError",
     "PathOutsideTableError",
+    "ReadTask",
     "Scan",
     "SchemaMismatchError",
     "Snapshot",

@@ -1,4 +1,5 @@
-"""Manifest merging: the policy (a few knobs), an in-order bin packer, and the three merges the committer uses.
+"""Manifest merging: the policy (a few knobs) and the three merges the committer uses (small manifests are
+grouped by the in-order bin packer of :mod:`lakefmt.binpack`).
 
 * delta merge: a commit's many small per-task manifests become target-size manifests;
 * minor merge: once ``min_count`` small manifests pile up in the base list, they are merged (ADD/DELETE
@@ -13,12 +14,12 @@ cost does not grow with the number of snapshots.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TypeVar
 
 import pyarrow as pa
 
+from lakefmt.binpack import pack
 from lakefmt.io import FileIO
 from lakefmt.meta.entries import cancel_pairs, concat_entries
 from lakefmt.meta.store import MetaStore
@@ -27,9 +28,6 @@ from lakefmt.spec import ManifestFileMeta, TableSchema, layout
 from lakefmt.spec.manifest import encode_manifest, manifest_meta
 
 __all__ = ["ManifestMerger", "MergePolicy", "pack", "pick_tier"]
-
-T = TypeVar("T")
-
 
 @dataclass(frozen=True)
 class MergePolicy:
@@ -48,22 +46,6 @@ class MergePolicy:
             options.manifest_full_merge_threshold,
             options.fsync,
         )
-
-
-def pack(items: Sequence[T], size: Callable[[T], int], target: int) -> list[list[T]]:
-    """Greedy, order-preserving bin packing: consecutive items go in one bin until it reaches ``target``."""
-    bins: list[list[T]] = []
-    current: list[T] = []
-    total = 0
-    for item in items:
-        current.append(item)
-        total += size(item)
-        if total >= target:
-            bins.append(current)
-            current, total = [], 0
-    if current:
-        bins.append(current)
-    return bins
 
 
 def pick_tier(small: Sequence[ManifestFileMeta], min_count: int) -> list[ManifestFileMeta]:

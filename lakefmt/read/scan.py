@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
+from lakefmt.binpack import pack
 from lakefmt.errors import InvalidSnapshotIdError, InvalidTimestampError, SchemaMismatchError, SnapshotNotFoundError
 from lakefmt.io import FileIO
 from lakefmt.meta import entries as ents
@@ -26,7 +27,7 @@ from lakefmt.read.plan import (
 from lakefmt.spec import Snapshot, TableSchema
 from lakefmt.spec.manifest import manifest_schema
 
-__all__ = ["FileTask", "Scan", "check_snapshot_id", "parse_as_of", "snapshot_as_of"]
+__all__ = ["FileTask", "ReadTask", "Scan", "check_snapshot_id", "parse_as_of", "snapshot_as_of"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +40,23 @@ class FileTask:
     file_size: int
     row_count: int
     partition: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ReadTask:
+    """Data files one engine task reads together: consecutive files of a scan, about a split size in all."""
+
+    files: tuple[FileTask, ...]
+
+    @property
+    def paths(self) -> list[str]:
+        """The files' paths relative to the table root."""
+        return [f.path for f in self.files]
+
+    @property
+    def size(self) -> int:
+        """The files' bytes on storage."""
+        return sum(f.file_size for f in self.files)
 
 
 def check_snapshot_id(value: object, what: str = "snapshot_id", minimum: int = 1) -> int:
@@ -214,6 +232,14 @@ class Scan:
         else:
             parts = [{} for _ in paths]
         return [FileTask(*t) for t in zip(paths, full, sizes, rows, parts, strict=True)]
+
+    def plan_tasks(self, split_size: int) -> list[ReadTask]:
+        """The files of :meth:`files`, in order, packed into read tasks of about ``split_size`` bytes each: a task
+        takes consecutive files until they reach ``split_size`` (so a file larger than that is a task of its
+        own, and the last task may be smaller). No files, no tasks."""
+        if isinstance(split_size, bool) or not isinstance(split_size, int) or split_size < 1:
+            raise ValueError(f"split_size must be a positive number of bytes, got {split_size!r}")
+        return [ReadTask(tuple(group)) for group in pack(self.files(), lambda f: f.file_size, split_size)]
 
     def _full_paths(self, paths: list[str]) -> list[str]:
         """Filesystem paths of the planned files, joined to the root at once (a per-path ``FileIO.full_path``

@@ -267,18 +267,9 @@ class _Reader(DataSourceReader):
         return self.ref.open().scan(filter=self.filter, snapshot_id=self.snapshot_id, as_of=self.as_of)
 
     def partitions(self) -> list[_FilesPartition]:
-        parts: list[_FilesPartition] = []
-        current: list[str] = []
-        size = 0
-        for task in self._scan().files():
-            current.append(task.path)
-            size += task.file_size
-            if size >= READ_SPLIT_BYTES:
-                parts.append(_FilesPartition(current))
-                current, size = [], 0
-        if current or not parts:
-            parts.append(_FilesPartition(current))
-        return parts
+        """One partition per read task of about ``READ_SPLIT_BYTES`` (one empty partition for no files)."""
+        parts = [_FilesPartition(task.paths) for task in self._scan().plan_tasks(READ_SPLIT_BYTES)]
+        return parts or [_FilesPartition([])]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, _FilesPartition)

@@ -673,3 +673,28 @@ def test_scan_outputs_agree() -> None:
     assert all(f.file_size > 0 and f.full_path.endswith(f.path) for f in files)
     assert _ids(pa.Table.from_batches(list(scan.to_batches()))) == [0, 1, 2, 3, 4, 8, 9]
     assert t.scan().count() == 10
+
+
+def test_plan_tasks_packs_the_scan_files_in_order_to_a_split_size() -> None:
+    t = _memory_table(SCHEMA, partition_by=["dt"])
+    for i in range(7):
+        t.append(_batch(range(i * 10, i * 10 + 1 + i), f"d{i % 3}"))
+    scan = t.scan()
+    files = scan.files()
+    assert len(files) == 7
+    # every file a task of its own, all files in one task, and in between: consecutive files until the split
+    assert [task.files for task in scan.plan_tasks(1)] == [(f,) for f in files]
+    (everything,) = scan.plan_tasks(sum(f.file_size for f in files) + 1)
+    assert everything.files == tuple(files) and everything.size == sum(f.file_size for f in files)
+    split = files[0].file_size + files[1].file_size
+    tasks = scan.plan_tasks(split)
+    assert [f for task in tasks for f in task.files] == files
+    assert all(task.size >= split for task in tasks[:-1])
+    assert all(task.size - task.files[-1].file_size < split for task in tasks)
+    assert tasks[0].paths == [files[0].path, files[1].path]
+    # pruning applies first; a scan of nothing plans no task
+    pruned = t.scan(filter=pc.field("dt") == "d1")
+    assert [f for task in pruned.plan_tasks(split) for f in task.files] == pruned.files()
+    assert t.scan(filter=pc.field("dt") == "none").plan_tasks(split) == []
+    with pytest.raises(ValueError, match="split_size"):
+        scan.plan_tasks(0)
