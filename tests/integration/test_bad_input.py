@@ -12,6 +12,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
+from helpers import create_table_in
 
 import lakefmt
 from lakefmt.errors import (
@@ -97,7 +98,7 @@ class Fixture:
 
 
 def _make(store: Any, **kwargs: Any) -> Fixture:
-    t = lakefmt.create_table(store.uri(), SCHEMA, partition_by=["dt"], storage_options=store.storage_options, **kwargs)
+    t = create_table_in(store, SCHEMA, partition_by=["dt"], **kwargs)
     t.append(pa.concat_tables([_data([1, 2], "a"), _data([3], "b")]))
     t.append(_data([4], "a"))
     return Fixture(t, store.storage_options, _state(t.uri, store.storage_options))

@@ -18,6 +18,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from helpers import create_table_in, file_listing
 
 import lakefmt
 from lakefmt.io import file_io_for
@@ -81,13 +82,9 @@ def _failed(r: Result, code: int) -> str:
     return r.stderr
 
 
-def _listing(t: lakefmt.Table) -> dict[str, int]:
-    return {f.path: f.size for f in t.io.walk()}
-
-
 def _history(store: Any) -> lakefmt.Table:
     """Six snapshots with a partition overwrite and a whole-table overwrite in them."""
-    t = lakefmt.create_table(store.uri(), SCHEMA, partition_by=["dt"], storage_options=store.storage_options)
+    t = create_table_in(store, SCHEMA, partition_by=["dt"])
     t.append(pa.table({"id": [1, 2, 3], "dt": ["a", "b", "c"]}, schema=SCHEMA))
     t.append(pa.table({"id": [4, 5], "dt": ["a", "b"]}, schema=SCHEMA))
     t.overwrite(pa.table({"id": [6], "dt": ["a"]}, schema=SCHEMA), partition={"dt": "a"})
@@ -121,7 +118,7 @@ def cli_store(request: pytest.FixtureRequest, local_store: Any) -> Any:
 
 def test_help_and_bad_usage(local_store: Any) -> None:
     t = _history(local_store)
-    before = _listing(t)
+    before = file_listing(t.io)
     uri = t.uri
     top, expire_help, unknown, bad_age, zero_min, max_below_min, bad_option, no_command = _cli_many(
         [
@@ -153,7 +150,7 @@ def test_help_and_bad_usage(local_store: Any) -> None:
     _failed(no_command, 2)
     for r in (unknown, bad_age, zero_min, max_below_min):
         assert r.stdout == ""
-    assert _listing(t) == before, "a command refused for bad usage still changed the table"
+    assert file_listing(t.io) == before, "a command refused for bad usage still changed the table"
 
 
 # -- errors ------------------------------------------------------------------------------------------------------
@@ -298,7 +295,7 @@ def test_environment_failures_are_one_line_and_quick(
     traceback (or, for anon=false, to read anonymously); each is now one line on stderr, exit 1 or 2 (bad
     usage), in seconds rather than after botocore's retry storm."""
     t = _history(s3_store)  # a table on moto: anonymous reads work there, signed ones need credentials
-    before = _listing(t)
+    before = file_listing(t.io)
     endpoint = ["-o", f"endpoint_url={moto_server['endpoint']}"]
     creds = ["-o", "key=testing", "-o", "secret=Sup3rSecretValue"]
     no_aws = _no_aws_env(tmp_path)
@@ -347,7 +344,7 @@ def test_environment_failures_are_one_line_and_quick(
         assert _json(r)["latest_snapshot"] == 6 and elapsed < 20
     err = _failed(unsigned[0], 1)
     assert len(err.strip().splitlines()) == 1 and "Forbidden" in err and unsigned[1] < 20
-    assert _listing(t) == before
+    assert file_listing(t.io) == before
 
 
 # -- inspection --------------------------------------------------------------------------------------------------
@@ -436,7 +433,7 @@ def test_expire_and_orphan_clean(cli_store: Any) -> None:
     expected = {s.id: sorted(t.to_arrow(snapshot_id=s.id).column("id").to_pylist()) for s in t.snapshots()}
     garbage = _garbage(t)
     uri, opts = t.uri, _opts(cli_store)
-    before = _listing(t)
+    before = file_listing(t.io)
 
     if cli_store.kind == "local":
         # dry runs, text and JSON, delete nothing and agree with each other
@@ -449,7 +446,7 @@ def test_expire_and_orphan_clean(cli_store: Any) -> None:
                 ["orphan-clean", uri, "--json"],  # default threshold: one day
             ]
         )
-        assert _listing(t) == before, "a dry run deleted something"
+        assert file_listing(t.io) == before, "a dry run deleted something"
         plan = _json(dry_json)
         _check_report(plan, "expire", True)
         orphan_plan = _json(orphan_dry_json)
@@ -480,7 +477,7 @@ def test_expire_and_orphan_clean(cli_store: Any) -> None:
     report = _json(_cli("expire", uri, "--retain-max", "2", "--older-than", "7d", "--json", *opts))
     _check_report(report, "expire", False)
     assert {k: v for k, v in report.items() if k != "dry_run"} == {k: v for k, v in plan.items() if k != "dry_run"}
-    after = _listing(t)
+    after = file_listing(t.io)
     assert set(before) - set(after) == set(plan["paths"])
     t = lakefmt.open_table(uri, cli_store.storage_options)
     for sid in (5, 6):
@@ -489,7 +486,7 @@ def test_expire_and_orphan_clean(cli_store: Any) -> None:
     # then the real orphan-clean, in text, deletes exactly the garbage
     text = _ok(_cli("orphan-clean", uri, "--older-than", "0s", *opts)).stdout
     assert f"deleted {len(garbage)} file(s)" in text and "deleted 1 temp file (" in text
-    final = _listing(t)
+    final = file_listing(t.io)
     assert set(after) - set(final) == garbage
     refs = referenced_files(MetaStore(t.io))
     assert set(final) - refs == set() and refs - set(final) <= {layout.LATEST, layout.EARLIEST}
@@ -502,7 +499,7 @@ def test_expire_and_orphan_clean(cli_store: Any) -> None:
         again = _json(again_json)
         assert again["expired_snapshots"] == [] and again["total_files"] == 0
         assert "expired" in _failed(expired_files, 1)
-        assert _listing(t) == final
+        assert file_listing(t.io) == final
 
 
 def test_expire_by_age_from_the_command_line(local_store: Any) -> None:

@@ -9,6 +9,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from helpers import create_table_in, file_listing
 
 import lakefmt
 from lakefmt.errors import (
@@ -25,12 +26,11 @@ SCHEMA = pa.schema([NOT_NULL_ID, pa.field("s", pa.string())])
 
 def _state(t: lakefmt.Table) -> tuple[dict[str, int], list[int], list[dict[str, Any]]]:
     """Every file (path and size), the snapshot ids and the rows: what "unchanged" compares."""
-    files = {f.path: f.size for f in t.io.walk()}
-    return files, [s.id for s in t.snapshots()], sorted(t.to_arrow().to_pylist(), key=str)
+    return file_listing(t.io), [s.id for s in t.snapshots()], sorted(t.to_arrow().to_pylist(), key=str)
 
 
 def _table(store: Any, schema: pa.Schema = SCHEMA, rows: pa.Table | None = None) -> lakefmt.Table:
-    t = lakefmt.create_table(store.uri(), schema, storage_options=store.storage_options)
+    t = create_table_in(store, schema)
     t.append(rows if rows is not None else pa.table({"id": [1, 2], "s": ["a", "b"]}, schema=schema))
     return t
 

@@ -25,6 +25,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from helpers import create_table_in, sorted_ids
 
 import lakefmt
 from lakefmt.errors import SnapshotNotFoundError
@@ -34,6 +35,7 @@ from lakefmt.spec import layout
 
 SCHEMA = pa.schema([("id", pa.int64()), ("dt", pa.string())])
 WRITERS = 2
+HERE = Path(__file__).resolve().parent
 
 
 def write_until(
@@ -81,10 +83,6 @@ def _process_writer_main() -> None:
             f.flush()
 
         write_until(uri, {}, int(writer), lambda: os.path.exists(stop_file), out, pause=0.02)
-
-
-def _ids(t: lakefmt.Table, snapshot_id: int) -> list[int]:
-    return sorted(t.to_arrow(snapshot_id=snapshot_id).column("id").to_pylist())
 
 
 class _Record:
@@ -142,7 +140,7 @@ def _check_retained(t: lakefmt.Table, record: dict[int, list[int]], which: str =
     elif which == "ends":
         snaps = [*snaps[:1], *snaps[1:][-1:]]
     for snap in snaps:
-        assert _ids(t, snap.id) == record[snap.id], f"snapshot {snap.id} lost or gained rows"
+        assert sorted_ids(t, snap.id) == record[snap.id], f"snapshot {snap.id} lost or gained rows"
         checked += 1
     return checked
 
@@ -157,7 +155,7 @@ def _run(
     """Run the maintenance loop for ``seconds`` beside the writers ``start_writer`` starts, checking the
     retained snapshots (``check``: all, or the earliest and latest) after each expire and orphan-clean; then
     stop the writers and check everything."""
-    t = lakefmt.create_table(store.uri(), SCHEMA, partition_by=["dt"], storage_options=store.storage_options)
+    t = create_table_in(store, SCHEMA, partition_by=["dt"])
     record = _Record()
     stop_writer = start_writer(t.uri, record)
     expired: list[int] = []
@@ -198,14 +196,14 @@ def _run(
     last = max(final)
     latest = t.latest_snapshot()
     assert latest is not None and latest.id == last
-    assert _ids(t, last) == final[last]
+    assert sorted_ids(t, last) == final[last]
     # every snapshot the writers made is either retained and reads exactly as it did, or expired
     retained = {s.id for s in t.snapshots()}
     assert retained == set(range(min(retained), last + 1))
     assert set(final) == retained | set(expired)
     for sid, ids in final.items():
         if sid in retained:
-            assert _ids(t, sid) == ids
+            assert sorted_ids(t, sid) == ids
         else:
             with pytest.raises(SnapshotNotFoundError):
                 t.scan(snapshot_id=sid)
@@ -216,20 +214,20 @@ def _run(
     refs = referenced_files(MetaStore(t.io))
     assert files - refs == set()
     assert refs - files <= {layout.LATEST, layout.EARLIEST}
-    assert _ids(t, last) == final[last]
+    assert sorted_ids(t, last) == final[last]
 
 
 def test_maintenance_while_writer_processes_commit(local_store: Any, tmp_path: Path) -> None:
     def start(uri: str, record: _Record) -> Callable[[], None]:
         stop_file = tmp_path / "stop"
-        code = (
-            "import sys; sys.path.insert(0, sys.argv.pop(1)); "
+        code = (  # this folder and tests/ (for helpers) on the path
+            "import sys; sys.path[:0] = [sys.argv.pop(1), sys.argv.pop(1)]; "
             "import test_maintenance_concurrent as m; m._process_writer_main()"
         )
         record_files = [tmp_path / f"record-{w}.jsonl" for w in range(WRITERS)]
         procs = [
             subprocess.Popen(
-                [sys.executable, "-c", code, str(Path(__file__).parent), uri, str(w), str(f), str(stop_file)],
+                [sys.executable, "-c", code, str(HERE), str(HERE.parent), uri, str(w), str(f), str(stop_file)],
                 stderr=subprocess.PIPE,
             )
             for w, f in enumerate(record_files)

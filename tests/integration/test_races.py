@@ -20,6 +20,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from faults.report import record
+from helpers import create_table_in
 
 import lakefmt
 from lakefmt.errors import CommitRetriesExhaustedError
@@ -195,7 +196,7 @@ def run_processes(targets: list[Any], uri: str, options: dict[str, Any], count: 
 
 
 def new_table(store: Any) -> lakefmt.Table:
-    return lakefmt.create_table(store.uri(), SCHEMA, storage_options=store.storage_options)
+    return create_table_in(store, SCHEMA)
 
 
 def assert_history_is_sound(table: lakefmt.Table, expected_ids: list[int]) -> list[lakefmt.Snapshot]:

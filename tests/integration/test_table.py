@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pytest
+from helpers import create_table_in
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
@@ -42,10 +43,6 @@ def fast_store(request: pytest.FixtureRequest, tmp_path: Any) -> _FastStore:
     if request.param == "local":
         return _FastStore("local", str(tmp_path))
     return _FastStore("memory", f"memory://lakefmt-{uuid.uuid4().hex}")
-
-
-def _create(store: Any, schema: pa.Schema, **kwargs: Any) -> lakefmt.Table:
-    return lakefmt.create_table(store.uri(), schema, storage_options=store.storage_options, **kwargs)
 
 
 def _memory_table(schema: pa.Schema, **kwargs: Any) -> lakefmt.Table:
@@ -174,7 +171,7 @@ def spark_types_table() -> pa.Table:
 
 def test_round_trip_every_spark_type(store: Any) -> None:
     data = spark_types_table()
-    t = _create(store, data.schema)
+    t = create_table_in(store, data.schema)
     assert t.schema() == data.schema
     t.append(data)
     t.append(data.slice(2, 3).set_column(0, "id", pa.array([10, 11, 12], pa.int64())))
@@ -238,7 +235,7 @@ def test_round_trip_partitioned_by_each_partition_type(fast_store: Any) -> None:
             "v": pa.array([1.0, 2.0, 3.0, None, float("nan"), -0.0]),
         }
     )
-    t = _create(store, data.schema, partition_by=["s", "i", "d", "bo"])
+    t = create_table_in(store, data.schema, partition_by=["s", "i", "d", "bo"])
     t.append(data)
     assert _rows(t.scan().to_arrow()) == _rows(data)
     files = t.scan().files()
@@ -263,7 +260,7 @@ SCHEMA = pa.schema([("id", pa.int64()), ("dt", pa.string())])
 
 
 def test_time_travel_by_id_and_timestamp(store: Any) -> None:
-    t = _create(store, SCHEMA, partition_by=["dt"])
+    t = create_table_in(store, SCHEMA, partition_by=["dt"])
     assert t.latest_snapshot() is None
     assert t.snapshots() == []
     assert t.scan().to_arrow().num_rows == 0
@@ -299,7 +296,7 @@ def test_time_travel_by_id_and_timestamp(store: Any) -> None:
 
 def test_incremental_scans_give_only_what_the_range_added(fast_store: Any) -> None:
     store = fast_store
-    t = _create(store, SCHEMA, partition_by=["dt"])
+    t = create_table_in(store, SCHEMA, partition_by=["dt"])
     for i in range(6):
         t.append(_batch([i * 10, i * 10 + 1], dt="a" if i % 2 else "b"))
     for start in range(0, 6):
@@ -319,7 +316,7 @@ def test_incremental_scans_give_only_what_the_range_added(fast_store: Any) -> No
 
 def test_incremental_scan_across_an_overwrite(fast_store: Any) -> None:
     store = fast_store
-    t = _create(store, SCHEMA, partition_by=["dt"])
+    t = create_table_in(store, SCHEMA, partition_by=["dt"])
     t.append(_batch([1], "a"))  # 1
     t.append(_batch([2], "b"))  # 2
     t.append(_batch([3], "a"))  # 3
@@ -336,7 +333,7 @@ def test_incremental_scan_across_an_overwrite(fast_store: Any) -> None:
 
 
 def test_overwrite_partition_and_whole_table(store: Any) -> None:
-    t = _create(store, SCHEMA, partition_by=["dt"])
+    t = create_table_in(store, SCHEMA, partition_by=["dt"])
     t.append(pa.concat_tables([_batch([1, 2], "a"), _batch([3], "b"), _batch([4], "c")]))
     t.append(_batch([5], "a"))
     snap = t.overwrite(_batch([10, 11], "a"), partition={"dt": "a"})
@@ -367,14 +364,14 @@ def test_overwrite_partition_and_whole_table(store: Any) -> None:
 
 def test_overwrite_null_partition_and_unpartitioned_table(fast_store: Any) -> None:
     store = fast_store
-    t = _create(store, SCHEMA, partition_by=["dt"])
+    t = create_table_in(store, SCHEMA, partition_by=["dt"])
     t.append(pa.table({"id": [1, 2, 3], "dt": ["a", None, None]}))
     t.overwrite(pa.table({"id": [9], "dt": pa.array([None], pa.string())}), partition={"dt": None})
     assert sorted(t.scan().to_arrow().to_pylist(), key=lambda r: r["id"]) == [
         {"id": 1, "dt": "a"},
         {"id": 9, "dt": None},
     ]
-    u = _create(store, SCHEMA)
+    u = create_table_in(store, SCHEMA)
     u.append(_batch([1, 2]))
     u.overwrite(_batch([3]))
     assert _ids(u.scan().to_arrow()) == [3]
@@ -390,7 +387,7 @@ def _message(t: lakefmt.Table, ids: Iterable[int]) -> lakefmt.CommitMessage:
 
 
 def test_exactly_once_per_commit_user_and_identifier(store: Any) -> None:
-    t = _create(store, SCHEMA, partition_by=["dt"])
+    t = create_table_in(store, SCHEMA, partition_by=["dt"])
     c = t.new_committer(commit_user="job-42")
     msg = _message(t, [1, 2])
     snap = c.commit([msg], identifier=7)
@@ -424,7 +421,7 @@ def test_exactly_once_per_commit_user_and_identifier(store: Any) -> None:
 
 def test_one_off_commits_are_never_deduplicated(fast_store: Any) -> None:
     store = fast_store
-    t = _create(store, SCHEMA)
+    t = create_table_in(store, SCHEMA)
     c = t.new_committer()
     assert c.commit([_message(t, [1])], identifier=0) is not None
     assert c.commit([_message(t, [2])], identifier=0) is not None
@@ -434,7 +431,7 @@ def test_one_off_commits_are_never_deduplicated(fast_store: Any) -> None:
 
 def test_commit_of_nothing_makes_no_snapshot(fast_store: Any) -> None:
     store = fast_store
-    t = _create(store, SCHEMA)
+    t = create_table_in(store, SCHEMA)
     w = t.new_writer()
     assert t.new_committer(commit_user="u").commit([w.prepare_commit()], identifier=1) is None
     assert t.snapshots() == []

@@ -14,6 +14,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from helpers import create_table_in, file_listing, sorted_ids
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -51,12 +52,8 @@ def _batch(ids: range | list[int], dt: str) -> pa.Table:
     return pa.table({"id": ids, "dt": [dt] * len(ids), "v": [f"{dt}-{i}" for i in ids]}, schema=SCHEMA)
 
 
-def _ids(t: lakefmt.Table, snapshot_id: int | None = None) -> list[int]:
-    return sorted(t.to_arrow(snapshot_id=snapshot_id).column("id").to_pylist())
-
-
 def _create(store: Any) -> lakefmt.Table:
-    return lakefmt.create_table(store.uri(), SCHEMA, partition_by=["dt"], storage_options=store.storage_options)
+    return create_table_in(store, SCHEMA, partition_by=["dt"])
 
 
 def _history(t: lakefmt.Table) -> dict[int, list[int]]:
@@ -77,20 +74,16 @@ def _history(t: lakefmt.Table) -> dict[int, list[int]]:
     for op in ops:
         snap = op()
         assert snap is not None
-        expected[snap.id] = _ids(t, snap.id)
+        expected[snap.id] = sorted_ids(t, snap.id)
     assert expected[3] == [3, 4, 5, 8, 9, 10, 11]
     assert expected[5] == [14, 15, 16, 17]
     assert expected[8] == [16, 17, 18, 19, 20, 21, 22, 23]
     return expected
 
 
-def _listing(io: FileIO) -> dict[str, int]:
-    return {f.path: f.size for f in io.walk()}
-
-
 def _assert_exactly_referenced(t: lakefmt.Table) -> None:
     """The store holds exactly the files the retained snapshots reference (hints may be absent)."""
-    files = set(_listing(t.io))
+    files = set(file_listing(t.io))
     refs = referenced_files(MetaStore(t.io))
     assert files - refs == set(), "garbage left behind"
     assert refs - files <= HINTS, "referenced files are missing"
@@ -99,7 +92,7 @@ def _assert_exactly_referenced(t: lakefmt.Table) -> None:
 def _assert_reads(t: lakefmt.Table, expected: dict[int, list[int]], retained: range) -> None:
     for sid, ids in expected.items():
         if sid in retained:
-            assert _ids(t, sid) == ids, f"snapshot {sid} changed"
+            assert sorted_ids(t, sid) == ids, f"snapshot {sid} changed"
         else:
             with pytest.raises(SnapshotNotFoundError, match="expired"):
                 t.scan(snapshot_id=sid)
@@ -216,11 +209,11 @@ def test_argument_validation(store: Any) -> None:
 def test_expire_by_count_with_overwrites(store: Any) -> None:
     t = _create(store)
     expected = _history(t)
-    before = _listing(t.io)
+    before = file_listing(t.io)
     _assert_exactly_referenced(t)
 
     dry = t.expire_snapshots(retain_max=3, dry_run=True)
-    assert _listing(t.io) == before, "a dry run deleted something"
+    assert file_listing(t.io) == before, "a dry run deleted something"
     report = t.expire_snapshots(retain_max=3)
     assert _summary(report) == _summary(dry)
     assert report.dry_run is False and dry.dry_run is True
@@ -228,7 +221,7 @@ def test_expire_by_count_with_overwrites(store: Any) -> None:
     assert report.expired_snapshots == [1, 2, 3, 4, 5]
     assert report.kept_snapshots == (6, 8)
     _assert_reads(t, expected, range(6, 9))
-    after = _listing(t.io)
+    after = file_listing(t.io)
     assert set(before) - set(after) == set(report.paths)  # deleted exactly what it reported
     assert set(after) - set(before) == {layout.EARLIEST}
     assert t.io.read(layout.EARLIEST).decode().strip() == "6"
@@ -245,7 +238,7 @@ def test_expire_by_count_with_overwrites(store: Any) -> None:
 
     _assert_exactly_referenced(t)
     assert t.remove_orphan_files(older_than=0).total_files == 0, "expire left garbage"
-    assert _listing(t.io) == after
+    assert file_listing(t.io) == after
 
 
 @local_and_memory
@@ -318,7 +311,7 @@ def test_expire_by_age(store: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     _assert_reads(t, expected, range(8, 9))
     _assert_exactly_referenced(t)
     assert t.remove_orphan_files(older_than=0).total_files == 0
-    assert _ids(t) == expected[8]
+    assert sorted_ids(t) == expected[8]
 
 
 @local_and_memory
@@ -327,12 +320,12 @@ def test_expire_is_idempotent(store: Any) -> None:
     expected = _history(t)
     first = t.expire_snapshots(retain_max=4)
     assert first.expired_snapshots == [1, 2, 3, 4]
-    after = _listing(t.io)
+    after = file_listing(t.io)
     for _ in range(2):
         again = t.expire_snapshots(retain_max=4)
         assert again.expired_snapshots == [] and again.total_files == 0
         assert again.kept_snapshots == (5, 8)
-        assert _listing(t.io) == after
+        assert file_listing(t.io) == after
     _assert_reads(t, expected, range(5, 9))
 
 
@@ -342,9 +335,9 @@ def test_plan_then_apply(store: Any) -> None:
     (data, manifests, manifest lists, snapshots oldest first), with EARLIEST written before and after."""
     t = _create(store)
     expected = _history(t)
-    before = _listing(t.io)
+    before = file_listing(t.io)
     plan = plan_expiration(MetaStore(t.io), retain_max=3)
-    assert _listing(t.io) == before, "planning deleted or wrote something"
+    assert file_listing(t.io) == before, "planning deleted or wrote something"
     assert plan.expired == (1, 2, 3, 4, 5) and plan.kept == (6, 8) and plan.new_earliest == 6
     kinds = [d.kind for d in plan.deletions]
     order = [FileClass.DATA, FileClass.MANIFEST, FileClass.MANIFEST_LIST, FileClass.SNAPSHOT]
@@ -361,7 +354,7 @@ def test_plan_then_apply(store: Any) -> None:
     report = apply_expiration(t.io, MetaStore(t.io), plan, progress=lambda done, total, path: deleted.append(path))
     assert deleted == [d.path for d in plan.deletions]
     assert report.expired_snapshots == list(plan.expired) and report.kept_snapshots == plan.kept
-    assert set(before) - set(_listing(t.io)) == set(deleted)
+    assert set(before) - set(file_listing(t.io)) == set(deleted)
     assert t.io.read(layout.EARLIEST).decode().strip() == "6"
     _assert_reads(t, expected, range(6, 9))
     _assert_exactly_referenced(t)
@@ -383,7 +376,7 @@ def test_dry_run_on_fresh_table_and_no_commits(store: Any) -> None:
     report = t.expire_snapshots(retain_max=1, older_than=0)
     assert report.expired_snapshots == [] and report.kept_snapshots is None and report.total_files == 0
     assert t.remove_orphan_files(older_than=0).total_files == 0
-    assert set(_listing(t.io)) == {layout.schema_path(0)}
+    assert set(file_listing(t.io)) == {layout.schema_path(0)}
 
 
 # -- crash safety of expire ----------------------------------------------------------------------------------
@@ -449,17 +442,17 @@ def test_expire_crash_at_every_step_then_rerun(store: Any, monkeypatch: pytest.M
         # readable after the crash: the latest, and every snapshot that is to be retained
         t2 = lakefmt.open_table(t.uri, store.storage_options)
         for sid in range(6, 9):
-            assert _ids(t2, sid) == expected[sid], f"crash after {k} deletes broke snapshot {sid}"
+            assert sorted_ids(t2, sid) == expected[sid], f"crash after {k} deletes broke snapshot {sid}"
         assert t2.latest_snapshot() is not None and t2.latest_snapshot().id == 8  # type: ignore[union-attr]
         if k % 2:  # orphan-clean meanwhile: the half-expired history must neither trip it nor cost a retained file
             orphans = t2.remove_orphan_files(older_than=0)
             assert set(orphans.paths) <= set(plan.paths)
             for sid in range(6, 9):
-                assert _ids(t2, sid) == expected[sid], f"orphan-clean after a crash at {k} broke snapshot {sid}"
+                assert sorted_ids(t2, sid) == expected[sid], f"orphan-clean after a crash at {k} broke snapshot {sid}"
         # running expire again finishes, and ends where an uninterrupted run ends
         rerun = t2.expire_snapshots(retain_max=3)
         assert set(rerun.paths) <= set(plan.paths)
-        assert set(_listing(t2.io)) == final, f"crash after {k} deletes: rerun did not finish the job"
+        assert set(file_listing(t2.io)) == final, f"crash after {k} deletes: rerun did not finish the job"
         _assert_reads(t2, expected, range(6, 9))
     _assert_exactly_referenced(t)
     assert t.remove_orphan_files(older_than=0).total_files == 0
@@ -471,7 +464,7 @@ def test_expire_crashing_repeatedly_converges(store: Any, monkeypatch: pytest.Mo
     t = _create(store)
     expected = _history(t)
     plan = t.expire_snapshots(retain_max=2, dry_run=True)
-    final = (set(_listing(t.io)) - set(plan.paths)) | {layout.EARLIEST}
+    final = (set(file_listing(t.io)) - set(plan.paths)) | {layout.EARLIEST}
     budget = 3 if store.kind != "s3" else plan.total_files // 2 + 1  # S3: one crash, mid-metadata
     attempt = 0
     for attempt in range(plan.total_files):  # noqa: B007
@@ -483,14 +476,14 @@ def test_expire_crashing_repeatedly_converges(store: Any, monkeypatch: pytest.Mo
             finished = False
         monkeypatch.undo()
         t2 = lakefmt.open_table(t.uri, store.storage_options)
-        assert _ids(t2) == expected[8]
-        assert _ids(t2, 7) == expected[7]
+        assert sorted_ids(t2) == expected[8]
+        assert sorted_ids(t2, 7) == expected[7]
         if finished:
             break
     else:
         pytest.fail("expire never finished")
     assert attempt == (plan.total_files - 1) // budget >= 1
-    assert set(_listing(t.io)) == final
+    assert set(file_listing(t.io)) == final
     _assert_reads(t, expected, range(7, 9))
     assert t.remove_orphan_files(older_than=0).total_files == 0
 
@@ -531,10 +524,10 @@ def test_orphan_clean_removes_only_garbage(store: Any) -> None:
     t = _create(store)
     expected = _history(t)
     t.expire_snapshots(retain_max=5)
-    referenced = _listing(t.io)
+    referenced = file_listing(t.io)
     garbage = _make_garbage(t)
     assert set(garbage).isdisjoint(referenced)
-    everything = _listing(t.io)
+    everything = file_listing(t.io)
     assert set(everything) == set(referenced) | set(garbage)
 
     # default threshold (1 day): everything is young, nothing goes
@@ -545,12 +538,12 @@ def test_orphan_clean_removes_only_garbage(store: Any) -> None:
     # dry run lists exactly the garbage and deletes nothing
     dry = t.remove_orphan_files(older_than=0, dry_run=True)
     assert set(dry.paths) == set(garbage)
-    assert _listing(t.io) == everything
+    assert file_listing(t.io) == everything
     # the real run deletes exactly that
     report = t.remove_orphan_files(older_than=0)
     assert _summary(report) == _summary(dry)
     assert report.expired_snapshots == []
-    assert _listing(t.io) == referenced
+    assert file_listing(t.io) == referenced
     for kind in FileClass:
         mine = {p for p, k in garbage.items() if k is kind}
         assert {p for p, _ in report.deleted.get(kind, [])} == mine, kind
@@ -561,7 +554,7 @@ def test_orphan_clean_removes_only_garbage(store: Any) -> None:
     assert t.remove_orphan_files(older_than=0).total_files == 0
     # the table still takes commits
     t.append(_batch([500], "a"))
-    assert 500 in _ids(t)
+    assert 500 in sorted_ids(t)
 
 
 def _set_age(root: str, rel: str, age_s: float) -> None:
@@ -575,7 +568,7 @@ def test_orphan_clean_age_threshold_local(local_store: Any) -> None:
     t.expire_snapshots(retain_max=3)
     garbage = _make_garbage(t)
     root = t.io.root
-    referenced = set(_listing(t.io)) - set(garbage)
+    referenced = set(file_listing(t.io)) - set(garbage)
     assert {layout.schema_path(0), layout.LATEST, layout.EARLIEST} <= referenced
     for rel in referenced:  # referenced files are old: age never makes them garbage
         _set_age(root, rel, 30 * 86_400)
@@ -588,10 +581,10 @@ def test_orphan_clean_age_threshold_local(local_store: Any) -> None:
     assert set(t.remove_orphan_files(older_than=7200, dry_run=True).paths) == old
     report = t.remove_orphan_files()
     assert set(report.paths) == old
-    assert set(_listing(t.io)) == referenced | (set(garbage) - old)
+    assert set(file_listing(t.io)) == referenced | (set(garbage) - old)
     report = t.remove_orphan_files(older_than=datetime.timedelta(minutes=30))
     assert set(report.paths) == set(garbage) - old
-    assert set(_listing(t.io)) == referenced
+    assert set(file_listing(t.io)) == referenced
     _assert_reads(t, expected, range(6, 9))
 
 
@@ -618,7 +611,7 @@ def test_orphan_clean_symlinks_never_reach_outside(local_store: Any, tmp_path: A
     assert not any(p.startswith("dt=q/") for p in report.paths)
     assert target.read_bytes() == b"do not delete"
     assert (outside / "folder" / "inner.parquet").read_bytes() == b"nor this"
-    assert _ids(t) == list(range(5))
+    assert sorted_ids(t) == list(range(5))
 
 
 def _rewrite_entry_path(t: lakefmt.Table, snapshot_id: int, kind: FileKind, new_path: str) -> str:
@@ -651,15 +644,15 @@ def test_expire_refuses_a_path_outside_the_root(local_store: Any, tmp_path: Any)
     # snapshot 5 overwrote everything: its DELETE entries name many files; one now escapes the root, and it
     # sorts after the legitimate ones
     _rewrite_entry_path(t, 5, FileKind.DELETE, f"zz/../{rel_root}/victim.parquet")
-    before = _listing(t.io)
+    before = file_listing(t.io)
     t2 = lakefmt.open_table(t.uri)
     with pytest.raises(PathOutsideTableError):
         t2.expire_snapshots(retain_max=2, dry_run=True)
     with pytest.raises(PathOutsideTableError):
         t2.expire_snapshots(retain_max=2)
-    assert _listing(t.io) == before, "files were deleted before the bad path was refused"
+    assert file_listing(t.io) == before, "files were deleted before the bad path was refused"
     assert victim.read_bytes() == b"outside the table"
-    assert len(_ids(t2, 8)) >= len(expected[8])  # still reads (the corrupt DELETE no longer removes a file)
+    assert len(sorted_ids(t2, 8)) >= len(expected[8])  # still reads (the corrupt DELETE no longer removes a file)
 
 
 @local_and_memory
@@ -669,7 +662,7 @@ def test_orphan_clean_refuses_a_path_outside_the_root(store: Any) -> None:
     garbage = _make_garbage(t)
     # the latest snapshot's delta adds a file that "lives" outside the root
     _rewrite_entry_path(t, 8, FileKind.ADD, "../elsewhere/data.parquet")
-    before = _listing(t.io)
+    before = file_listing(t.io)
     t2 = lakefmt.open_table(t.uri, store.storage_options)
     with pytest.raises(PathOutsideTableError):
         t2.remove_orphan_files(older_than=0, dry_run=True)
@@ -677,7 +670,7 @@ def test_orphan_clean_refuses_a_path_outside_the_root(store: Any) -> None:
         t2.remove_orphan_files(older_than=0)
     with pytest.raises(PathOutsideTableError):
         referenced_files(MetaStore(t2.io))
-    assert _listing(t.io) == before and set(garbage) <= set(before)
+    assert file_listing(t.io) == before and set(garbage) <= set(before)
     with pytest.raises(PathOutsideTableError):
         t2.to_arrow()  # readers refuse it too
 
@@ -692,13 +685,13 @@ def test_a_manifest_list_naming_a_file_outside_is_refused(store: Any) -> None:
     bad = [dataclasses.replace(metas[0], file_name="../../schema/schema-0"), *metas[1:]]
     t.io.write(path, encode_manifest_list(bad, t.table_schema().partition_schema))
     _make_garbage(t)
-    before = _listing(t.io)
+    before = file_listing(t.io)
     t2 = lakefmt.open_table(t.uri, store.storage_options)
     with pytest.raises(PathOutsideTableError):
         t2.remove_orphan_files(older_than=0)
     with pytest.raises(PathOutsideTableError):
         t2.expire_snapshots(retain_max=1)
-    assert _listing(t.io) == before
+    assert file_listing(t.io) == before
 
 
 def test_not_a_table_is_refused_and_untouched(store: Any) -> None:
@@ -707,14 +700,14 @@ def test_not_a_table_is_refused_and_untouched(store: Any) -> None:
     io.write("data/file.parquet", b"someone else's data")
     io.write("snapshot/snapshot-1", b"{}")
     io.write("manifest/manifest-x-1", b"??")
-    before = _listing(io)
+    before = file_listing(io)
     with pytest.raises(NotATableError):
         lakefmt.open_table(uri, store.storage_options)
     with pytest.raises(NotATableError):
         lib_orphans(io, MetaStore(io), older_than_ms=0)
     with pytest.raises(NotATableError):
         lib_orphans(io, MetaStore(io), older_than_ms=0, dry_run=True)
-    assert _listing(io) == before
+    assert file_listing(io) == before
     # and a location with nothing at all
     empty = store.uri()
     with pytest.raises(NotATableError):
