@@ -21,9 +21,10 @@ Each kind of commit (append, overwrite; compact and delete next) is a short subc
 hooks: :meth:`check` (refuse bad input before writing), :meth:`replaced` (the live entries it deletes) and
 :meth:`check_conflict` (after a lost race: did a concurrent commit change what it replaces?).
 
-Requests, worst case, for one commit whose outcome stays unknown: the delta and base lists (2 writes, the
-base rewritten per attempt), ``commit.max-retries + 1`` attempts of which each publish is at most
-``FileIO.PUBLISH_ATTEMPTS`` puts and as many read-backs: with the defaults 21 x (1 list + 8 puts + 8 reads).
+Requests, worst case (defaults: ``commit.max-retries`` 20, ``FileIO.PUBLISH_ATTEMPTS`` 8): each lost race
+costs a base-list write, one conditional PUT, one read-back and a re-read of the latest snapshot (a hint GET
+and a probe); a publish whose answers keep getting lost costs at most 8 PUTs and 8 read-backs and then ends
+the commit (CommitStateUnknownError). So at most 2 + 21 list writes, 20 x 4 + 16 publish-side requests.
 """
 
 from __future__ import annotations
