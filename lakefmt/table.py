@@ -185,6 +185,7 @@ class Table:
                 with contextlib.suppress(LakefmtError, OSError):
                     entries = self._store.manifest(meta.file_name)
                     ents.check_data_paths(entries, f"manifest {meta.file_name}")
+                    self._store.forget_manifest(meta.file_name)  # a later commit of it must find it gone
                     for path in ents.paths(entries):
                         self.io.delete(path)
                     self.io.delete(layout.manifest_path(meta.file_name))

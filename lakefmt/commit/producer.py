@@ -50,7 +50,6 @@ from lakefmt.errors import (
     NonAtomicStorageError,
 )
 from lakefmt.io import FileIO
-from lakefmt.io.fileio import DEFINITE_REFUSALS
 from lakefmt.meta import entries
 from lakefmt.meta.store import MetaStore
 from lakefmt.options import TableOptions
@@ -240,7 +239,7 @@ class SnapshotProducer:
             won = self.io.publish(layout.snapshot_path(snap.id), snap.to_json(), sync=sync)
         except CommitStateUnknownError:
             raise
-        except DEFINITE_REFUSALS:
+        except self.io.definite_refusals:
             self.in_doubt = False  # the store refused the request: nothing was created
             raise
         except Exception as exc:

@@ -4,8 +4,9 @@ A user is forgotten only when its last commit is more than ``commit.user-retenti
 time that one fast clock cannot push forward: the earlier of the committer's own clock and the lower median
 of the *other* remembered users' last-commit times. So a host whose clock runs ahead (by any amount) cannot
 make a user that committed within the retention be forgotten, unless at least half of the other remembered
-users also committed from clocks that run ahead. Times are raw wall-clock times, never the snapshot's
-monotonic time (which one fast commit would push forward for every later commit).
+users also committed from clocks that run ahead. The committing user's own entry is recorded no earlier than
+that median, so a host whose clock runs behind cannot age out its own entry either. Times are wall-clock
+times, never the snapshot's monotonic time (which one fast commit would push forward for every later commit).
 
 The bound a writer can rely on: a commit user that stays silent for less than ``commit.user-retention``
 (default 30 days) is still deduplicated when it comes back, as long as fewer than ``commit.user-max`` other
@@ -33,13 +34,16 @@ def already_committed(latest: Snapshot | None, user: str | None, identifier: int
     return latest.commit_user == user and identifier <= latest.commit_identifier
 
 
+def _others_median(users: Mapping[str, UserMark], committer: str | None) -> int | None:
+    """The lower median of the other users' last-commit times (None if there are none)."""
+    others = sorted(mark.time_millis for u, mark in users.items() if u != committer)
+    return others[(len(others) - 1) // 2] if others else None
+
+
 def reference_time(users: Mapping[str, UserMark], committer: str | None, clock_ms: int) -> int:
     """The time the retention horizon is measured from (see the module docstring)."""
-    others = sorted(mark.time_millis for u, mark in users.items() if u != committer)
-    if not others:
-        return clock_ms
-    lower_median = others[(len(others) - 1) // 2]
-    return min(clock_ms, lower_median)
+    median = _others_median(users, committer)
+    return clock_ms if median is None else min(clock_ms, median)
 
 
 def next_commit_users(
@@ -59,7 +63,9 @@ def next_commit_users(
     ranked = sorted(kept.items(), key=lambda um: (-um[1].time_millis, um[0]))  # newest first; ties by name
     out: dict[str, UserMark] = {}
     if committer is not None:
-        out[committer] = UserMark(identifier, clock_ms)
+        # never recorded older than most other users say: a slow clock must not age out its own entry
+        median = _others_median(users, committer)
+        out[committer] = UserMark(identifier, clock_ms if median is None else max(clock_ms, median))
     for user, mark in ranked:
         if len(out) >= max_users:
             break

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import abc
 import contextlib
+import errno
 import os
 import threading
 import time
@@ -76,6 +77,9 @@ class FileIO(abc.ABC):
     """
 
     protocol: str = "generic"
+    #: errors of a publish attempt that prove nothing was created (the store refused the request as a whole);
+    #: object stores have none, since their clients retry internally and an earlier try may have landed
+    definite_refusals: tuple[type[BaseException], ...] = DEFINITE_REFUSALS
     #: whether :meth:`publish` is an atomic put-if-absent (exactly one of several racing callers wins); the
     #: committer refuses storage without it unless the table's options accept the risk
     atomic_publish: bool = True
@@ -171,7 +175,7 @@ class FileIO(abc.ABC):
                     return self._is_ours(rel, data)
                 except FileNotFoundError:
                     return False  # taken, then gone: it was not ours (nobody deletes a published object)
-            except DEFINITE_REFUSALS:
+            except self.definite_refusals:
                 if unknown is None:
                     raise  # refused before anything of ours reached storage
                 break
@@ -309,23 +313,29 @@ class LocalFileIO(FileIO):
     def _publish(self, path: str, data: bytes, sync: bool) -> None:
         folder = os.path.dirname(path)
         tmp = temp_name(path)
-        try:  # the temp file goes whatever happens, also when writing or syncing it fails
+        try:
             with open(tmp, "wb") as f:
                 f.write(data)
                 if sync:
                     f.flush()
                     os.fsync(f.fileno())
             os.link(tmp, path)  # atomic, fails with FileExistsError if the name is taken
-        finally:
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)  # the temp file goes whatever happened
+            raise
+        # created: from here on no error may read as "not created" (not even a PermissionError)
+        try:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
-        if not sync:
-            return
-        fd = os.open(folder, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+            if sync:
+                fd = os.open(folder, os.O_RDONLY)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+        except OSError as exc:
+            raise OSError(errno.EIO, f"{path} was created, then {type(exc).__name__}: {exc}") from exc
 
     def list(self, rel_dir: str) -> list[str]:
         try:
@@ -408,6 +418,7 @@ class S3FileIO(FileIO):
     """
 
     protocol = "s3"
+    definite_refusals = ()
 
     def _make_fs(self) -> fsspec.AbstractFileSystem:
         options = {"use_listings_cache": False, "skip_instance_cache": True, **self._storage_options}

@@ -105,7 +105,7 @@ def plan_expiration(
     """Decide which snapshots expire and which files go with them (reads metadata, deletes nothing).
 
     ``now_ms`` (epoch milliseconds, default: now) is the point in time ``older_than_ms`` counts back from."""
-    latest = store.latest_snapshot()
+    latest = store.latest_snapshot(strict=True)  # never a stale answer before deleting
     if latest is None:
         return ExpirationPlan()
     ids = [i for i in store.snapshot_ids() if i <= latest.id]

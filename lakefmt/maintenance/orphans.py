@@ -37,7 +37,7 @@ def referenced_files(store: MetaStore) -> set[str]:
     read. So a wrong hint never costs a snapshot its files; a half-expired snapshot costs a rerun of expire."""
     refs = {layout.LATEST, layout.EARLIEST}
     refs.update(layout.schema_path(i) for i in store.schema_ids())
-    latest = store.latest_snapshot()
+    latest = store.latest_snapshot(strict=True)  # never a stale answer before deleting
     if latest is None:
         return refs
     ids = [i for i in store.snapshot_ids() if i <= latest.id]

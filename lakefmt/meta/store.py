@@ -135,19 +135,21 @@ class MetaStore:
             return None
         return int(text) or None
 
-    def latest_snapshot(self) -> Snapshot | None:
+    def latest_snapshot(self, *, strict: bool = False) -> Snapshot | None:
         """The latest snapshot: start from the LATEST hint, then probe forward until a snapshot is absent.
-        A missing, stale or garbage hint costs a listing, never a wrong answer.
+        A missing, stale or garbage hint costs a listing.
 
         When the hint names the newest snapshot this store already holds (it published it, or read it), the
         probe starts from that one without reading it again: on an object store, a long-lived writer finds
-        the latest snapshot in two GETs (the hint and one probe)."""
-        hint = self.read_hint(layout.LATEST)
-        known = self._known_latest
-        if known is not None and hint == known.id:
-            current: Snapshot | None = known
-        else:
-            current = self.try_snapshot(hint) if hint else None
+        the latest snapshot in two GETs (the hint and one probe). That answer can be stale in one case: the
+        hint was set back to an old id (a hint PUT applied late) *and* the snapshots after it were expired.
+        ``strict=True`` starts from the listing instead (one LIST): maintenance, which deletes what the latest
+        snapshot does not need, always asks for it."""
+        current: Snapshot | None = None
+        if not strict:
+            hint = self.read_hint(layout.LATEST)
+            known = self._known_latest
+            current = known if known is not None and hint == known.id else (self.try_snapshot(hint) if hint else None)
         if current is None:
             ids = self.snapshot_ids()
             if not ids:

@@ -24,7 +24,7 @@ MANIFEST_DIR = "manifest"
 LATEST = f"{SNAPSHOT_DIR}/LATEST"
 EARLIEST = f"{SNAPSHOT_DIR}/EARLIEST"
 
-_NUMBERED = re.compile(r"^(schema|snapshot)-(\d+)$")
+_NUMBERED = re.compile(r"^(schema|snapshot)-(0|[1-9][0-9]*)$", re.ASCII)  # ASCII digits, no leading zero
 
 
 def schema_path(schema_id: int) -> str:

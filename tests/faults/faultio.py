@@ -260,6 +260,7 @@ class FaultIO(FileIO):
         self.root = inner.root
         self.protocol = inner.protocol
         self.atomic_publish = inner.atomic_publish
+        self.definite_refusals = inner.definite_refusals
         self._storage_options: dict[str, Any] = {}
         self._fs = None
         self.hook = hook  #: called with (operation, path) before each operation (e.g. to hold racers at a gate)

@@ -272,3 +272,78 @@ def test_an_identifier_outside_int64_is_refused_before_any_write(tmp_path: Any, 
     assert _files(t) == before and t.latest_snapshot() is None
     assert t.new_committer("job").commit(m, identifier=2**63 - 1) is not None
     assert t.latest_snapshot().commit_identifier == 2**63 - 1  # type: ignore[union-attr]
+
+
+# -- found by the adversarial review ---------------------------------------------------------------------------
+def test_orphan_clean_with_a_stale_hint_and_a_stale_table_object_deletes_nothing_live(tmp_path: Any) -> None:
+    """A long-lived Table remembers snapshot 2; the LATEST hint is set back to 2 (a hint PUT applied late)
+    and snapshots 1..3 expire: orphan-clean must still see 5 as the latest, not 2, and keep every live file."""
+    d = str(tmp_path / "t")
+    lakefmt.create_table(d, SCHEMA)
+    a, b = lakefmt.open_table(d), lakefmt.open_table(d)
+    a.append(_rows([1]))
+    a.append(_rows([2]))
+    for i in (3, 4, 5):
+        b.append(_rows([i]))
+    b.io.write(layout.LATEST, b"2")
+    b.expire_snapshots(retain_max=2)
+    old = time.time() - 2 * 86_400
+    for folder, _, names in os.walk(d):
+        for name in names:
+            os.utime(os.path.join(folder, name), (old, old))
+    a.remove_orphan_files()
+    assert _ids(lakefmt.open_table(d)) == [1, 2, 3, 4, 5]
+
+
+def test_a_permission_error_after_the_snapshot_was_linked_is_not_a_refusal(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On local disk the folder is fsynced after the link: an error there comes after the snapshot exists, so
+    it must not read as "not created" (Table.append would delete the files of a landed commit)."""
+    d = str(tmp_path / "t")
+    t = lakefmt.create_table(d, SCHEMA)
+    t.append(_rows([1]))
+    real_open = os.open
+    snapshot_dir = os.path.join(d, "snapshot")
+
+    def refuse_folder(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+        if os.fspath(path) == snapshot_dir:
+            raise PermissionError(13, "Permission denied", snapshot_dir)
+        return real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", refuse_folder)
+    snap = t.append(_rows([2]))
+    monkeypatch.undo()
+    assert snap is not None and snap.id == 2
+    assert _ids(lakefmt.open_table(d)) == [1, 2]
+
+
+def test_a_discarded_message_cannot_be_committed_afterwards(tmp_path: Any) -> None:
+    t = lakefmt.create_table(str(tmp_path / "t"), SCHEMA)
+    m = _message(t, [1, 2])
+    t.discard([m])
+    with pytest.raises(InvalidCommitError, match="already committed or discarded"):
+        t.new_committer("job").commit(m, identifier=1)
+    assert t.latest_snapshot() is None
+
+
+def test_a_slow_clock_cannot_age_out_its_own_dedup_entry(tmp_path: Any) -> None:
+    t = lakefmt.create_table(str(tmp_path / "t"), SCHEMA)
+    for user in ("v", "w", "x"):
+        t.new_committer(user).commit(_message(t, [0]), identifier=1)
+    slow = lambda: time.time() - 45 * 86_400  # noqa: E731 (a host without NTP)
+    assert t.new_committer("u", clock=slow).commit(_message(t, [70]), identifier=7) is not None
+    t.new_committer("v").commit(_message(t, [1]), identifier=2)
+    assert t.commit_user_identifier("u") == 7
+    assert t.new_committer("u", clock=slow).commit(_message(t, [70]), identifier=7) is None
+    assert _ids(t).count(70) == 1
+
+
+@pytest.mark.parametrize("name", ["snapshot-\u0662", "snapshot-\uff12", "snapshot-02", "snapshot-2x"])
+def test_snapshot_names_are_ascii_digits_only(tmp_path: Any, name: str) -> None:
+    t = lakefmt.create_table(str(tmp_path / "t"), SCHEMA)
+    t.append(_rows([1]))
+    t.io.delete(layout.LATEST)
+    t.io.write(f"snapshot/{name}", t.io.read(layout.snapshot_path(1)))
+    fresh = lakefmt.open_table(str(tmp_path / "t"))
+    assert [s.id for s in fresh.snapshots()] == [1] and _ids(fresh) == [1]
