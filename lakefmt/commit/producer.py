@@ -135,6 +135,8 @@ class SnapshotProducer:
                 base_list = self._write_list(merger, base, schema, options)
                 snap = self._snapshot(latest, schema, options, base_list, delta_list, delta)
                 if self._publish(snap, options.fsync):  # (e)
+                    if options.auto_expire:
+                        self._check_not_reused(snap)
                     self._after_publish(snap, delta)  # (g)
                     return CommitResult(CommitOutcome.COMMITTED, snap)
             delay = next(retries)
@@ -251,6 +253,28 @@ class SnapshotProducer:
         if won:
             hooks.fire_publish("after-publish", snap)
         return won
+
+    def _check_not_reused(self, snap: Snapshot) -> None:
+        """After publishing ``snap`` on a table that expires snapshots after every commit: make sure its id was
+        not one that expiration had freed while this commit ran (other commits took it and the next ones,
+        then an expiration deleted them all: the exclusive create of a deleted name succeeds). Such a snapshot
+        is not in the table's history. Expiration deletes the oldest first and never the latest, so while
+        ``snap``'s parent is still there, nothing after it was expired: one GET, the usual answer."""
+        if snap.id > 1 and self.store.try_snapshot(snap.id - 1) is not None:
+            return
+        ids = self.store.snapshot_ids()
+        if not ids or ids[-1] <= snap.id:
+            return  # nothing after it: the parent was expired after this commit landed
+        latest = self.store.latest_snapshot(strict=True)
+        mark = latest.commit_users.get(self.request.user) if latest and self.request.user else None
+        if mark is not None and mark.identifier >= self.request.identifier:
+            return  # a later snapshot carries this commit forward: it is in the history
+        raise CommitStateUnknownError(
+            f"snapshot {snap.id} was published, but snapshots up to {ids[-1]} exist and its parent was expired "
+            "while this commit ran: its id may have been freed by an expiration, and then it is not part of the "
+            "table's history. Do not delete this commit's files; retry with the same commit user and identifier "
+            "(dedup tells whether it landed), or check the table before re-running a one-off write"
+        )
 
     def _after_publish(self, snap: Snapshot, delta: Sequence[ManifestFileMeta]) -> None:
         """(g) Best effort: the commit has landed. No error here reaches the caller (it would read as a failed

@@ -227,3 +227,48 @@ def _message(t: lakefmt.Table, ids: list[int]) -> lakefmt.CommitMessage:
     w = t.new_writer()
     w.write(_rows(ids))
     return w.prepare_commit()
+
+
+# -- an id freed by a concurrent expiration -----------------------------------------------------------------
+def _slowed_by_two_commits_and_expiry(uri: str, opts: dict[str, Any]) -> lakefmt.Table:
+    """A Table whose commit is overtaken, between reading the latest snapshot and publishing, by two commits of
+    another writer, whose automatic expiration (retain 1) deletes the snapshot this commit builds on and the
+    one that took this commit's id."""
+    other = lakefmt.open_table(uri, storage_options=opts)
+    fired = threading.Event()
+
+    class Slow(type(file_io_for(uri, opts))):  # type: ignore[misc]
+        def write(self, rel: str, data: bytes, *, sync: bool = True) -> None:
+            super().write(rel, data, sync=sync)
+            if rel.startswith("manifest/manifest-list-") and not fired.is_set():
+                fired.set()
+                other.append(_rows([2]))
+                other.append(_rows([3]))
+
+    return _table(Slow(uri, opts))
+
+
+def test_a_commit_whose_id_an_expiration_freed_is_not_reported_as_landed(store: Any) -> None:
+    uri = store.uri()
+    opts = store.storage_options
+    lakefmt.create_table(uri, SCHEMA, options=RETAIN, storage_options=opts).append(_rows([1]))
+    slow = _slowed_by_two_commits_and_expiry(uri, opts)
+    committer = slow.new_committer("job")
+    with pytest.raises(CommitStateUnknownError, match="freed by an expiration"):
+        committer.commit(_message(slow, [100]), identifier=1)
+    assert committer.may_have_landed
+    t = lakefmt.open_table(uri, storage_options=opts)
+    assert _ids(t) == [1, 2, 3]  # the other writer's rows are intact; 100 is not in the history
+    # the job's retry (same user and identifier) lands it, exactly once
+    assert t.new_committer("job").commit(_message(t, [100]), identifier=1) is not None
+    assert t.new_committer("job").commit(_message(t, [100]), identifier=1) is None
+    assert _ids(lakefmt.open_table(uri, storage_options=opts)) == [1, 2, 3, 100]
+
+
+def test_a_one_off_append_whose_id_an_expiration_freed_raises_unknown(local_store: Any) -> None:
+    uri = local_store.uri()
+    lakefmt.create_table(uri, SCHEMA, options=RETAIN).append(_rows([1]))
+    slow = _slowed_by_two_commits_and_expiry(uri, {})
+    with pytest.raises(CommitStateUnknownError):
+        slow.append(_rows([100]))
+    assert _ids(lakefmt.open_table(uri)) == [1, 2, 3]
