@@ -136,7 +136,7 @@ class SnapshotProducer:
                 snap = self._snapshot(latest, schema, options, base_list, delta_list, delta)
                 if self._publish(snap, options.fsync):  # (e)
                     if options.auto_expire:
-                        self._check_not_reused(snap)
+                        self._verify_not_reused(snap)
                     self._after_publish(snap, delta)  # (g)
                     return CommitResult(CommitOutcome.COMMITTED, snap)
             delay = next(retries)
@@ -253,6 +253,19 @@ class SnapshotProducer:
         if won:
             hooks.fire_publish("after-publish", snap)
         return won
+
+    def _verify_not_reused(self, snap: Snapshot) -> None:
+        """:meth:`_check_not_reused`; a read that fails there leaves the outcome unknown (never "not landed")."""
+        try:
+            self._check_not_reused(snap)
+        except CommitStateUnknownError:
+            raise
+        except Exception as exc:
+            raise CommitStateUnknownError(
+                f"snapshot {snap.id} was published, but checking that expiration had not freed its id failed "
+                f"({type(exc).__name__}: {exc}); do not delete this commit's files: retry with the same commit "
+                "user and identifier, or check the table before re-running a one-off write"
+            ) from exc
 
     def _check_not_reused(self, snap: Snapshot) -> None:
         """After publishing ``snap`` on a table that expires snapshots after every commit: make sure its id was
