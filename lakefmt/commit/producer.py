@@ -39,6 +39,7 @@ from typing import ClassVar
 import pyarrow as pa
 
 from lakefmt import hooks
+from lakefmt.commit.history import verify_in_history
 from lakefmt.commit.merge import ManifestMerger, MergePolicy
 from lakefmt.commit.types import CommitOutcome, CommitRequest, CommitResult, ListRef
 from lakefmt.commit.users import already_committed, next_commit_users
@@ -136,7 +137,7 @@ class SnapshotProducer:
                 snap = self._snapshot(latest, schema, options, base_list, delta_list, delta)
                 if self._publish(snap, options.fsync):  # (e)
                     if options.auto_expire:
-                        self._verify_not_reused(snap)
+                        verify_in_history(self.store, snap, self.request)
                     self._after_publish(snap, delta)  # (g)
                     return CommitResult(CommitOutcome.COMMITTED, snap)
             delay = next(retries)
@@ -253,41 +254,6 @@ class SnapshotProducer:
         if won:
             hooks.fire_publish("after-publish", snap)
         return won
-
-    def _verify_not_reused(self, snap: Snapshot) -> None:
-        """:meth:`_check_not_reused`; a read that fails there leaves the outcome unknown (never "not landed")."""
-        try:
-            self._check_not_reused(snap)
-        except CommitStateUnknownError:
-            raise
-        except Exception as exc:
-            raise CommitStateUnknownError(
-                f"snapshot {snap.id} was published, but checking that expiration had not freed its id failed "
-                f"({type(exc).__name__}: {exc}); do not delete this commit's files: retry with the same commit "
-                "user and identifier, or check the table before re-running a one-off write"
-            ) from exc
-
-    def _check_not_reused(self, snap: Snapshot) -> None:
-        """After publishing ``snap`` on a table that expires snapshots after every commit: make sure its id was
-        not one that expiration had freed while this commit ran (other commits took it and the next ones,
-        then an expiration deleted them all: the exclusive create of a deleted name succeeds). Such a snapshot
-        is not in the table's history. Expiration deletes the oldest first and never the latest, so while
-        ``snap``'s parent is still there, nothing after it was expired: one GET, the usual answer."""
-        if snap.id > 1 and self.store.try_snapshot(snap.id - 1) is not None:
-            return
-        ids = self.store.snapshot_ids()
-        if not ids or ids[-1] <= snap.id:
-            return  # nothing after it: the parent was expired after this commit landed
-        latest = self.store.latest_snapshot(strict=True)
-        mark = latest.commit_users.get(self.request.user) if latest and self.request.user else None
-        if mark is not None and mark.identifier >= self.request.identifier:
-            return  # a later snapshot carries this commit forward: it is in the history
-        raise CommitStateUnknownError(
-            f"snapshot {snap.id} was published, but snapshots up to {ids[-1]} exist and its parent was expired "
-            "while this commit ran: its id may have been freed by an expiration, and then it is not part of the "
-            "table's history. Do not delete this commit's files; retry with the same commit user and identifier "
-            "(dedup tells whether it landed), or check the table before re-running a one-off write"
-        )
 
     def _after_publish(self, snap: Snapshot, delta: Sequence[ManifestFileMeta]) -> None:
         """(g) Best effort: the commit has landed. No error here reaches the caller (it would read as a failed
