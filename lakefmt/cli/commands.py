@@ -1,33 +1,31 @@
-"""The ``lakefmt`` command: inspect tables from a shell. Thin commands over the public API; presentation
-(text table or ``--json``) lives in :func:`_emit`.
-
-Exit codes: 0 success, 1 failure, 2 bad usage. Either way the error is one line on stderr, never a traceback
-(set ``LAKEFMT_TRACEBACK=1`` to see one for an unexpected error).
-"""
+"""The ``lakefmt`` commands: the table of subcommands (their arguments and help texts), the parser built from
+it, the command functions (thin, over the public API) and :func:`main`, which checks the storage options
+(:mod:`lakefmt.cli.storage`), runs a command and turns any failure into one line on stderr
+(:mod:`lakefmt.cli.output`)."""
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import datetime
-import difflib
-import importlib
-import inspect
-import json
 import os
-import re
 import sys
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn
-from urllib.parse import urlsplit
-
-import orjson
 
 import lakefmt
+from lakefmt.cli.output import _emit, _failure, _one_line, _ProgressBar, _summary, _when
+from lakefmt.cli.storage import (
+    _check_options,
+    _check_uri,
+    _env_storage_options,
+    _s3_defaults,
+    _s3fs_missing,
+    _scheme,
+    _storage_options,
+    _UsageError,
+)
 from lakefmt.errors import LakefmtError
-from lakefmt.maintenance import FileClass, MaintenanceReport
 from lakefmt.options import (
     DEFAULT_ORPHAN_OLDER_THAN,
     DEFAULT_ORPHAN_OLDER_THAN_MS,
@@ -35,7 +33,7 @@ from lakefmt.options import (
     parse_duration,
 )
 
-__all__ = ["main"]
+__all__ = ["build_parser", "main"]
 
 EPILOG = """\
 examples:
@@ -52,174 +50,12 @@ string. On S3 the command gives up quickly: 3 s to connect, 2 attempts per reque
 (connect_timeout, retries) or AWS_MAX_ATTEMPTS / AWS_RETRY_MODE say otherwise.
 """
 
-#: options that are always strings, even when they look like numbers (an all-digit secret stays a secret)
-_STRING_OPTIONS = frozenset({"key", "secret", "token", "username", "password", "profile", "endpoint_url"})
-#: options every fsspec filesystem takes (instance and listings caches)
-_FSSPEC_OPTIONS = frozenset({"skip_instance_cache", "use_listings_cache", "listings_expiry_time", "max_paths"})
-_INTEGER = re.compile(r"[+-]?\d+")
-_DECIMAL = re.compile(r"[+-]?(\d+\.\d*|\.\d+|\d+)([eE][+-]?\d+)?")
-#: CLI defaults for s3fs's botocore client: fail within seconds instead of botocore's retry storm
-_S3_CONFIG_DEFAULTS: dict[str, Any] = {"connect_timeout": 3, "retries": {"total_max_attempts": 2, "mode": "standard"}}
-_S3_EXTRA = "pip install 'lakefmt[s3]'"
-
-
-class _UsageError(Exception):
-    """A command line that cannot work (exit 2)."""
-
 
 class _Parser(argparse.ArgumentParser):
     """An argument parser whose usage errors are one line on stderr (exit 2)."""
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
-
-
-def _option_value(key: str, text: str) -> Any:
-    """A storage option's value by its form: true/false, an integer, a decimal, a JSON object or list, or else
-    the string itself."""
-    stripped = text.strip()
-    if key in _STRING_OPTIONS:
-        return text
-    if stripped.lower() in ("true", "false"):
-        return stripped.lower() == "true"
-    if _INTEGER.fullmatch(stripped):
-        return int(stripped)
-    if _DECIMAL.fullmatch(stripped):
-        return float(stripped)
-    if stripped.startswith(("{", "[")):
-        try:
-            return json.loads(stripped)
-        except json.JSONDecodeError as exc:  # the value is not repeated: it may hold a credential
-            raise argparse.ArgumentTypeError(
-                f"storage option {key!r} is not valid JSON ({exc.msg} at character {exc.pos + 1})"
-            ) from None
-    return text
-
-
-def _storage_options(pairs: Sequence[str]) -> dict[str, Any]:
-    """``-o key=value`` pairs as a dict of typed values (see :func:`_option_value`)."""
-    out: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        key = key.strip()
-        if not sep or not key:
-            raise argparse.ArgumentTypeError(f"storage option {pair!r} is not key=value")
-        out[key] = _option_value(key, value)
-    return out
-
-
-def _scheme(uri: str) -> str:
-    """``s3`` for ``s3://`` and ``s3a://``, ``file`` for a path or ``file://``, else the URI's scheme."""
-    if "://" not in uri:
-        return "file"
-    scheme = uri.split("://", 1)[0].lower()
-    return "s3" if scheme == "s3a" else scheme
-
-
-def _check_uri(uri: str) -> None:
-    """Refuse a location that can name no table (exit 2)."""
-    if not uri.strip():
-        raise _UsageError("the table location is empty")
-    if _scheme(uri) == "s3" and not uri.split("://", 1)[1].split("/", 1)[0]:
-        raise _UsageError(f"{uri!r} names no bucket: write s3://bucket/path/to/table")
-
-
-def _s3fs_missing() -> str | None:
-    """Why S3 cannot be reached (s3fs, an optional dependency, is not installed), or None."""
-    try:
-        import s3fs  # noqa: F401
-    except ImportError as exc:
-        return f"s3:// needs the optional dependency s3fs, which cannot be imported ({exc}): {_S3_EXTRA}"
-    return None
-
-
-def _parameters(func: Any) -> set[str]:
-    """The names a callable takes as keywords (``self`` and ``**kwargs`` aside)."""
-    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
-    return {p.name for p in inspect.signature(func).parameters.values() if p.kind in kinds and p.name != "self"}
-
-
-def _known_options(uri: str) -> set[str] | None:
-    """The storage options the filesystem behind ``uri`` takes, or None when it cannot be told (then the
-    filesystem itself judges). s3fs hands any option it does not know to ``aiobotocore.AioSession``, which
-    raises ``TypeError``; local paths take none."""
-    scheme = _scheme(uri)
-    if scheme == "file":
-        return set()
-    if scheme != "s3":
-        return None
-    import s3fs
-
-    known = _parameters(s3fs.S3FileSystem.__init__) | _FSSPEC_OPTIONS
-    with contextlib.suppress(ImportError, AttributeError):  # s3fs depends on aiobotocore: it is there
-        known |= _parameters(importlib.import_module("aiobotocore.session").AioSession.__init__)
-    return known
-
-
-def _check_options(uri: str, options: dict[str, Any]) -> None:
-    """Refuse a storage option the filesystem does not take, naming it (exit 2)."""
-    known = _known_options(uri)
-    if known is None:
-        return
-    for key in options:
-        if key in known:
-            continue
-        if not known:
-            raise _UsageError(f"unknown storage option {key!r}: local paths take no storage options")
-        hint = ""
-        if difflib.get_close_matches(key, ["region", "region_name"], n=1):
-            hint = ' (the region goes in -o \'client_kwargs={"region_name": "..."}\' or AWS_DEFAULT_REGION)'
-        elif close := difflib.get_close_matches(key, sorted(known), n=3):
-            hint = f" (did you mean {' or '.join(close)}?)"
-        raise _UsageError(f"unknown storage option {key!r} for s3://{hint}")
-
-
-def _s3_defaults(options: dict[str, Any]) -> dict[str, Any]:
-    """``options`` with the CLI's short connect timeout and few retries filled in where the user set none."""
-    config = options.get("config_kwargs", {})
-    if not isinstance(config, dict):
-        return options  # s3fs will say what is wrong with it
-    merged = dict(config)
-    merged.setdefault("connect_timeout", _S3_CONFIG_DEFAULTS["connect_timeout"])
-    if "retries" not in merged and not (os.environ.get("AWS_MAX_ATTEMPTS") or os.environ.get("AWS_RETRY_MODE")):
-        merged["retries"] = dict(_S3_CONFIG_DEFAULTS["retries"])  # a copy: botocore rewrites it in place
-    return {**options, "config_kwargs": merged}
-
-
-def _env_storage_options(uri: str) -> dict[str, Any]:
-    """S3 endpoint from the environment (credentials are picked up by botocore itself)."""
-    if uri.startswith(("s3://", "s3a://")) and os.environ.get("AWS_ENDPOINT_URL"):
-        return {"endpoint_url": os.environ["AWS_ENDPOINT_URL"]}
-    return {}
-
-
-def _when(millis: int) -> str:
-    return datetime.datetime.fromtimestamp(millis / 1000, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-
-
-def _emit(rows: list[dict[str, Any]] | dict[str, Any], as_json: bool, columns: Sequence[str] = ()) -> None:
-    """Print rows as JSON (for scripts) or as an aligned text table (for people)."""
-    if as_json:
-        sys.stdout.write(orjson.dumps(rows, option=orjson.OPT_INDENT_2, default=str).decode() + "\n")
-        return
-    if isinstance(rows, dict):
-        width = max((len(k) for k in rows), default=0)
-        for k, v in rows.items():
-            print(f"{k:<{width}}  {v}")
-        return
-    if not rows:
-        print("(none)")
-        return
-    cols = list(columns) or list(rows[0])
-    cells = [[str(r.get(c, "")) for c in cols] for r in rows]
-    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(cols)]
-    print("  ".join(c.ljust(w) for c, w in zip(cols, widths, strict=True)).rstrip())
-    for row in cells:
-        print(
-            "  ".join(
-                v.rjust(w) if v.replace(",", "").isdigit() else v.ljust(w) for v, w in zip(row, widths, strict=True)
-            ).rstrip()
-        )
 
 
 def _cmd_snapshots(table: lakefmt.Table, args: argparse.Namespace) -> None:
@@ -275,61 +111,6 @@ def _cmd_files(table: lakefmt.Table, args: argparse.Namespace) -> None:
         part: Any = f.partition if args.json else ",".join(f"{k}={v}" for k, v in f.partition.items())
         rows.append({"path": f.path, "size": f.file_size, "rows": f.row_count, "partition": part})
     _emit(rows, args.json, ["path", "size", "rows", "partition"])
-
-
-class _ProgressBar:
-    """A one-line progress bar on stderr, drawn only when stderr is a terminal."""
-
-    def __init__(self, label: str) -> None:
-        self.label = label
-        self.enabled = sys.stderr.isatty()
-        self._last = 0.0
-
-    def __call__(self, done: int, total: int, what: str) -> None:
-        if not self.enabled:
-            return
-        now = time.monotonic()
-        if done < total and now - self._last < 0.1:
-            return
-        self._last = now
-        width = 30
-        filled = int(width * done / max(total, 1))
-        sys.stderr.write(f"\r{self.label} [{'#' * filled}{'.' * (width - filled)}] {done}/{total}")
-        if done >= total:
-            sys.stderr.write("\n")
-        sys.stderr.flush()
-
-
-def _summary(report: MaintenanceReport) -> None:
-    verb = "would delete" if report.dry_run else "deleted"
-    if report.operation == "expire":
-        if report.expired_snapshots:
-            ids = report.expired_snapshots
-            print(f"expired snapshots {ids[0]}..{ids[-1]} ({len(ids)})", end="")
-        else:
-            print("no snapshot to expire", end="")
-        if report.kept_snapshots:
-            print(f"; retained {report.kept_snapshots[0]}..{report.kept_snapshots[1]}")
-        else:
-            print()
-    if report.dry_run:
-        for path in report.paths:
-            print(f"  {path}")
-    for kind in FileClass:
-        if count := report.count(kind):
-            label = kind.value.replace("_", " ")
-            label = label[:-1] if count == 1 else label  # "1 data file", "2 data files"
-            print(f"{verb} {count:,} {label} ({_human(report.bytes(kind))})")
-    print(f"{verb} {report.total_files:,} file(s), {_human(report.total_bytes)} in total")
-
-
-def _human(n: int) -> str:
-    size = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if size < 1024 or unit == "TiB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{n} B"
 
 
 def _duration(text: str) -> datetime.timedelta:
@@ -416,7 +197,9 @@ _COMMON_ARGS = (
     _arg("--json", action="store_true", help="machine-readable JSON on stdout"),
 )
 
+
 _DRY_RUN = _arg("--dry-run", action="store_true", help="list what would be deleted; delete nothing")
+
 
 #: the commands, in the order ``--help`` lists them
 _COMMANDS: tuple[_Command, ...] = (
@@ -516,53 +299,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _secrets(options: dict[str, Any]) -> list[str]:
-    """Credential values that an error message must not show."""
-    found = [os.environ.get(k, "") for k in ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")]
-    stack: list[Any] = [options]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, dict):
-            for k, v in item.items():
-                if isinstance(v, dict):
-                    stack.append(v)
-                elif isinstance(v, str) and re.search(r"secret|token|password|key", str(k), re.IGNORECASE):
-                    found.append(v)
-    return [v for v in found if len(v) >= 4]
-
-
-def _one_line(message: str, options: dict[str, Any]) -> str:
-    for secret in _secrets(options):
-        message = message.replace(secret, "***")
-    return " ".join(message.split())
-
-
-def _endpoint(exc: BaseException, options: dict[str, Any]) -> str:
-    """scheme://host:port of the endpoint a botocore connection error names."""
-    url = str(getattr(exc, "kwargs", {}).get("endpoint_url") or options.get("endpoint_url") or "")
-    parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc}" if parts.scheme and parts.netloc else (url or "the S3 endpoint")
-
-
-def _failure(exc: Exception, uri: str, options: dict[str, Any]) -> str:
-    """A one-line explanation of an exception that is not lakefmt's own."""
-    names = {c.__name__ for c in type(exc).__mro__}
-    if isinstance(exc, ImportError):
-        if _scheme(uri) == "s3":
-            return _s3fs_missing() or f"a dependency of s3fs cannot be imported ({exc}): {_S3_EXTRA}"
-        return f"a filesystem for {uri} needs a package that is not installed: {exc}"
-    if names & {"NoCredentialsError", "PartialCredentialsError"}:
-        return (
-            f"no usable credentials for {uri} ({exc}): set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY or "
-            "AWS_PROFILE, or pass -o key=... -o secret=...; -o anon=true reads a public bucket"
-        )
-    if names & {"EndpointConnectionError", "ConnectTimeoutError", "ProxyConnectionError"}:
-        return f"cannot connect to {_endpoint(exc, options)} ({type(exc).__name__}); check -o endpoint_url"
-    if isinstance(exc, TypeError) and (m := re.search(r"unexpected keyword argument '([^']+)'", str(exc))):
-        return f"unknown storage option {m.group(1)!r} for {uri.split('://', 1)[0]}:// ({exc})"
-    return f"{type(exc).__name__}: {exc}"
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``lakefmt`` console script."""
     args = build_parser().parse_args(argv)
@@ -606,6 +342,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,0 +1,133 @@
+"""What the CLI prints: rows as JSON or an aligned text table, a progress bar on stderr, the summary of a
+maintenance report, human-readable sizes, and one-line failure messages (credentials masked)."""
+
+from __future__ import annotations
+
+import datetime
+import re
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+from urllib.parse import urlsplit
+
+import orjson
+
+from lakefmt.cli.storage import _S3_EXTRA, _s3fs_missing, _scheme, _secrets
+from lakefmt.maintenance import FileClass, MaintenanceReport
+
+
+def _when(millis: int) -> str:
+    return datetime.datetime.fromtimestamp(millis / 1000, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _emit(rows: list[dict[str, Any]] | dict[str, Any], as_json: bool, columns: Sequence[str] = ()) -> None:
+    """Print rows as JSON (for scripts) or as an aligned text table (for people)."""
+    if as_json:
+        sys.stdout.write(orjson.dumps(rows, option=orjson.OPT_INDENT_2, default=str).decode() + "\n")
+        return
+    if isinstance(rows, dict):
+        width = max((len(k) for k in rows), default=0)
+        for k, v in rows.items():
+            print(f"{k:<{width}}  {v}")
+        return
+    if not rows:
+        print("(none)")
+        return
+    cols = list(columns) or list(rows[0])
+    cells = [[str(r.get(c, "")) for c in cols] for r in rows]
+    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(cols)]
+    print("  ".join(c.ljust(w) for c, w in zip(cols, widths, strict=True)).rstrip())
+    for row in cells:
+        print(
+            "  ".join(
+                v.rjust(w) if v.replace(",", "").isdigit() else v.ljust(w) for v, w in zip(row, widths, strict=True)
+            ).rstrip()
+        )
+
+
+class _ProgressBar:
+    """A one-line progress bar on stderr, drawn only when stderr is a terminal."""
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+        self.enabled = sys.stderr.isatty()
+        self._last = 0.0
+
+    def __call__(self, done: int, total: int, what: str) -> None:
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if done < total and now - self._last < 0.1:
+            return
+        self._last = now
+        width = 30
+        filled = int(width * done / max(total, 1))
+        sys.stderr.write(f"\r{self.label} [{'#' * filled}{'.' * (width - filled)}] {done}/{total}")
+        if done >= total:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+
+
+def _summary(report: MaintenanceReport) -> None:
+    verb = "would delete" if report.dry_run else "deleted"
+    if report.operation == "expire":
+        if report.expired_snapshots:
+            ids = report.expired_snapshots
+            print(f"expired snapshots {ids[0]}..{ids[-1]} ({len(ids)})", end="")
+        else:
+            print("no snapshot to expire", end="")
+        if report.kept_snapshots:
+            print(f"; retained {report.kept_snapshots[0]}..{report.kept_snapshots[1]}")
+        else:
+            print()
+    if report.dry_run:
+        for path in report.paths:
+            print(f"  {path}")
+    for kind in FileClass:
+        if count := report.count(kind):
+            label = kind.value.replace("_", " ")
+            label = label[:-1] if count == 1 else label  # "1 data file", "2 data files"
+            print(f"{verb} {count:,} {label} ({_human(report.bytes(kind))})")
+    print(f"{verb} {report.total_files:,} file(s), {_human(report.total_bytes)} in total")
+
+
+def _human(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024 or unit == "TiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"
+
+
+def _one_line(message: str, options: dict[str, Any]) -> str:
+    for secret in _secrets(options):
+        message = message.replace(secret, "***")
+    return " ".join(message.split())
+
+
+def _endpoint(exc: BaseException, options: dict[str, Any]) -> str:
+    """scheme://host:port of the endpoint a botocore connection error names."""
+    url = str(getattr(exc, "kwargs", {}).get("endpoint_url") or options.get("endpoint_url") or "")
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}" if parts.scheme and parts.netloc else (url or "the S3 endpoint")
+
+
+def _failure(exc: Exception, uri: str, options: dict[str, Any]) -> str:
+    """A one-line explanation of an exception that is not lakefmt's own."""
+    names = {c.__name__ for c in type(exc).__mro__}
+    if isinstance(exc, ImportError):
+        if _scheme(uri) == "s3":
+            return _s3fs_missing() or f"a dependency of s3fs cannot be imported ({exc}): {_S3_EXTRA}"
+        return f"a filesystem for {uri} needs a package that is not installed: {exc}"
+    if names & {"NoCredentialsError", "PartialCredentialsError"}:
+        return (
+            f"no usable credentials for {uri} ({exc}): set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY or "
+            "AWS_PROFILE, or pass -o key=... -o secret=...; -o anon=true reads a public bucket"
+        )
+    if names & {"EndpointConnectionError", "ConnectTimeoutError", "ProxyConnectionError"}:
+        return f"cannot connect to {_endpoint(exc, options)} ({type(exc).__name__}); check -o endpoint_url"
+    if isinstance(exc, TypeError) and (m := re.search(r"unexpected keyword argument '([^']+)'", str(exc))):
+        return f"unknown storage option {m.group(1)!r} for {uri.split('://', 1)[0]}:// ({exc})"
+    return f"{type(exc).__name__}: {exc}"

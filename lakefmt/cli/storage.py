@@ -1,0 +1,164 @@
+"""The CLI's storage options: ``-o key=value`` parsed into typed values, checked against what the filesystem
+behind the table location takes, the CLI's S3 defaults (give up quickly), the S3 endpoint from the environment,
+and the credential values an error message must not show."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import difflib
+import importlib
+import inspect
+import json
+import os
+import re
+from collections.abc import Sequence
+from typing import Any
+
+#: options that are always strings, even when they look like numbers (an all-digit secret stays a secret)
+_STRING_OPTIONS = frozenset({"key", "secret", "token", "username", "password", "profile", "endpoint_url"})
+#: options every fsspec filesystem takes (instance and listings caches)
+_FSSPEC_OPTIONS = frozenset({"skip_instance_cache", "use_listings_cache", "listings_expiry_time", "max_paths"})
+_INTEGER = re.compile(r"[+-]?\d+")
+_DECIMAL = re.compile(r"[+-]?(\d+\.\d*|\.\d+|\d+)([eE][+-]?\d+)?")
+#: CLI defaults for s3fs's botocore client: fail within seconds instead of botocore's retry storm
+_S3_CONFIG_DEFAULTS: dict[str, Any] = {"connect_timeout": 3, "retries": {"total_max_attempts": 2, "mode": "standard"}}
+_S3_EXTRA = "pip install 'lakefmt[s3]'"
+
+
+class _UsageError(Exception):
+    """A command line that cannot work (exit 2)."""
+
+
+def _option_value(key: str, text: str) -> Any:
+    """A storage option's value by its form: true/false, an integer, a decimal, a JSON object or list, or else
+    the string itself."""
+    stripped = text.strip()
+    if key in _STRING_OPTIONS:
+        return text
+    if stripped.lower() in ("true", "false"):
+        return stripped.lower() == "true"
+    if _INTEGER.fullmatch(stripped):
+        return int(stripped)
+    if _DECIMAL.fullmatch(stripped):
+        return float(stripped)
+    if stripped.startswith(("{", "[")):
+        try:
+            return json.loads(stripped)
+        except json.JSONDecodeError as exc:  # the value is not repeated: it may hold a credential
+            raise argparse.ArgumentTypeError(
+                f"storage option {key!r} is not valid JSON ({exc.msg} at character {exc.pos + 1})"
+            ) from None
+    return text
+
+
+def _storage_options(pairs: Sequence[str]) -> dict[str, Any]:
+    """``-o key=value`` pairs as a dict of typed values (see :func:`_option_value`)."""
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise argparse.ArgumentTypeError(f"storage option {pair!r} is not key=value")
+        out[key] = _option_value(key, value)
+    return out
+
+
+def _scheme(uri: str) -> str:
+    """``s3`` for ``s3://`` and ``s3a://``, ``file`` for a path or ``file://``, else the URI's scheme."""
+    if "://" not in uri:
+        return "file"
+    scheme = uri.split("://", 1)[0].lower()
+    return "s3" if scheme == "s3a" else scheme
+
+
+def _check_uri(uri: str) -> None:
+    """Refuse a location that can name no table (exit 2)."""
+    if not uri.strip():
+        raise _UsageError("the table location is empty")
+    if _scheme(uri) == "s3" and not uri.split("://", 1)[1].split("/", 1)[0]:
+        raise _UsageError(f"{uri!r} names no bucket: write s3://bucket/path/to/table")
+
+
+def _s3fs_missing() -> str | None:
+    """Why S3 cannot be reached (s3fs, an optional dependency, is not installed), or None."""
+    try:
+        import s3fs  # noqa: F401
+    except ImportError as exc:
+        return f"s3:// needs the optional dependency s3fs, which cannot be imported ({exc}): {_S3_EXTRA}"
+    return None
+
+
+def _parameters(func: Any) -> set[str]:
+    """The names a callable takes as keywords (``self`` and ``**kwargs`` aside)."""
+    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return {p.name for p in inspect.signature(func).parameters.values() if p.kind in kinds and p.name != "self"}
+
+
+def _known_options(uri: str) -> set[str] | None:
+    """The storage options the filesystem behind ``uri`` takes, or None when it cannot be told (then the
+    filesystem itself judges). s3fs hands any option it does not know to ``aiobotocore.AioSession``, which
+    raises ``TypeError``; local paths take none."""
+    scheme = _scheme(uri)
+    if scheme == "file":
+        return set()
+    if scheme != "s3":
+        return None
+    import s3fs
+
+    known = _parameters(s3fs.S3FileSystem.__init__) | _FSSPEC_OPTIONS
+    with contextlib.suppress(ImportError, AttributeError):  # s3fs depends on aiobotocore: it is there
+        known |= _parameters(importlib.import_module("aiobotocore.session").AioSession.__init__)
+    return known
+
+
+def _check_options(uri: str, options: dict[str, Any]) -> None:
+    """Refuse a storage option the filesystem does not take, naming it (exit 2)."""
+    known = _known_options(uri)
+    if known is None:
+        return
+    for key in options:
+        if key in known:
+            continue
+        if not known:
+            raise _UsageError(f"unknown storage option {key!r}: local paths take no storage options")
+        hint = ""
+        if difflib.get_close_matches(key, ["region", "region_name"], n=1):
+            hint = ' (the region goes in -o \'client_kwargs={"region_name": "..."}\' or AWS_DEFAULT_REGION)'
+        elif close := difflib.get_close_matches(key, sorted(known), n=3):
+            hint = f" (did you mean {' or '.join(close)}?)"
+        raise _UsageError(f"unknown storage option {key!r} for s3://{hint}")
+
+
+def _s3_defaults(options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` with the CLI's short connect timeout and few retries filled in where the user set none."""
+    config = options.get("config_kwargs", {})
+    if not isinstance(config, dict):
+        return options  # s3fs will say what is wrong with it
+    merged = dict(config)
+    merged.setdefault("connect_timeout", _S3_CONFIG_DEFAULTS["connect_timeout"])
+    if "retries" not in merged and not (os.environ.get("AWS_MAX_ATTEMPTS") or os.environ.get("AWS_RETRY_MODE")):
+        merged["retries"] = dict(_S3_CONFIG_DEFAULTS["retries"])  # a copy: botocore rewrites it in place
+    return {**options, "config_kwargs": merged}
+
+
+def _env_storage_options(uri: str) -> dict[str, Any]:
+    """S3 endpoint from the environment (credentials are picked up by botocore itself)."""
+    if uri.startswith(("s3://", "s3a://")) and os.environ.get("AWS_ENDPOINT_URL"):
+        return {"endpoint_url": os.environ["AWS_ENDPOINT_URL"]}
+    return {}
+
+
+def _secrets(options: dict[str, Any]) -> list[str]:
+    """Credential values that an error message must not show."""
+    found = [os.environ.get(k, "") for k in ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")]
+    stack: list[Any] = [options]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            for k, v in item.items():
+                if isinstance(v, dict):
+                    stack.append(v)
+                elif isinstance(v, str) and re.search(r"secret|token|password|key", str(k), re.IGNORECASE):
+                    found.append(v)
+    return [v for v in found if len(v) >= 4]
