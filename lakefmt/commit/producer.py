@@ -261,11 +261,13 @@ class SnapshotProducer:
         self.store.remember_published(snap)
         self.store.write_hint(layout.LATEST, snap.id)
         kept = {m.file_name for m in delta}
-        for name in [m.file_name for m in self.request.added if m.file_name not in kept]:
-            # merged into the delta's manifests, so referenced by no snapshot: once it is gone, committing the
-            # same message again is refused (its manifest is missing) instead of adding its rows twice
+        merged = [m.file_name for m in self.request.added if m.file_name not in kept]
+        for name in merged:
             self.store.forget_manifest(name)
-            _quietly(functools.partial(self.io.delete, layout.manifest_path(name)), "drop a merged manifest")
+        # merged into the delta's manifests, so referenced by no snapshot: once they are gone, committing the
+        # same message again is refused (its manifest is missing) instead of adding its rows twice
+        paths = [layout.manifest_path(name) for name in merged]
+        _quietly(functools.partial(self.io.delete_many, paths), "drop merged per-task manifests")
         if self._after_commit is not None:
             _quietly(functools.partial(self._after_commit, snap), "after-commit hook")
 

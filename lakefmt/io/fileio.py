@@ -21,7 +21,7 @@ import errno
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -114,6 +114,7 @@ class FileIO(abc.ABC):
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state["_fs"] = None  # live clients and caches never travel to executors
+        state.pop("_checked_folders", None)
         return state
 
     def __repr__(self) -> str:  # storage options deliberately left out
@@ -255,6 +256,11 @@ class FileIO(abc.ABC):
         with contextlib.suppress(FileNotFoundError):
             self.fs.rm_file(self.full_path(rel))
 
+    def delete_many(self, rels: Sequence[str]) -> None:
+        """Delete several files (missing ones are not an error); object stores do it in bulk requests."""
+        for rel in rels:
+            self.delete(rel)
+
     def _makedirs_for(self, path: str) -> None:
         """Object stores need no folders; local and memory backends override (local disk also refuses a
         folder that is a link leading out of the root)."""
@@ -368,9 +374,19 @@ class LocalFileIO(FileIO):
 
     def _makedirs_for(self, path: str) -> None:
         """Create the file's folder, refusing first (before any folder is made) to go through a link that
-        leads out of the root."""
-        self._check_contained(path)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
+        leads out of the root. A folder's containment is checked once per object (a commit writes several
+        files into the same few folders, and resolving links costs a system call per path component)."""
+        parent = os.path.dirname(path)
+        checked: set[str] = self.__dict__.setdefault("_checked_folders", set())
+        if parent not in checked:
+            self._check_contained(path)
+            if len(checked) > 4096:
+                checked.clear()
+            checked.add(parent)
+        os.makedirs(parent, exist_ok=True)
+        if os.path.islink(path):
+            rel = os.path.relpath(path, self.root)
+            raise PathOutsideTableError(f"{rel!r} is a link; lakefmt never writes through one")
 
     def _check_contained(self, path: str) -> None:
         """The folder a file goes into must resolve inside the root: a symlinked folder under the root that
@@ -382,9 +398,6 @@ class LocalFileIO(FileIO):
                 f"{os.path.relpath(path, self.root)!r} would be written to {folder}, outside the table root "
                 f"{self.root}: a folder under the root is a link that leads out of it"
             )
-        if os.path.islink(path):
-            rel = os.path.relpath(path, self.root)
-            raise PathOutsideTableError(f"{rel!r} is a link; lakefmt never writes through one")
 
     def arrow_filesystem(self) -> pafs.FileSystem:
         return pafs.LocalFileSystem()
@@ -432,6 +445,10 @@ class S3FileIO(FileIO):
 
     def _publish(self, path: str, data: bytes, sync: bool) -> None:
         self.fs.pipe_file(path, data, mode="create")
+
+    def delete_many(self, rels: Sequence[str]) -> None:
+        if rels:  # one DeleteObjects request per 1,000 keys instead of a DELETE each
+            self.fs.rm([self.full_path(rel) for rel in rels])
 
     def read(self, rel: str) -> bytes:
         # max_concurrency=1: one GET. Otherwise s3fs first HEADs for the size (and, for a missing key, LISTs
