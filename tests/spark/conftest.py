@@ -29,14 +29,21 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def _stale_installed_files() -> list[str]:
-    """Source files of this checkout that differ from (or are missing in) the installed package."""
-    spec = importlib.util.find_spec("pyspark_lakefmt")
-    if spec is None or spec.origin is None:
-        return ["pyspark_lakefmt (not installed)"]
-    site = Path(spec.origin).resolve().parent.parent
-    pairs = [(REPO / "spark" / "pyspark_lakefmt" / "__init__.py", site / "pyspark_lakefmt" / "__init__.py")]
-    pairs += [(p, site / p.relative_to(REPO)) for p in sorted((REPO / "lakefmt").rglob("*.py"))]
-    return [str(src.relative_to(REPO)) for src, dst in pairs if not dst.is_file() or not filecmp.cmp(src, dst, False)]
+    """Source files of this checkout that differ from (or are missing in) the package Spark's workers import.
+    A checkout on ``sys.path`` itself (a ``.pth`` file naming it, as in development) is never stale."""
+    stale = []
+    for package, source in (("pyspark_lakefmt", REPO / "spark" / "pyspark_lakefmt"), ("lakefmt", REPO / "lakefmt")):
+        spec = importlib.util.find_spec(package)
+        if spec is None or spec.origin is None:
+            return [f"{package} (not installed)"]
+        installed = Path(spec.origin).resolve().parent
+        if installed == source.resolve():
+            continue
+        for src in sorted(source.rglob("*.py")):
+            dst = installed / src.relative_to(source)
+            if not dst.is_file() or not filecmp.cmp(src, dst, False):
+                stale.append(str(src.relative_to(REPO)))
+    return stale
 
 
 @pytest.fixture(scope="session")

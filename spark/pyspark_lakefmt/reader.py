@@ -1,0 +1,117 @@
+"""Batch reads: a snapshot (latest, ``snapshotId`` or ``asOf``) planned on the driver into read tasks of about
+``READ_SPLIT_BYTES``, each read with pyarrow on an executor; Spark's simple filters optionally prune files."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+from pyspark.sql.datasource import (
+    DataSourceReader,
+    EqualTo,
+    Filter,
+    GreaterThan,
+    GreaterThanOrEqual,
+    In,
+    InputPartition,
+    IsNotNull,
+    IsNull,
+    LessThan,
+    LessThanOrEqual,
+)
+
+import lakefmt
+from lakefmt.read.scan import parse_as_of
+
+from .options import TableRef
+
+__all__ = ["READ_SPLIT_BYTES", "PushdownReader", "Reader"]
+
+READ_SPLIT_BYTES = 128 << 20
+
+
+@dataclass
+class _FilesPartition(InputPartition):
+    paths: list[str]
+
+
+_SPARK_TO_PC = {
+    EqualTo: lambda c, v: c == v,
+    GreaterThan: lambda c, v: c > v,
+    GreaterThanOrEqual: lambda c, v: c >= v,
+    LessThan: lambda c, v: c < v,
+    LessThanOrEqual: lambda c, v: c <= v,
+}
+
+
+def _to_expression(f: Filter) -> pc.Expression | None:
+    """A pyarrow expression for a simple Spark filter on a top-level column (None when not expressible)."""
+    attr = getattr(f, "attribute", ())
+    if len(attr) != 1:
+        return None
+    col = pc.field(attr[0])
+    if type(f) in _SPARK_TO_PC:
+        value = f.value  # type: ignore[attr-defined]
+        if value is None or (isinstance(value, float) and value != value):
+            return None
+        return _SPARK_TO_PC[type(f)](col, value)  # type: ignore[no-untyped-call]
+    if isinstance(f, In):
+        if any(v is None for v in f.value):
+            return None
+        return col.isin(list(f.value))
+    if isinstance(f, IsNull):
+        return col.is_null()
+    if isinstance(f, IsNotNull):
+        return col.is_valid()
+    return None
+
+
+class Reader(DataSourceReader):
+    def __init__(self, ref: TableRef, options: Mapping[str, str]) -> None:
+        self.ref = ref
+        self.snapshot_id = int(options["snapshotid"]) if options.get("snapshotid") else None
+        as_of = options.get("asof")
+        self.as_of = parse_as_of(as_of) if as_of else None
+        self.filter: pc.Expression | None = None
+
+    def _scan(self) -> lakefmt.Scan:
+        return self.ref.open().scan(filter=self.filter, snapshot_id=self.snapshot_id, as_of=self.as_of)
+
+    def partitions(self) -> list[_FilesPartition]:
+        """One partition per read task of about ``READ_SPLIT_BYTES`` (one empty partition for no files)."""
+        parts = [_FilesPartition(task.paths) for task in self._scan().plan_tasks(READ_SPLIT_BYTES)]
+        return parts or [_FilesPartition([])]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, _FilesPartition)
+        if not partition.paths:
+            return
+        table = self.ref.open()
+        schema = (
+            table.schema() if self.snapshot_id is None else table.scan(snapshot_id=self.snapshot_id).schema.arrow_schema
+        )
+        dataset = ds.dataset(
+            [table.io.full_path(p) for p in partition.paths],
+            schema=schema,
+            format="parquet",
+            filesystem=table.io.arrow_filesystem(),
+        )
+        yield from dataset.to_batches()
+
+
+class PushdownReader(Reader):
+    """A reader that also prunes by Spark's filters (``spark.sql.python.filterPushdown.enabled=true`` and
+    ``.option("pushFilters", "true")``; Spark refuses a reader with ``pushFilters`` when that conf is off)."""
+
+    def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:
+        """Simple filters prune manifests and files by partition values and column min/max. Every filter
+        is still handed back to Spark, which evaluates it on the rows: pruning only skips files."""
+        for f in filters:
+            expr = _to_expression(f)
+            if expr is not None:
+                self.filter = expr if self.filter is None else self.filter & expr
+            yield f
+
