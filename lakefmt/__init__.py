@@ -14,8 +14,10 @@ from lakefmt.errors import (
     CommitError,
     CommitRetriesExhaustedError,
     CommitStateUnknownError,
+    ConsumerNotFoundError,
     CorruptMetadataError,
     InvalidCommitError,
+    InvalidConsumerIdError,
     InvalidPartitionError,
     InvalidSnapshotIdError,
     InvalidTimestampError,
@@ -32,7 +34,7 @@ from lakefmt.errors import (
     UnsupportedTypeError,
 )
 from lakefmt.read.scan import FileTask, ReadTask, Scan
-from lakefmt.spec import FORMAT_VERSION, CommitKind, CommitMessage, Snapshot, TableSchema
+from lakefmt.spec import FORMAT_VERSION, CommitKind, CommitMessage, Consumer, Snapshot, TableSchema
 from lakefmt.table import Table, create_table, open_table
 from lakefmt.write.writer import TableWriter
 
@@ -49,9 +51,12 @@ __all__ = [
     "CommitRetriesExhaustedError",
     "CommitStateUnknownError",
     "Committer",
+    "Consumer",
+    "ConsumerNotFoundError",
     "CorruptMetadataError",
     "FileTask",
     "InvalidCommitError",
+    "InvalidConsumerIdError",
     "InvalidPartitionError",
     "InvalidSnapshotIdError",
     "InvalidTimestampError",

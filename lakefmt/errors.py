@@ -16,8 +16,10 @@ __all__ = [
     "CommitError",
     "CommitRetriesExhaustedError",
     "CommitStateUnknownError",
+    "ConsumerNotFoundError",
     "CorruptMetadataError",
     "InvalidCommitError",
+    "InvalidConsumerIdError",
     "InvalidPartitionError",
     "InvalidSnapshotIdError",
     "InvalidTimestampError",
@@ -117,3 +119,12 @@ class InvalidSnapshotIdError(SnapshotNotFoundError, ValueError):
 
 class InvalidTimestampError(LakefmtError, ValueError):
     """A point in time (``as_of``) that is not a finite number of epoch milliseconds or a usable datetime."""
+
+
+class InvalidConsumerIdError(LakefmtError, ValueError):
+    """A consumer id that cannot name a consumer file: 1 to 200 characters of ``A-Z a-z 0-9 . _ -``, the first
+    a letter, a digit or ``_`` (so no ``/``, ``..``, empty id, control character or hidden file)."""
+
+
+class ConsumerNotFoundError(LakefmtError, LookupError):
+    """The table records no consumer with this id."""

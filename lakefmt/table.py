@@ -13,15 +13,23 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakefmt.commit.committer import Committer
-from lakefmt.errors import LakefmtError, LocationNotEmptyError, TableAlreadyExistsError
+from lakefmt.errors import (
+    ConsumerNotFoundError,
+    InvalidSnapshotIdError,
+    LakefmtError,
+    LocationNotEmptyError,
+    TableAlreadyExistsError,
+)
 from lakefmt.io import FileIO, LocalFileIO, file_io_for
 from lakefmt.io.paths import is_temp_of
 from lakefmt.maintenance import MaintenanceReport, Progress, expire_snapshots, remove_orphan_files
+from lakefmt.meta import consumers as cons
 from lakefmt.meta import entries as ents
 from lakefmt.meta.store import MetaStore
 from lakefmt.options import DEFAULT_ORPHAN_OLDER_THAN, Duration, TableOptions, duration_ms  # also importable here
 from lakefmt.read.scan import FileTask, Scan
-from lakefmt.spec import CommitMessage, Snapshot, TableSchema, layout
+from lakefmt.spec import CommitMessage, Consumer, Snapshot, TableSchema, layout
+from lakefmt.spec.consumer import MAX_SNAPSHOT_ID, check_consumer_id
 from lakefmt.spec.types import type_to_json
 from lakefmt.write.writer import TableWriter
 
@@ -280,6 +288,45 @@ class Table:
         return remove_orphan_files(
             self.io, self._store, older_than_ms=duration_ms(older_than), dry_run=dry_run, progress=progress
         )
+
+    # -- consumers -------------------------------------------------------------------------------------
+    def set_consumer(self, consumer_id: str, next_snapshot: int) -> None:
+        """Record that consumer ``consumer_id`` has finished reading every snapshot before ``next_snapshot``
+        (create its record, or move it, forward or back). Expiration then keeps every snapshot from
+        ``next_snapshot`` on, until the record is older than the table option ``consumer.expiration-time``
+        (recording the same position again renews it). One atomic write of ``consumer/consumer-<id>``.
+
+        ``consumer_id``: 1 to 200 characters of ``A-Z a-z 0-9 . _ -``, starting with a letter, a digit or
+        ``_`` (:class:`InvalidConsumerIdError` otherwise). ``next_snapshot``: a snapshot id (>= 1); one past the
+        latest snapshot means "read everything so far"."""
+        check_consumer_id(consumer_id)
+        if isinstance(next_snapshot, bool) or not isinstance(next_snapshot, int):
+            raise TypeError(f"next_snapshot must be a whole number, got {next_snapshot!r}")
+        if not 1 <= next_snapshot <= MAX_SNAPSHOT_ID:
+            raise InvalidSnapshotIdError(
+                f"next_snapshot {next_snapshot} is invalid: a consumer's next snapshot is a snapshot id (1 or more)"
+            )
+        now_ms = int((self._clock or time.time)() * 1000)
+        sync = self.table_schema().table_options.fsync
+        cons.write_consumer(self.io, Consumer(consumer_id, next_snapshot, now_ms), sync=sync)
+
+    def consumers(self) -> list[Consumer]:
+        """Every recorded consumer, by id (expired ones too: see ``consumer.expiration-time``).
+        :class:`CorruptMetadataError` names any consumer file that cannot be read."""
+        return sorted(cons.list_consumers(self.io).check(), key=lambda c: c.consumer_id)
+
+    def delete_consumer(self, consumer_id: str) -> None:
+        """Delete a consumer's record (also an unreadable one), so it no longer holds snapshots back.
+        :class:`ConsumerNotFoundError` if the table has no consumer ``consumer_id``."""
+        path = layout.consumer_path(check_consumer_id(consumer_id))
+        try:
+            self.io.read(path)
+        except FileNotFoundError:
+            known = ", ".join(c.consumer_id for c in cons.list_consumers(self.io).consumers) or "none"
+            raise ConsumerNotFoundError(
+                f"{self.uri} has no consumer {consumer_id!r} (its consumers: {known})"
+            ) from None
+        cons.delete_consumer(self.io, consumer_id)
 
     def commit_user_identifier(self, commit_user: str) -> int | None:
         """The last identifier ``commit_user`` committed, as remembered by the latest snapshot."""

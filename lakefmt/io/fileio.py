@@ -7,6 +7,8 @@ Guarantees per operation, on every backend:
 * ``publish``: put-if-absent. Exactly one of several racing callers gets ``True``; a reader never sees a
   partial object; a retry of a publish whose answer was lost still returns ``True`` (the object is read back
   and compared). How each backend gets there is documented on its ``_publish``.
+* ``replace``: create or overwrite a small mutable file atomically: a reader sees the old bytes or the new,
+  never a partial object (local disk: temp file, fsync, rename; S3: one PUT; memory: one assignment).
 * ``list``: fresh (no listing cache), names only, sorted.
 * ``delete``: idempotent; deleting a missing file is not an error.
 
@@ -150,6 +152,16 @@ class FileIO(abc.ABC):
     def sync(self, rel: str) -> None:
         """Make a closed file durable where the backend needs it (local disk: fsync). Object stores: no-op."""
         return None
+
+    def replace(self, rel: str, data: bytes, *, sync: bool = True) -> None:
+        """Create or overwrite ``rel`` with ``data`` atomically: a concurrent reader sees the old bytes or the
+        new ones, never a mix or a partial file. For the few files of a table that change in place (consumer
+        positions); last writer wins. S3: one PUT (atomic by the store); memory: one assignment; a generic
+        fsspec filesystem: its ``pipe_file``, as atomic as that filesystem's writes. ``sync=False`` skips the
+        fsyncs of local disk."""
+        path = self.full_path(rel)
+        self._makedirs_for(path)
+        self.fs.pipe_file(path, data)
 
     def publish(self, rel: str, data: bytes, *, sync: bool = True) -> bool:
         """Create ``rel`` with ``data`` only if absent. ``True``: ours is there; ``False``: someone else's is.
@@ -315,6 +327,29 @@ class LocalFileIO(FileIO):
             os.fsync(fd)
         finally:
             os.close(fd)
+
+    def replace(self, rel: str, data: bytes, *, sync: bool = True) -> None:
+        """Temp file beside the target, fsync, ``os.replace`` (an atomic rename on POSIX), fsync the folder."""
+        path = self.full_path(rel)
+        self._makedirs_for(path)
+        tmp = temp_name(path)
+        try:
+            with open(tmp, "wb") as f:
+                f.write(data)
+                if sync:
+                    f.flush()
+                    os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+        if sync:
+            fd = os.open(os.path.dirname(path), os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
 
     def _publish(self, path: str, data: bytes, sync: bool) -> None:
         folder = os.path.dirname(path)

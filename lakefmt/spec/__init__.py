@@ -1,6 +1,7 @@
 """The format's data model and codecs. Pure: no I/O here."""
 
 from lakefmt.spec.codec import FORMAT_VERSION
+from lakefmt.spec.consumer import Consumer
 from lakefmt.spec.manifest import ColumnStats, DataFile, FileKind, ManifestFileMeta
 from lakefmt.spec.message import CommitMessage
 from lakefmt.spec.schema import TableSchema
@@ -11,6 +12,7 @@ __all__ = [
     "ColumnStats",
     "CommitKind",
     "CommitMessage",
+    "Consumer",
     "DataFile",
     "FileKind",
     "ManifestFileMeta",

@@ -5,11 +5,13 @@ from __future__ import annotations
 import re
 
 __all__ = [
+    "CONSUMER_DIR",
     "EARLIEST",
     "LATEST",
     "MANIFEST_DIR",
     "SCHEMA_DIR",
     "SNAPSHOT_DIR",
+    "consumer_path",
     "data_file_name",
     "manifest_list_path",
     "manifest_path",
@@ -21,6 +23,8 @@ __all__ = [
 SCHEMA_DIR = "schema"
 SNAPSHOT_DIR = "snapshot"
 MANIFEST_DIR = "manifest"
+CONSUMER_DIR = "consumer"
+CONSUMER_PREFIX = "consumer-"
 LATEST = f"{SNAPSHOT_DIR}/LATEST"
 EARLIEST = f"{SNAPSHOT_DIR}/EARLIEST"
 
@@ -33,6 +37,11 @@ def schema_path(schema_id: int) -> str:
 
 def snapshot_path(snapshot_id: int) -> str:
     return f"{SNAPSHOT_DIR}/snapshot-{snapshot_id}"
+
+
+def consumer_path(consumer_id: str) -> str:
+    """``consumer/consumer-<id>`` (the id is checked by :func:`lakefmt.spec.consumer.check_consumer_id`)."""
+    return f"{CONSUMER_DIR}/{CONSUMER_PREFIX}{consumer_id}"
 
 
 def manifest_path(name: str) -> str:

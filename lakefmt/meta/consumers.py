@@ -1,0 +1,98 @@
+"""The consumer store: one small JSON file per consumer under ``consumer/`` (``consumer/consumer-<id>``, as in
+Paimon), each overwritten in place, atomically, when its consumer moves. Reading, recording and deleting
+positions through a FileIO; what expiration makes of them lives in :mod:`lakefmt.maintenance.holds`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from lakefmt.errors import CorruptMetadataError, UnsupportedFormatVersionError
+from lakefmt.io import FileIO
+from lakefmt.spec import Consumer, layout
+from lakefmt.spec.consumer import check_consumer_id, parse_consumer_name
+
+__all__ = [
+    "ConsumerListing",
+    "UnreadableConsumer",
+    "delete_consumer",
+    "list_consumers",
+    "read_consumer",
+    "write_consumer",
+]
+
+
+@dataclass(frozen=True)
+class UnreadableConsumer:
+    """A consumer file that exists but cannot be used: empty, truncated, malformed, or from a newer format."""
+
+    consumer_id: str
+    path: str  #: relative to the root
+    error: str
+
+
+@dataclass(frozen=True)
+class ConsumerListing:
+    """Every consumer file of a table: the readable ones (by id) and the unreadable ones."""
+
+    consumers: tuple[Consumer, ...] = ()
+    unreadable: tuple[UnreadableConsumer, ...] = ()
+
+    def check(self) -> tuple[Consumer, ...]:
+        """The consumers; :class:`CorruptMetadataError` naming every unreadable file and what to do about it."""
+        if self.unreadable:
+            bad = "; ".join(f"{u.path}: {u.error}" for u in self.unreadable)
+            ids = " ".join(u.consumer_id for u in self.unreadable)
+            raise CorruptMetadataError(
+                f"unreadable consumer file(s): {bad}. Snapshot expiration keeps everything while a consumer file "
+                f"cannot be read; if the consumer is gone, delete its record (`lakefmt consumers URI --delete "
+                f"ID`, Table.delete_consumer) for: {ids}"
+            )
+        return self.consumers
+
+
+def read_consumer(io: FileIO, consumer_id: str) -> Consumer | None:
+    """One consumer's record, or None if it has none; :class:`CorruptMetadataError` (or
+    :class:`UnsupportedFormatVersionError`) if its file cannot be used."""
+    path = layout.consumer_path(check_consumer_id(consumer_id))
+    try:
+        data = io.read(path)
+    except FileNotFoundError:
+        return None
+    consumer = Consumer.from_json(data, what=f"consumer file {path}")
+    if consumer.consumer_id != consumer_id:  # e.g. an operator's copy of another consumer's file
+        raise CorruptMetadataError(
+            f"consumer file {path} holds consumer {consumer.consumer_id!r}; its id must match its name"
+        )
+    return consumer
+
+
+def list_consumers(io: FileIO) -> ConsumerListing:
+    """Every consumer file (one LIST, then one read each). Other names in ``consumer/`` (temp files of
+    interrupted writes, anything else) are not consumers and are skipped; a consumer file that cannot be read
+    is listed as unreadable, never skipped."""
+    good: list[Consumer] = []
+    bad: list[UnreadableConsumer] = []
+    for name in io.list(layout.CONSUMER_DIR):
+        consumer_id = parse_consumer_name(name)
+        if consumer_id is None:
+            continue
+        try:
+            consumer = read_consumer(io, consumer_id)
+        except (CorruptMetadataError, UnsupportedFormatVersionError) as exc:
+            bad.append(UnreadableConsumer(consumer_id, layout.consumer_path(consumer_id), str(exc)))
+            continue
+        if consumer is not None:  # deleted since the listing
+            good.append(consumer)
+    return ConsumerListing(tuple(good), tuple(bad))
+
+
+def write_consumer(io: FileIO, consumer: Consumer, *, sync: bool = True) -> None:
+    """Record ``consumer`` (create its file, or replace it atomically: readers see the old position or the new)."""
+    check_consumer_id(consumer.consumer_id)
+    io.replace(layout.consumer_path(consumer.consumer_id), consumer.to_json(), sync=sync)
+
+
+def delete_consumer(io: FileIO, consumer_id: str) -> None:
+    """Delete a consumer's file (a missing one is not an error here; the caller decides)."""
+    io.delete(layout.consumer_path(check_consumer_id(consumer_id)))
+

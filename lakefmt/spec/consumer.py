@@ -1,0 +1,94 @@
+"""The consumer file (``consumer/consumer-<id>``): how far one reader of the table has got, so that snapshot
+expiration keeps what it still needs (Paimon's ``consumer-id``). The only metadata file that is overwritten
+in place: each new position replaces the last, atomically."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from lakefmt.errors import CorruptMetadataError, InvalidConsumerIdError
+from lakefmt.spec.codec import FORMAT_VERSION, check_version, decode_json, encode_json
+from lakefmt.spec.layout import CONSUMER_PREFIX
+
+__all__ = ["MAX_CONSUMER_ID_LENGTH", "MAX_SNAPSHOT_ID", "Consumer", "check_consumer_id", "parse_consumer_name"]
+
+#: the longest consumer id: ``.consumer-<id>.tmp-<32 hex>`` (a local write's temp name) must fit the 255 bytes
+#: a file name may have on common local filesystems
+MAX_CONSUMER_ID_LENGTH = 200
+#: the largest id a consumer may record (a signed 64-bit integer, as every id of the format)
+MAX_SNAPSHOT_ID = (1 << 63) - 1
+
+_ID = re.compile(rf"[A-Za-z0-9_][A-Za-z0-9._-]{{0,{MAX_CONSUMER_ID_LENGTH - 1}}}", re.ASCII)
+
+
+def check_consumer_id(consumer_id: Any) -> str:
+    """Return ``consumer_id`` if it can name a consumer file, else raise :class:`InvalidConsumerIdError`.
+
+    1 to 200 characters of ``A-Z a-z 0-9 . _ -``, the first a letter, a digit or ``_``: so never empty, no
+    ``/`` or ``\\``, no ``.``/``..``, no control character, no space, no glob character, no hidden file and
+    nothing a command line would take for an option. Ids are case-sensitive (on a case-insensitive filesystem
+    two ids that differ only in case share one file: do not use such pairs)."""
+    if not isinstance(consumer_id, str):
+        raise InvalidConsumerIdError(f"a consumer id must be a string, got {type(consumer_id).__name__}")
+    if not _ID.fullmatch(consumer_id):
+        raise InvalidConsumerIdError(
+            f"consumer id {consumer_id!r} is invalid: use 1 to {MAX_CONSUMER_ID_LENGTH} characters of "
+            "A-Z a-z 0-9 . _ -, starting with a letter, a digit or _"
+        )
+    return consumer_id
+
+
+def parse_consumer_name(name: str) -> str | None:
+    """``consumer-silver`` -> ``silver``; None for a name that is not a consumer file (a temp file, a hint, a
+    name whose id breaks the id rules)."""
+    if not name.startswith(CONSUMER_PREFIX):
+        return None
+    consumer_id = name[len(CONSUMER_PREFIX) :]
+    return consumer_id if _ID.fullmatch(consumer_id) else None
+
+
+@dataclass(frozen=True)
+class Consumer:
+    """A reader's recorded position: ``next_snapshot`` is the first snapshot it has not finished reading, so
+    expiration keeps every snapshot from it on; ``time_millis`` is when the position was recorded (epoch ms),
+    which ``consumer.expiration-time`` counts from."""
+
+    consumer_id: str
+    next_snapshot: int
+    time_millis: int
+
+    def expired(self, expiration_ms: int | None, now_ms: int) -> bool:
+        """Whether the record is older than ``expiration_ms`` at ``now_ms`` (never, when it is None): an
+        expired consumer no longer holds snapshots back. A record from the future is not expired."""
+        return expiration_ms is not None and now_ms - self.time_millis > expiration_ms
+
+    def to_json(self) -> bytes:
+        """The consumer file's bytes."""
+        return encode_json(
+            {
+                "version": FORMAT_VERSION,
+                "consumerId": self.consumer_id,
+                "nextSnapshot": self.next_snapshot,
+                "timeMillis": self.time_millis,
+            }
+        )
+
+    @classmethod
+    def from_json(cls, data: bytes, what: str = "consumer file") -> Consumer:
+        """Parse a consumer file. Unknown fields are ignored; a newer format version is refused; a negative,
+        non-integer or out-of-range position is corrupt."""
+        obj = decode_json(data, what)
+        check_version(obj.get("version"), what)
+        consumer_id, next_snapshot, time_millis = obj.get("consumerId"), obj.get("nextSnapshot"), obj.get("timeMillis")
+        if not isinstance(consumer_id, str) or not _ID.fullmatch(consumer_id):
+            raise CorruptMetadataError(f"{what} is malformed: consumerId {consumer_id!r} is not a consumer id")
+        for key, value in (("nextSnapshot", next_snapshot), ("timeMillis", time_millis)):
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_SNAPSHOT_ID:
+                raise CorruptMetadataError(f"{what} is malformed: {key} {value!r} is not a non-negative integer")
+        return cls(consumer_id, next_snapshot, time_millis)  # type: ignore[arg-type]
+
+    def to_dict(self) -> dict[str, Any]:
+        """A plain dict (for ``--json`` output and display)."""
+        return {"consumer_id": self.consumer_id, "next_snapshot": self.next_snapshot, "time_millis": self.time_millis}
