@@ -1,18 +1,281 @@
-"""The connector's options: where the table is (:class:`TableRef`) and the small parsers every option goes through.
+"""The connector's options: one registry of every option (:data:`OPTIONS`), where the table is (:class:`TableRef`)
+and the small parsers every option goes through.
 
-Spark hands a Python data source its options with lower-cased keys. Every value is a string.
+Options are a contract. Each use (a batch read, a batch write, a stream read, a stream write) knows its options;
+any other key is refused with the valid ones listed and the closest suggested, so a typo never silently does the
+default thing. Spark's own generic options (:data:`SPARK_OPTIONS`, measured on pyspark 4.3: what Spark itself puts
+into a Python data source's options for ``save``/``load``/``start``/SQL tables) and ``storage.<key>`` pass.
+
+Spark hands a Python data source its options with lower-cased keys and every value a string: the registry maps a
+key back to its documented spelling for messages, and a bad value is an error naming the option and the value.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import difflib
+import json
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import Any, Literal
 
 import lakefmt
+from lakefmt.options import InvalidOptionError, parse_size
+from lakefmt.read.scan import parse_as_of
 
-__all__ = ["TableRef", "flag", "pairs"]
+__all__ = [
+    "OPTIONS",
+    "SPARK_OPTIONS",
+    "Option",
+    "Options",
+    "TableRef",
+    "Use",
+    "flag",
+    "pairs",
+    "parse_options",
+]
+
+#: what the options are for: a batch read, a batch write, a streaming read, a streaming write
+Use = Literal["read", "write", "stream-read", "stream-write"]
+_USES: tuple[Use, ...] = ("read", "write", "stream-read", "stream-write")
+_DESCRIBED = {
+    "read": "a lakefmt batch read",
+    "write": "a lakefmt batch write",
+    "stream-read": "a lakefmt streaming read",
+    "stream-write": "a lakefmt streaming write",
+}
+
+#: Spark's own options, which Spark puts into a Python data source's options itself, in their documented
+#: spelling: ``path`` (``save(p)``/``load(p)``/``start(p)``), ``paths`` (``load(p1, p2)``, refused later with a
+#: clear message), ``checkpointLocation`` and ``queryName`` (``writeStream``), and what a SQL table hands over
+#: (``CREATE TABLE ... USING lakefmt LOCATION ...``: ``location``, ``provider``, ``owner``; ``comment``,
+#: ``external``, ``is_managed_location`` and ``collation`` are the catalog's other reserved properties).
+SPARK_OPTIONS = (
+    "path",
+    "paths",
+    "checkpointLocation",
+    "queryName",
+    "location",
+    "provider",
+    "owner",
+    "comment",
+    "external",
+    "is_managed_location",
+    "collation",
+)
+#: key prefixes that pass: ``storage.<key>`` (fsspec/s3fs storage options) and ``option.<key>`` (a SQL table's
+#: ``OPTIONS (k 'v')`` arrive twice, as ``k`` and as ``option.k``; ``k`` is the one checked)
+_PREFIXES = ("storage.", "option.")
 
 
+def _bool(value: str, name: str) -> bool:
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes"):
+        return True
+    if text in ("false", "0", "no"):
+        return False
+    raise InvalidOptionError(f"option {name}: {value!r} is not a boolean; use true or false")
+
+
+def _snapshot_id(value: str, name: str) -> int:
+    text = str(value).strip()
+    if not text.isdigit() or int(text) < 1:
+        raise InvalidOptionError(f"option {name}: {value!r} is not a snapshot id; ids are whole numbers from 1")
+    return int(text)
+
+
+def _instant(value: str, name: str) -> int:
+    try:
+        return parse_as_of(str(value))
+    except (lakefmt.InvalidTimestampError, ValueError, OverflowError):
+        raise InvalidOptionError(
+            f"option {name}: {value!r} is not a snapshot time; use ISO-8601 or epoch milliseconds"
+        ) from None
+
+
+def _positive_int(value: str, name: str) -> int:
+    text = str(value).strip()
+    if not text.isdigit() or int(text) < 1:
+        raise InvalidOptionError(f"option {name}: {value!r} is not a positive whole number")
+    return int(text)
+
+
+def _size(value: str, name: str) -> int:
+    try:
+        size = parse_size(str(value), name)
+    except InvalidOptionError:
+        raise InvalidOptionError(
+            f"option {name}: {value!r} is not a size (examples: 1048576, 512kb, 64mb, 1gb)"
+        ) from None
+    if size < 1:
+        raise InvalidOptionError(f"option {name}: {value!r} must be positive")
+    return size
+
+
+def _text(value: str, name: str) -> str:
+    text = str(value).strip()
+    if not text:
+        raise InvalidOptionError(f"option {name}: an empty value; leave the option out instead")
+    return text
+
+
+def _columns(value: str, name: str) -> list[str]:
+    return [c.strip() for c in str(value).split(",") if c.strip()]
+
+
+def _pairs(value: str, name: str) -> dict[str, str]:
+    return pairs(str(value), name)
+
+
+def _overwrite_mode(value: str, name: str) -> str:
+    text = str(value).strip().lower()
+    if text not in ("static", "dynamic"):
+        raise InvalidOptionError(f"option {name}: {value!r} is not an overwrite mode; use static or dynamic")
+    return text
+
+
+def _merge_schema(value: str, name: str) -> bool:
+    if _bool(value, name):
+        raise InvalidOptionError(
+            f"option {name}: schema evolution is not supported yet; the data must match the table's schema "
+            f"(leave {name} out, or set it to false)"
+        )
+    return False
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option: its documented ``name``, the ``uses`` it belongs to, its ``parse(value, spelled_name)``
+    and a one-line ``doc``. ``alias_of`` names the option a Delta spelling stands for."""
+
+    name: str
+    uses: frozenset[Use]
+    parse: Callable[[str, str], Any]
+    doc: str
+    alias_of: str | None = None
+
+    @property
+    def canonical(self) -> str:
+        return self.alias_of or self.name
+
+
+def _opt(name: str, uses: str, parse: Callable[[str, str], Any], doc: str, alias_of: str | None = None) -> Option:
+    return Option(name, frozenset(u for u in _USES if u in uses.split()), parse, doc, alias_of)
+
+
+#: Every option the connector knows, in the order the docs list them.
+OPTIONS: tuple[Option, ...] = (
+    _opt("snapshotId", "read", _snapshot_id, "time travel to a snapshot id"),
+    _opt("versionAsOf", "read", _snapshot_id, "Delta's spelling of snapshotId", "snapshotId"),
+    _opt("asOf", "read", _instant, "time travel to the snapshot current at an instant (ISO-8601 or epoch ms)"),
+    _opt("timestampAsOf", "read", _instant, "Delta's spelling of asOf", "asOf"),
+    _opt("pushFilters", "read", _bool, "true: prune files with Spark's filters (also set "
+         "spark.sql.python.filterPushdown.enabled=true)"),
+    _opt("startingSnapshot", "stream-read", _snapshot_id, "the first snapshot a new stream reads"),
+    _opt("startingTimestamp", "stream-read", _instant, "a new stream starts at the snapshot current at this "
+         "instant (ISO-8601 or epoch ms)"),
+    _opt("maxFilesPerTrigger", "stream-read", _positive_int, "admission control: at most this many files per "
+         "micro-batch"),
+    _opt("maxBytesPerTrigger", "stream-read", _size, "admission control: about this many bytes per micro-batch"),
+    _opt("skipChangeCommits", "stream-read", _bool, "true: skip OVERWRITE and DELETE snapshots instead of failing"),
+    _opt("failOnDataLoss", "stream-read", _bool, "false: a next snapshot that has expired is skipped, not an error"),
+    _opt("consumerId", "stream-read", _text, "record the stream's position in the table, so expiration keeps what "
+         "it still needs"),
+    _opt("commitUser", "stream-write", _text, "the commit user (default: derived from the query id in the "
+         "checkpoint)"),
+    _opt("createTable", "write stream-write", _bool, "true: create a missing table from the data's schema"),
+    _opt("partitionBy", "write stream-write", _columns, "with createTable: comma-separated partition columns"),
+    _opt("tableOptions", "write stream-write", _pairs, "with createTable: table options as key=value,key=value"),
+    _opt("overwritePartition", "write", _pairs, "overwrite exactly one partition: dt=2026-11-01[,k=v]"),
+    _opt("replaceWhere", "write", _text, "overwrite the rows matching a predicate on partition columns"),
+    _opt("partitionOverwriteMode", "write", _overwrite_mode, "dynamic: overwrite exactly the partitions present in "
+         "the written rows (static, the default: the whole table)"),
+    _opt("mergeSchema", "write stream-write", _merge_schema, "schema evolution: not supported yet (false only)"),
+)
+
+_BY_KEY: dict[str, Option] = {o.name.lower(): o for o in OPTIONS}
+_SPARK_BY_KEY: dict[str, str] = {name.lower(): name for name in SPARK_OPTIONS}
+
+
+def valid_names(use: Use) -> list[str]:
+    """The documented names of the options valid for ``use`` (aliases included), in registry order."""
+    return [o.name for o in OPTIONS if use in o.uses]
+
+
+def spelling(key: str) -> str:
+    """The documented spelling of an option key as Spark hands it (lower-cased): ``replacewhere`` ->
+    ``replaceWhere``; an unknown key is returned as it is."""
+    low = key.lower()
+    if low in _BY_KEY:
+        return _BY_KEY[low].name
+    return _SPARK_BY_KEY.get(low, key)
+
+
+def _unknown(key: str, use: Use) -> InvalidOptionError:
+    names = valid_names(use)
+    elsewhere = [o.name for o in OPTIONS if o.name.lower() == key.lower() and use not in o.uses]
+    if elsewhere:
+        opt = _BY_KEY[key.lower()]
+        where = ", ".join(_DESCRIBED[u] for u in _USES if u in opt.uses)
+        return InvalidOptionError(f"option {opt.name} is not an option of {_DESCRIBED[use]} (it is for {where})")
+    close = difflib.get_close_matches(key.lower(), [n.lower() for n in names], n=1, cutoff=0.6)
+    hint = f" (did you mean {spelling(close[0])}?)" if close else ""
+    return InvalidOptionError(
+        f"unknown option {key!r} for {_DESCRIBED[use]}{hint}. Valid options: {', '.join(names)}; "
+        f"Spark's own: {', '.join(SPARK_OPTIONS)}; and storage.<key> for the storage (fsspec/s3fs)"
+    )
+
+
+@dataclass(frozen=True)
+class Options:
+    """Checked options for one use: values parsed, keyed by the documented name (an alias by the name it
+    stands for, so ``versionAsOf`` is read as ``snapshotId``). :meth:`spelled` gives the name the user wrote,
+    for messages."""
+
+    use: Use
+    values: dict[str, Any] = field(default_factory=dict)
+    spelled_as: dict[str, str] = field(default_factory=dict)
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return self.values.get(name, default)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.values
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.values)
+
+    def spelled(self, name: str) -> str:
+        """How the user spelled option ``name`` (``timestampAsOf`` for ``asOf`` given by its alias)."""
+        return self.spelled_as.get(name, name)
+
+
+def parse_options(options: Mapping[str, str], use: Use) -> Options:
+    """Check every key of ``options`` (as Spark hands them: any case) for ``use`` and parse its value.
+
+    Raises :class:`InvalidOptionError` for an unknown key (naming it, the closest valid one and every valid one),
+    a bad value (naming the option and the value) or an option given twice under two spellings with two values."""
+    values: dict[str, Any] = {}
+    spelled: dict[str, str] = {}
+    for key, raw in options.items():
+        low = str(key).lower()
+        if low in _SPARK_BY_KEY or low.startswith(_PREFIXES):
+            continue
+        opt = _BY_KEY.get(low)
+        if opt is None or use not in opt.uses:
+            raise _unknown(str(key), use)
+        value = opt.parse(raw, opt.name)
+        name = opt.canonical
+        if name in values and values[name] != value:
+            raise InvalidOptionError(
+                f"options {spelled[name]} and {opt.name} name the same setting with different values "
+                f"({values[name]!r} and {value!r}); give one"
+            )
+        values[name] = value
+        spelled[name] = opt.name
+    return Options(use, values, spelled)
+
+
+# -- small parsers also used on their own -----------------------------------------------------------------------
 def flag(options: Mapping[str, str], key: str) -> bool:
     """A boolean option (``true``/``1``/``yes``, case-insensitive); absent is False."""
     return str(options.get(key, "false")).strip().lower() in ("1", "true", "yes")
@@ -24,7 +287,7 @@ def pairs(text: str, what: str) -> dict[str, str]:
     for item in filter(None, (p.strip() for p in text.split(","))):
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
-            raise lakefmt.LakefmtError(f"option {what}: {item!r} is not key=value")
+            raise InvalidOptionError(f"option {what}: {item!r} is not key=value")
         out[key.strip()] = value.strip()
     return out
 
@@ -42,6 +305,11 @@ class TableRef:
     @classmethod
     def from_options(cls, options: Mapping[str, str]) -> TableRef:
         path = options.get("path")
+        if not path and options.get("paths"):
+            raise lakefmt.LakefmtError(
+                f"a lakefmt read takes one table, not several paths ({', '.join(json.loads(options['paths']))}); "
+                "read each with its own load(uri) and union them"
+            )
         if not path:
             raise lakefmt.LakefmtError("no table path: use .save(uri), .load(uri), .start(uri) or .option('path', uri)")
         storage = {k[len("storage.") :]: v for k, v in options.items() if k.lower().startswith("storage.")}
