@@ -166,6 +166,9 @@ class TableOptions:
     snapshot_retained_min: int = 10
     snapshot_retained_max: int | None = None
     snapshot_time_retained_ms: int | None = None
+    #: ``consumer.expiration-time``: a consumer whose record has not been written for this long no longer
+    #: holds snapshots back from expiration (and expiration deletes its record); unset = consumers never expire
+    consumer_expiration_ms: int | None = None
 
     _KEYS: ClassVar[dict[str, tuple[str, Callable[[str, str], Any]]]] = {
         "target-file-size": ("target_file_size", parse_size),
@@ -185,6 +188,7 @@ class TableOptions:
         "snapshot.num-retained.min": ("snapshot_retained_min", _int),
         "snapshot.num-retained.max": ("snapshot_retained_max", _int),
         "snapshot.time-retained": ("snapshot_time_retained_ms", parse_duration_ms),
+        "consumer.expiration-time": ("consumer_expiration_ms", parse_duration_ms),
     }
     #: keys whose value may be 0 (sizes, never negative; every other integer must be positive)
     _ZERO_ALLOWED: ClassVar[frozenset[str]] = frozenset({"write.sync-ahead-bytes"})

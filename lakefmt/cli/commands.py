@@ -9,12 +9,13 @@ import argparse
 import datetime
 import os
 import sys
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
 import lakefmt
-from lakefmt.cli.output import _emit, _failure, _one_line, _ProgressBar, _summary, _when
+from lakefmt.cli.output import _emit, _failure, _iso, _one_line, _ProgressBar, _summary, _when
 from lakefmt.cli.storage import (
     _check_options,
     _check_uri,
@@ -25,13 +26,15 @@ from lakefmt.cli.storage import (
     _storage_options,
     _UsageError,
 )
-from lakefmt.errors import LakefmtError
+from lakefmt.errors import ConsumerNotFoundError, InvalidConsumerIdError, LakefmtError
+from lakefmt.maintenance import list_consumers
 from lakefmt.options import (
     DEFAULT_ORPHAN_OLDER_THAN,
     DEFAULT_ORPHAN_OLDER_THAN_MS,
     format_duration_ms,
     parse_duration,
 )
+from lakefmt.spec.consumer import check_consumer_id
 
 __all__ = ["build_parser", "main"]
 
@@ -42,6 +45,7 @@ examples:
   lakefmt orphan-clean /data/events --older-than 2d --json
   lakefmt describe s3://bucket/events -o endpoint_url=http://127.0.0.1:9000
   lakefmt files /data/events --snapshot 12 --json | jq '.[].path'
+  lakefmt consumers /data/events              stream readers and the snapshots they hold back
 
 storage options (-o key=value) go to fsspec/s3fs; credentials may also come from the environment
 (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_ENDPOINT_URL, ...). They are never printed. Values are typed:
@@ -158,6 +162,97 @@ def _cmd_orphan_clean(table: lakefmt.Table, args: argparse.Namespace) -> None:
     _emit(report.to_dict(), True) if args.json else _summary(report)
 
 
+def _consumer_id(text: str) -> str:
+    try:
+        return check_consumer_id(text)
+    except InvalidConsumerIdError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _consumer_row(
+    consumer: lakefmt.Consumer, expiration_ms: int | None, now_ms: int, latest: int, as_json: bool
+) -> dict[str, Any]:
+    expires = None if expiration_ms is None else consumer.time_millis + expiration_ms
+    expired = consumer.expired(expiration_ms, now_ms)
+    row: dict[str, Any] = {
+        "consumer": consumer.consumer_id,
+        "next_snapshot": consumer.next_snapshot,
+        "unread": max(0, latest - consumer.next_snapshot + 1),
+        "recorded": _iso(consumer.time_millis),
+        "recorded_ms": consumer.time_millis,
+        "expires": None if expires is None else _iso(expires),
+        "expired": expired,
+    }
+    if as_json:
+        row["error"] = None
+    else:
+        row["expired"] = "yes" if expired else ("no" if expires is not None else "never")
+        row.pop("expires")
+    return row
+
+
+_CONSUMER_COLUMNS = ("consumer", "next_snapshot", "unread", "recorded", "recorded_ms", "expired")
+
+
+def _cmd_consumers(table: lakefmt.Table, args: argparse.Namespace) -> None:
+    if args.delete is not None:
+        _delete_consumer(table, args)
+        return
+    listing = list_consumers(table.io)
+    expiration_ms = table.table_schema().table_options.consumer_expiration_ms
+    now_ms = int(time.time() * 1000)
+    latest = table.latest_snapshot()
+    latest_id = latest.id if latest else 0
+    rows = [_consumer_row(c, expiration_ms, now_ms, latest_id, args.json) for c in listing.consumers]
+    for bad in listing.unreadable:  # listed, then reported as the error (exit 1) below
+        if args.json:
+            rows.append({"consumer": bad.consumer_id, "next_snapshot": None, "error": bad.error})
+        else:
+            rows.append({"consumer": bad.consumer_id, "next_snapshot": "unreadable"})
+    rows.sort(key=lambda r: str(r["consumer"]))
+    _emit(rows, args.json, () if args.json else _CONSUMER_COLUMNS)
+    if not args.json:
+        if expiration_ms is None:
+            print("consumer.expiration-time is not set: a consumer holds snapshots back until its record is deleted")
+        else:
+            print(
+                f"consumer.expiration-time = {format_duration_ms(expiration_ms)}: a consumer whose record is older "
+                "no longer holds snapshots back, and expire deletes its record"
+            )
+    listing.check()
+
+
+def _delete_consumer(table: lakefmt.Table, args: argparse.Namespace) -> None:
+    listing = list_consumers(table.io)
+    consumer = next((c for c in listing.consumers if c.consumer_id == args.delete), None)
+    unreadable = next((u for u in listing.unreadable if u.consumer_id == args.delete), None)
+    if consumer is None and unreadable is None:
+        known = ", ".join(c.consumer_id for c in listing.consumers) or "none"
+        raise ConsumerNotFoundError(f"{table.uri} has no consumer {args.delete!r} (its consumers: {known})")
+    if not args.dry_run:
+        table.delete_consumer(args.delete)
+    if args.json:
+        record = consumer.to_dict() if consumer is not None else None
+        error = unreadable.error if unreadable is not None else None
+        out = {
+            "operation": "delete-consumer",
+            "dry_run": args.dry_run,
+            "consumer": args.delete,
+            "record": record,
+            "error": error,
+            "deleted": not args.dry_run,
+        }
+        _emit(out, True)
+        return
+    what = (
+        f"next snapshot {consumer.next_snapshot}, recorded {_iso(consumer.time_millis)}"
+        if consumer is not None
+        else "unreadable record"
+    )
+    verb = "would delete" if args.dry_run else "deleted"
+    print(f"{verb} consumer {args.delete!r} ({what}); it no longer holds snapshots back from expiration")
+
+
 @dataclass(frozen=True)
 class _Arg:
     """One ``add_argument`` call: its flags (or positional name) and keyword arguments."""
@@ -265,6 +360,30 @@ _COMMANDS: tuple[_Command, ...] = (
             _DRY_RUN,
         ),
     ),
+    _Command(
+        "consumers",
+        _cmd_consumers,
+        help="readers whose position expiration respects; --delete one",
+        description="List the table's consumers: readers (e.g. a Spark stream with the option consumerId) that\n"
+        "record the first snapshot they have not finished reading, next_snapshot. expire never removes a\n"
+        "snapshot from a live consumer's next_snapshot on. A consumer whose record is older than the\n"
+        "table option consumer.expiration-time is expired: it holds nothing back and expire deletes its\n"
+        "record. unread = snapshots committed since its position. --delete ID removes a consumer that is\n"
+        "gone, so expiration stops keeping snapshots for it. Try --dry-run first.",
+        epilog="examples:\n  lakefmt consumers /data/events\n"
+        "  lakefmt consumers s3://bucket/events --json\n"
+        "  lakefmt consumers /data/events --delete silver-job --dry-run\n",
+        args=(
+            _arg(
+                "--delete",
+                type=_consumer_id,
+                default=None,
+                metavar="ID",
+                help="delete the record of consumer ID (it stops holding snapshots back)",
+            ),
+            _arg("--dry-run", action="store_true", help="with --delete: say what would be deleted; delete nothing"),
+        ),
+    ),
 )
 
 
@@ -310,6 +429,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     if getattr(args, "retain_max", None) is not None and args.retain_max < args.retain_min:
         return usage_error(f"--retain-max ({args.retain_max}) must be at least --retain-min ({args.retain_min})")
+    if args.command == "consumers" and args.dry_run and args.delete is None:
+        return usage_error("--dry-run goes with --delete ID (listing deletes nothing)")
     try:
         _check_uri(args.uri)
         options = {**_env_storage_options(args.uri), **_storage_options(args.storage_option)}

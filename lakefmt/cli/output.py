@@ -21,6 +21,12 @@ def _when(millis: int) -> str:
     return datetime.datetime.fromtimestamp(millis / 1000, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
+def _iso(millis: int) -> str:
+    """ISO-8601 in UTC with milliseconds: ``2026-11-01T08:30:00.250+00:00``."""
+    when = datetime.datetime.fromtimestamp(millis / 1000, datetime.UTC)
+    return when.isoformat(timespec="milliseconds")
+
+
 def _emit(rows: list[dict[str, Any]] | dict[str, Any], as_json: bool, columns: Sequence[str] = ()) -> None:
     """Print rows as JSON (for scripts) or as an aligned text table (for people)."""
     if as_json:
@@ -81,6 +87,17 @@ def _summary(report: MaintenanceReport) -> None:
             print(f"; retained {report.kept_snapshots[0]}..{report.kept_snapshots[1]}")
         else:
             print()
+        for held in report.held_back:
+            n = held.snapshots
+            if not n:
+                continue  # --json lists every hold
+            print(
+                f"{held.hold.kind} {held.hold.name!r} (from snapshot {held.hold.snapshot_id}) "
+                f"held back {n} snapshot{'' if n == 1 else 's'}"
+            )
+        if report.expired_consumers:
+            names = ", ".join(repr(c) for c in report.expired_consumers)
+            print(f"{verb} the records of consumers past consumer.expiration-time: {names}")
     if report.dry_run:
         for path in report.paths:
             print(f"  {path}")

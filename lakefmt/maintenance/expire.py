@@ -10,7 +10,11 @@ What goes with them, in this order (so a crash anywhere leaves a readable table 
    expired snapshot (file names are never reused), whatever the order of overwrites;
 2. manifests and manifest lists that expired snapshots use and no retained snapshot does;
 3. the snapshot files, oldest first; 4. the EARLIEST hint (also written before step 1, as an announcement
-   that orphan-clean honours).
+   that orphan-clean honours); 5. the records of consumers past ``consumer.expiration-time``.
+
+*Holds* (:mod:`lakefmt.maintenance.holds`) cap the run: no snapshot at or after a hold's snapshot expires. By
+default the holds are the table's live consumers; a consumer file that cannot be read stops the expiration
+with a clear error (expiring nothing is the safe side).
 
 :func:`plan_expiration` decides (it reads metadata and deletes nothing); :func:`apply_expiration` carries a
 plan out in that order; :func:`expire_snapshots` does both.
@@ -19,15 +23,18 @@ plan out in that order; :func:`expire_snapshots` does both.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
 from lakefmt.errors import CorruptMetadataError, LakefmtError
 from lakefmt.io import FileIO
+from lakefmt.maintenance.holds import HeldBack, Hold, TableHolds, apply_holds, table_holds
 from lakefmt.maintenance.report import FileClass, MaintenanceReport, Progress
 from lakefmt.meta import entries as ents
+from lakefmt.meta.consumers import delete_consumer_if_unchanged
 from lakefmt.meta.store import MetaStore
-from lakefmt.spec import Snapshot, layout
+from lakefmt.spec import Consumer, Snapshot, layout
 
 __all__ = [
     "ExpirationPlan",
@@ -72,6 +79,10 @@ class ExpirationPlan:
     expired: tuple[int, ...] = ()  #: ids of the expired snapshots, oldest first (a contiguous run)
     kept: tuple[int, int] | None = None  #: (earliest, latest) retained; None for a table with no snapshot
     deletions: tuple[PlannedDeletion, ...] = ()
+    #: every hold, and how many snapshots each kept that the retention rules would have expired
+    held: tuple[HeldBack, ...] = ()
+    #: consumers past ``consumer.expiration-time``: they hold nothing, and their records are deleted last
+    expired_consumers: tuple[Consumer, ...] = ()
 
     @property
     def new_earliest(self) -> int | None:
@@ -88,9 +99,12 @@ def expire_snapshots(
     older_than_ms: int | None = None,
     dry_run: bool = False,
     progress: Progress | None = None,
+    holds: Sequence[Hold] | None = None,
 ) -> MaintenanceReport:
     """Expire snapshots and delete what only they reference. See the module docstring for the rules."""
-    plan = plan_expiration(store, retain_min=retain_min, retain_max=retain_max, older_than_ms=older_than_ms)
+    plan = plan_expiration(
+        store, retain_min=retain_min, retain_max=retain_max, older_than_ms=older_than_ms, holds=holds
+    )
     return apply_expiration(io, store, plan, dry_run=dry_run, progress=progress)
 
 
@@ -101,21 +115,27 @@ def plan_expiration(
     retain_max: int | None = None,
     older_than_ms: int | None = None,
     now_ms: int | None = None,
+    holds: Sequence[Hold] | None = None,
 ) -> ExpirationPlan:
     """Decide which snapshots expire and which files go with them (reads metadata, deletes nothing).
 
-    ``now_ms`` (epoch milliseconds, default: now) is the point in time ``older_than_ms`` counts back from."""
+    ``now_ms`` (epoch milliseconds, default: now) is the point in time ``older_than_ms`` and
+    ``consumer.expiration-time`` count back from. ``holds``: what must be kept; None (the default) reads the
+    table's own (its live consumers), a sequence replaces them."""
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    # the holds are read before the snapshots: a consumer only moves forward, so an earlier read is the safe one
+    own = table_holds(store, now) if holds is None else TableHolds(tuple(holds))
     latest = store.latest_snapshot(strict=True)  # never a stale answer before deleting
     if latest is None:
-        return ExpirationPlan()
+        return ExpirationPlan(expired_consumers=own.expired_consumers)
     ids = [i for i in store.snapshot_ids() if i <= latest.id]
     snaps = [s for s in (store.try_snapshot(i) for i in ids) if s is not None]
-    now = int(time.time() * 1000) if now_ms is None else now_ms
     count = select_expired(snaps, retain_min, retain_max, older_than_ms, now)
+    count, held = apply_holds(snaps, count, own.holds)
     expired, retained = snaps[:count], snaps[count:]
     kept = (retained[0].id, retained[-1].id) if retained else None
     if not expired:
-        return ExpirationPlan((), kept, ())
+        return ExpirationPlan((), kept, (), held, own.expired_consumers)
     sizes: dict[str, int] = {}
 
     # 1. data files deleted at or before the new earliest snapshot k
@@ -175,7 +195,7 @@ def plan_expiration(
         ]
         + [PlannedDeletion(FileClass.SNAPSHOT, layout.snapshot_path(s.id), len(s.to_json())) for s in expired]
     )
-    return ExpirationPlan(tuple(s.id for s in expired), kept, tuple(deletions))
+    return ExpirationPlan(tuple(s.id for s in expired), kept, tuple(deletions), held, own.expired_consumers)
 
 
 def apply_expiration(
@@ -187,13 +207,32 @@ def apply_expiration(
     progress: Progress | None = None,
 ) -> MaintenanceReport:
     """Carry out ``plan``: announce the new earliest snapshot (the EARLIEST hint), delete the planned files in
-    their order, then write the hint again. With ``dry_run``, only report what would be deleted."""
+    their order, then write the hint again, then delete the records of expired consumers (each only if it
+    has not moved since it was read). With ``dry_run``, only report what would be deleted."""
     report = MaintenanceReport("expire", dry_run)
     report.kept_snapshots = plan.kept
     report.expired_snapshots = list(plan.expired)
+    report.held_back = list(plan.held)
     earliest = plan.new_earliest
-    if not plan.expired or earliest is None:
-        return report
+    if plan.expired and earliest is not None:
+        _expire(io, store, plan, earliest, report, dry_run, progress)
+    for consumer in plan.expired_consumers:
+        path = layout.consumer_path(consumer.consumer_id)
+        if dry_run or delete_consumer_if_unchanged(io, consumer):
+            report.expired_consumers.append(consumer.consumer_id)
+            report.add(FileClass.CONSUMER, path, len(consumer.to_json()))
+    return report
+
+
+def _expire(
+    io: FileIO,
+    store: MetaStore,
+    plan: ExpirationPlan,
+    earliest: int,
+    report: MaintenanceReport,
+    dry_run: bool,
+    progress: Progress | None,
+) -> None:
     if not dry_run:
         # announce the decision before deleting anything: orphan-clean ignores snapshots below EARLIEST, so
         # one running meanwhile never trips over a half-expired snapshot (and it is written again at the end)
@@ -206,4 +245,3 @@ def apply_expiration(
             progress(done, len(plan.deletions), path)
     if not dry_run:
         store.write_hint(layout.EARLIEST, earliest)
-    return report

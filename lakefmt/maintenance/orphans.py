@@ -3,8 +3,10 @@ than a threshold (so files of a commit still in flight are never touched).
 
 The listing is taken *before* the references are read: a commit that lands in between references only files
 that are young (written just before it), which the age threshold protects. Referenced: every schema file, the
-hints, every retained snapshot file, its manifest lists and their manifests, and every data file live in
-any retained snapshot (live in the earliest, or added by a later one). Only files under the root are ever
+hints, every file directly in ``consumer/`` but temp files (consumer records, whatever their content or name:
+a record is the consumer's to delete, never orphan-clean's), every retained snapshot file, its manifest lists
+and their manifests, and every data file live in any retained snapshot (live in the earliest, or added by a
+later one). Only files under the root are ever
 listed (symlinks are not followed, and a symlink is deleted as a link, never its target).
 """
 
@@ -16,6 +18,7 @@ from collections.abc import Iterable
 
 from lakefmt.errors import LakefmtError, MissingMetadataError
 from lakefmt.io import FileIO
+from lakefmt.io.paths import is_temp
 from lakefmt.maintenance.report import MaintenanceReport, Progress, classify
 from lakefmt.meta import entries as ents
 from lakefmt.meta.store import MetaStore
@@ -37,6 +40,9 @@ def referenced_files(store: MetaStore) -> set[str]:
     read. So a wrong hint never costs a snapshot its files; a half-expired snapshot costs a rerun of expire."""
     refs = {layout.LATEST, layout.EARLIEST}
     refs.update(layout.schema_path(i) for i in store.schema_ids())
+    refs.update(
+        f"{layout.CONSUMER_DIR}/{name}" for name in store.io.list(layout.CONSUMER_DIR) if not is_temp(name)
+    )
     latest = store.latest_snapshot(strict=True)  # never a stale answer before deleting
     if latest is None:
         return refs

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lakefmt.io.paths import is_temp
+from lakefmt.maintenance.holds import HeldBack
 
 __all__ = ["FileClass", "MaintenanceReport", "Progress", "classify"]
 
@@ -22,6 +23,7 @@ class FileClass(enum.Enum):
     MANIFEST_LIST = "manifest_lists"
     MANIFEST = "manifests"
     DATA = "data_files"
+    CONSUMER = "consumers"
     TEMP = "temp_files"
     OTHER = "other_files"
 
@@ -33,6 +35,8 @@ def classify(rel_path: str) -> FileClass:
         return FileClass.TEMP
     if rel_path.startswith("snapshot/") and name.startswith("snapshot-"):
         return FileClass.SNAPSHOT
+    if rel_path.startswith("consumer/") and name.startswith("consumer-"):
+        return FileClass.CONSUMER
     if rel_path.startswith("manifest/"):
         return FileClass.MANIFEST_LIST if name.startswith("manifest-list-") else FileClass.MANIFEST
     if name.endswith(".parquet"):
@@ -49,6 +53,8 @@ class MaintenanceReport:
     deleted: dict[FileClass, list[tuple[str, int]]] = field(default_factory=dict)
     expired_snapshots: list[int] = field(default_factory=list)
     kept_snapshots: tuple[int, int] | None = None  #: (earliest, latest) retained
+    held_back: list[HeldBack] = field(default_factory=list)  #: expire: every hold and what it kept
+    expired_consumers: list[str] = field(default_factory=list)  #: expire: consumers whose records went
 
     def add(self, kind: FileClass, path: str, size: int) -> None:
         self.deleted.setdefault(kind, []).append((path, size))
@@ -73,13 +79,21 @@ class MaintenanceReport:
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready summary (``--json``)."""
-        return {
+        out: dict[str, Any] = {
             "operation": self.operation,
             "dry_run": self.dry_run,
             "expired_snapshots": self.expired_snapshots,
             "kept_snapshots": list(self.kept_snapshots) if self.kept_snapshots else None,
-            "files": {k.value: {"count": self.count(k), "bytes": self.bytes(k)} for k in FileClass},
-            "total_files": self.total_files,
-            "total_bytes": self.total_bytes,
-            "paths": self.paths,
         }
+        if self.operation == "expire":
+            out["held_back"] = [h.to_dict() for h in self.held_back]
+            out["expired_consumers"] = self.expired_consumers
+        out.update(
+            {
+                "files": {k.value: {"count": self.count(k), "bytes": self.bytes(k)} for k in FileClass},
+                "total_files": self.total_files,
+                "total_bytes": self.total_bytes,
+                "paths": self.paths,
+            }
+        )
+        return out

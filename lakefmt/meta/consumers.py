@@ -15,6 +15,7 @@ __all__ = [
     "ConsumerListing",
     "UnreadableConsumer",
     "delete_consumer",
+    "delete_consumer_if_unchanged",
     "list_consumers",
     "read_consumer",
     "write_consumer",
@@ -40,12 +41,12 @@ class ConsumerListing:
     def check(self) -> tuple[Consumer, ...]:
         """The consumers; :class:`CorruptMetadataError` naming every unreadable file and what to do about it."""
         if self.unreadable:
-            bad = "; ".join(f"{u.path}: {u.error}" for u in self.unreadable)
-            ids = " ".join(u.consumer_id for u in self.unreadable)
+            errors = "; ".join(u.error for u in self.unreadable)
+            ids = ", ".join(repr(u.consumer_id) for u in self.unreadable)
             raise CorruptMetadataError(
-                f"unreadable consumer file(s): {bad}. Snapshot expiration keeps everything while a consumer file "
-                f"cannot be read; if the consumer is gone, delete its record (`lakefmt consumers URI --delete "
-                f"ID`, Table.delete_consumer) for: {ids}"
+                f"{errors}. Snapshot expiration expires nothing while a consumer's record cannot be read: repair "
+                f"it, or delete the record of {ids} if that consumer is gone (lakefmt consumers URI --delete ID, "
+                "or Table.delete_consumer)"
             )
         return self.consumers
 
@@ -95,4 +96,18 @@ def write_consumer(io: FileIO, consumer: Consumer, *, sync: bool = True) -> None
 def delete_consumer(io: FileIO, consumer_id: str) -> None:
     """Delete a consumer's file (a missing one is not an error here; the caller decides)."""
     io.delete(layout.consumer_path(check_consumer_id(consumer_id)))
+
+
+def delete_consumer_if_unchanged(io: FileIO, consumer: Consumer) -> bool:
+    """Delete a consumer's file only if it still records exactly ``consumer`` (it has not moved since it was
+    read, e.g. by an expiration that found it stale); whether it was deleted. A consumer that records a new
+    position between this read and the delete loses its record until it records the next one."""
+    try:
+        current = read_consumer(io, consumer.consumer_id)
+    except (CorruptMetadataError, UnsupportedFormatVersionError):
+        return False
+    if current != consumer:
+        return False
+    io.delete(layout.consumer_path(consumer.consumer_id))
+    return True
 
