@@ -458,3 +458,70 @@ def test_local_publish_never_shows_a_partial_file(local_store: Any) -> None:
     assert not reader.is_alive()
     assert bad == []
     assert sorted(os.listdir(os.path.join(fio.root, "snapshot"))) == [f"snapshot-{r}" for r in range(rounds)]
+
+
+# -- replace (the consumer files: overwritten in place, atomically) ----------------------------------------------
+
+
+def test_replace_creates_then_overwrites(fio: FileIO, store: Any) -> None:
+    fio.replace("consumer/consumer-a", b"first")
+    assert fio.read("consumer/consumer-a") == b"first"
+    fio.replace("consumer/consumer-a", b"second, longer")
+    assert twin(fio, store).read("consumer/consumer-a") == b"second, longer"
+    fio.replace("consumer/consumer-a", b"3")  # shorter: nothing of the old bytes is left
+    assert fio.read("consumer/consumer-a") == b"3"
+    assert [f.path for f in fio.walk()] == ["consumer/consumer-a"]  # no temp file left behind
+    with pytest.raises(PathOutsideTableError):
+        fio.replace("../consumer-a", b"x")
+
+
+def test_local_replace_never_shows_a_partial_or_missing_file(local_store: Any) -> None:
+    """A reader polling a file while it is replaced by large contents sees the old bytes or the new ones: never a
+    mix, a short file, or no file (``FileIO.write`` truncates in place, so a reader of it sees partial files)."""
+    fio = file_io_for(local_store.uri(), local_store.storage_options)
+    size = 4 << 20
+    rounds = 8
+    fio.replace("consumer/consumer-a", b"@" * size)
+    done = threading.Event()
+    bad: list[str] = []
+    reads = [0]
+
+    def poll() -> None:
+        while not done.is_set():
+            try:
+                got = fio.read("consumer/consumer-a")
+            except FileNotFoundError:
+                bad.append("missing")
+                continue
+            reads[0] += 1
+            if len(got) != size or got.count(got[:1]) != size:
+                bad.append(f"{len(got)} bytes, first {got[:1]!r}")
+
+    reader = threading.Thread(target=poll)
+    reader.start()
+    try:
+        for r in range(rounds):
+            fio.replace("consumer/consumer-a", bytes([65 + r]) * size)
+    finally:
+        done.set()
+        reader.join(timeout=60)
+    assert bad == [] and reads[0] > 0
+    assert fio.read("consumer/consumer-a") == bytes([65 + rounds - 1]) * size
+
+
+@pytest.mark.parametrize("failing", ["fsync", "replace"])
+def test_local_failed_replace_keeps_the_old_file(
+    local_store: Any, monkeypatch: pytest.MonkeyPatch, failing: str
+) -> None:
+    fio = file_io_for(local_store.uri(), local_store.storage_options)
+    fio.replace("consumer/consumer-a", b"old")
+
+    def broken(*args: Any, **kwargs: Any) -> None:
+        raise OSError(errno.EIO, f"injected {failing} failure")
+
+    monkeypatch.setattr(os, failing, broken)
+    with pytest.raises(OSError, match="injected"):
+        fio.replace("consumer/consumer-a", b"new" * 10_000)
+    monkeypatch.undo()
+    assert fio.read("consumer/consumer-a") == b"old"
+    assert sorted(os.listdir(os.path.join(fio.root, "consumer"))) == ["consumer-a"]
