@@ -28,7 +28,7 @@ from lakefmt.read.scan import parse_as_of
 
 from .options import TableRef
 
-__all__ = ["READ_SPLIT_BYTES", "PushdownReader", "Reader"]
+__all__ = ["READ_SPLIT_BYTES", "PushdownReader", "Reader", "read_files"]
 
 READ_SPLIT_BYTES = 128 << 20
 
@@ -93,13 +93,19 @@ class Reader(DataSourceReader):
         schema = (
             table.schema() if self.snapshot_id is None else table.scan(snapshot_id=self.snapshot_id).schema.arrow_schema
         )
-        dataset = ds.dataset(
-            [table.io.full_path(p) for p in partition.paths],
-            schema=schema,
-            format="parquet",
-            filesystem=table.io.arrow_filesystem(),
-        )
-        yield from dataset.to_batches()
+        yield from read_files(table, partition.paths, schema)
+
+
+def read_files(table: lakefmt.Table, paths: list[str], schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    """The rows of data files (paths relative to the table root) as record batches of ``schema``: what one read
+    task of a batch or streaming read does on an executor."""
+    dataset = ds.dataset(
+        [table.io.full_path(p) for p in paths],
+        schema=schema,
+        format="parquet",
+        filesystem=table.io.arrow_filesystem(),
+    )
+    yield from dataset.to_batches()
 
 
 class PushdownReader(Reader):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pyspark.sql.datasource import DataSource, DataSourceReader
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader
 from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructType
 
@@ -10,13 +10,14 @@ import lakefmt
 
 from .options import TableRef, flag, pairs
 from .reader import PushdownReader, Reader
+from .stream_reader import StreamReader
 from .writer import BatchWriter, StreamWriter, commit_user, table_for_write
 
 __all__ = ["LakefmtDataSource"]
 
 
 class LakefmtDataSource(DataSource):
-    """Spark data source ``lakefmt``: batch and streaming writes (exactly-once), batch reads."""
+    """Spark data source ``lakefmt``: batch and streaming writes (exactly-once), batch and streaming reads."""
 
     @classmethod
     def name(cls) -> str:
@@ -29,6 +30,9 @@ class LakefmtDataSource(DataSource):
     def reader(self, schema: StructType) -> DataSourceReader:
         cls = PushdownReader if flag(self.options, "pushFilters") else Reader
         return cls(TableRef.from_options(self.options), self.options)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return StreamReader(TableRef.from_options(self.options), self.options)
 
     def writer(self, schema: StructType, overwrite: bool) -> BatchWriter:
         ref = TableRef.from_options(self.options)

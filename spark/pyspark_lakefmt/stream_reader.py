@@ -1,0 +1,456 @@
+"""Streaming reads: ``spark.readStream.format("lakefmt").load(uri)``.
+
+An offset is a position in the table's history: ``{"snapshot": s, "index": i, "initial": b}``. Everything before
+snapshot ``s`` has been read, and so have the first ``i`` files (ordered by path) of snapshot ``s``'s *unit*: the
+files that snapshot added (read with the core's incremental scan), or, when ``initial`` is true, the whole content
+of snapshot ``s`` (the table as it was when a stream started without a starting option). Once a unit is read the
+position moves to ``{"snapshot": s + 1, "index": 0, "initial": false}``, which is also the next snapshot the stream
+needs: what a consumer (``consumerId``) records so that expiration keeps it.
+
+What each snapshot kind means to the stream is one table, :data:`KIND_RULES`. A micro-batch takes whole units and,
+under ``maxFilesPerTrigger`` / ``maxBytesPerTrigger``, may end inside one (the index), so a large initial snapshot
+is read over several micro-batches; every micro-batch takes at least one file, and a file is read exactly once.
+
+Spark asks for the initial offset again whenever it replans the first micro-batch (also after a restart), so a
+start that depends on the time it is resolved (the latest snapshot) cannot be the initial offset: the initial
+offset is ``{"origin": "pending"}``, and the first micro-batch's end offset carries the resolved start
+(``"origin"``), which the checkpoint then keeps.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxBytes,
+    ReadMaxFiles,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+
+import lakefmt
+from lakefmt.options import parse_size
+from lakefmt.read.scan import pack_tasks, parse_as_of
+from lakefmt.spec.consumer import check_consumer_id
+
+from .options import TableRef
+from .reader import READ_SPLIT_BYTES, read_files
+
+__all__ = ["DEFAULT_MAX_FILES_PER_TRIGGER", "KIND_RULES", "KindRule", "StreamReader"]
+
+log = logging.getLogger("pyspark_lakefmt.stream")
+
+#: files per micro-batch when neither ``maxFilesPerTrigger`` nor ``maxBytesPerTrigger`` is set (Delta's default)
+DEFAULT_MAX_FILES_PER_TRIGGER = 1000
+#: an idle stream renews its consumer record at most this often (each renewal is one small write)
+CONSUMER_RENEW_SECONDS = 10.0
+
+
+class KindRule(enum.Enum):
+    """What a stream does at a snapshot."""
+
+    READ = "read"  # read the files it added
+    SKIP = "skip"  # nothing new for a reader: the rows it rewrote were read already
+    CHANGE = "change"  # it replaced or deleted rows: an error, unless skipChangeCommits
+
+
+#: the rule for each commit kind; a kind missing here (a newer format's) is treated as CHANGE
+KIND_RULES: dict[lakefmt.CommitKind, KindRule] = {
+    lakefmt.CommitKind.APPEND: KindRule.READ,
+    lakefmt.CommitKind.COMPACT: KindRule.SKIP,
+    lakefmt.CommitKind.OVERWRITE: KindRule.CHANGE,
+}
+
+
+@dataclass(frozen=True, order=True)
+class Position:
+    """A stream position (see the module's docstring). Ordered by (snapshot, index): one stream never has an
+    initial unit and an incremental unit at the same snapshot."""
+
+    snapshot: int
+    index: int = 0
+    initial: bool = False
+
+    def to_offset(self) -> dict[str, Any]:
+        return {"snapshot": self.snapshot, "index": self.index, "initial": self.initial}
+
+    @classmethod
+    def from_offset(cls, offset: Mapping[str, Any]) -> Position:
+        try:
+            pos = cls(int(offset["snapshot"]), int(offset.get("index", 0)), bool(offset.get("initial", False)))
+        except (KeyError, TypeError, ValueError):
+            raise lakefmt.LakefmtError(f"{offset!r} is not a lakefmt stream offset") from None
+        if pos.snapshot < 1 or pos.index < 0:
+            raise lakefmt.LakefmtError(f"{offset!r} is not a lakefmt stream offset")
+        return pos
+
+    def unit_done(self) -> Position:
+        return Position(self.snapshot + 1)
+
+    def describe(self) -> str:
+        what = "the content of snapshot" if self.initial else "snapshot"
+        return f"{what} {self.snapshot}" + (f" (from its file {self.index})" if self.index else "")
+
+
+PENDING: dict[str, Any] = {"origin": "pending"}
+
+
+@dataclass
+class StreamPartition(InputPartition):
+    """One read task of a micro-batch: data files, relative to the table root."""
+
+    paths: list[str]
+
+
+@dataclass
+class _Budget:
+    """What a micro-batch may still admit; the first file is always admitted (progress)."""
+
+    files: int | None
+    bytes: int | None
+    rows: int | None
+    taken: int = 0
+    taken_bytes: int = 0
+    taken_rows: int = 0
+
+    def admits(self, f: lakefmt.FileTask) -> bool:
+        if self.taken == 0:
+            return True
+        return (
+            (self.files is None or self.taken < self.files)
+            and (self.bytes is None or self.taken_bytes + f.file_size <= self.bytes)
+            and (self.rows is None or self.taken_rows + f.row_count <= self.rows)
+        )
+
+    def take(self, f: lakefmt.FileTask) -> None:
+        self.taken += 1
+        self.taken_bytes += f.file_size
+        self.taken_rows += f.row_count
+
+
+def _option_error(key: str, value: object, expected: str) -> lakefmt.LakefmtError:
+    return lakefmt.LakefmtError(f"option {key}: {value!r} is not {expected}")
+
+
+def _positive_int(options: Mapping[str, str], key: str) -> int | None:
+    value = options.get(key.lower())
+    if value is None:
+        return None
+    text = str(value).strip()
+    if not text.isdigit() or int(text) < 1:
+        raise _option_error(key, value, "a positive whole number")
+    return int(text)
+
+
+def _strict_flag(options: Mapping[str, str], key: str, default: bool) -> bool:
+    value = options.get(key.lower())
+    if value is None:
+        return default
+    text = str(value).strip().lower()
+    if text not in ("true", "false"):
+        raise _option_error(key, value, "true or false")
+    return text == "true"
+
+
+def parse_starting_timestamp(value: str) -> int:
+    """``startingTimestamp`` in epoch milliseconds (ISO-8601, or epoch milliseconds)."""
+    try:
+        return parse_as_of(value)
+    except lakefmt.LakefmtError:
+        raise lakefmt.LakefmtError(
+            f"option startingTimestamp: {value!r} is not a snapshot time; use ISO-8601 or epoch milliseconds"
+        ) from None
+
+
+class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Spark's stream reader for a lakefmt table. Planning (offsets, partitions, commit) runs in one long-lived
+    driver-side Python worker, which keeps the table open and the file lists of recent snapshots; only the small
+    options and :class:`StreamPartition` travel to executors."""
+
+    def __init__(self, ref: TableRef, options: Mapping[str, str]) -> None:
+        self.ref = ref
+        starting = options.get("startingsnapshot")
+        self.starting_snapshot: int | None = None
+        self.starting_latest = False
+        if starting is not None:
+            text = str(starting).strip()
+            if text.lower() == "latest":
+                self.starting_latest = True
+            elif text.isdigit() and int(text) >= 1:
+                self.starting_snapshot = int(text)
+            else:
+                raise _option_error("startingSnapshot", starting, "a snapshot id (1 or more) or 'latest'")
+        ts = options.get("startingtimestamp")
+        self.starting_millis = None if ts is None else parse_starting_timestamp(str(ts))
+        if starting is not None and ts is not None:
+            raise lakefmt.LakefmtError("options startingSnapshot and startingTimestamp: give one, not both")
+        self.max_files = _positive_int(options, "maxFilesPerTrigger")
+        max_bytes = options.get("maxbytespertrigger")
+        self.max_bytes = None if max_bytes is None else parse_size(str(max_bytes), "option maxBytesPerTrigger")
+        if self.max_bytes is not None and self.max_bytes < 1:
+            raise _option_error("maxBytesPerTrigger", max_bytes, "a positive size")
+        self.skip_change_commits = _strict_flag(options, "skipChangeCommits", False)
+        self.fail_on_data_loss = _strict_flag(options, "failOnDataLoss", True)
+        consumer = options.get("consumerid")
+        self.consumer_id = None if consumer is None else str(consumer)
+        if self.consumer_id is not None:
+            try:
+                check_consumer_id(self.consumer_id)
+            except lakefmt.LakefmtError as exc:
+                raise lakefmt.LakefmtError(f"option consumerId: {exc}") from None
+        self._init_state()
+
+    def _init_state(self) -> None:
+        self._table: lakefmt.Table | None = None
+        self._target: int | None = None  # Trigger.AvailableNow: the latest snapshot when the query started
+        self._units: dict[tuple[int, bool], list[lakefmt.FileTask]] = {}
+        self._kinds: dict[int, lakefmt.CommitKind] = {}
+        self._recorded: tuple[int, float] | None = None  # consumer position written, and when (monotonic)
+
+    def __getstate__(self) -> dict[str, Any]:  # executors need the options only
+        state = dict(self.__dict__)
+        for key in ("_table", "_target", "_units", "_kinds", "_recorded"):
+            state.pop(key, None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._init_state()
+
+    # -- the table ----------------------------------------------------------------------------------------
+    @property
+    def table(self) -> lakefmt.Table:
+        if self._table is None:
+            self._table = self.ref.open()
+        return self._table
+
+    def _latest(self) -> int:
+        """The latest snapshot id the stream may read up to (0: none yet)."""
+        snap = self.table.latest_snapshot()
+        latest = snap.id if snap is not None else 0
+        return latest if self._target is None else min(latest, self._target)
+
+    def _earliest(self) -> int:
+        snaps = self.table.snapshots()
+        return snaps[0].id if snaps else 1
+
+    def _lost(self, pos: Position, exc: lakefmt.SnapshotNotFoundError) -> Position:
+        """The stream needs ``pos`` but its snapshot has expired: the error, or (``failOnDataLoss=false``) the
+        position of the earliest retained snapshot."""
+        if self.fail_on_data_loss:
+            raise lakefmt.SnapshotNotFoundError(
+                f"the stream's next snapshot {pos.snapshot} has expired ({exc}): the rows it held are lost to this "
+                f"stream. Restart with .option('failOnDataLoss', 'false') to continue from the earliest retained "
+                "snapshot; set .option('consumerId', ...) so that expiration keeps what a stream still needs"
+            ) from None
+        earliest = self._earliest()
+        log.warning(
+            "lakefmt stream on %s: snapshot %d has expired; skipping to the earliest retained snapshot %d "
+            "(failOnDataLoss=false): the rows of snapshots %d..%d are not read",
+            self.ref.path,
+            pos.snapshot,
+            earliest,
+            pos.snapshot,
+            earliest - 1,
+        )
+        return Position(max(earliest, pos.snapshot + 1))
+
+    def _kind(self, sid: int) -> lakefmt.CommitKind:
+        if sid not in self._kinds:
+            self._kinds[sid] = self.table.snapshot(sid).commit_kind
+        return self._kinds[sid]
+
+    def _files(self, pos: Position) -> list[lakefmt.FileTask]:
+        """The unit's files, ordered by path."""
+        key = (pos.snapshot, pos.initial)
+        if key not in self._units:
+            if pos.initial:
+                scan = self.table.scan(snapshot_id=pos.snapshot)
+            else:
+                scan = self.table.scan(from_snapshot=pos.snapshot - 1, to_snapshot=pos.snapshot)
+            self._units[key] = sorted(scan.files(), key=lambda f: f.path)
+        return self._units[key]
+
+    def _unit(self, pos: Position) -> tuple[Position, KindRule, list[lakefmt.FileTask]]:
+        """What is at ``pos`` (a snapshot that exists): the position (moved on if it had expired), the rule and
+        the unit's files (empty unless READ)."""
+        while True:
+            try:
+                if pos.initial:
+                    return pos, KindRule.READ, self._files(pos)
+                rule = KIND_RULES.get(self._kind(pos.snapshot), KindRule.CHANGE)
+                return pos, rule, self._files(pos) if rule is KindRule.READ else []
+            except lakefmt.SnapshotNotFoundError as exc:
+                pos = self._lost(pos, exc)
+
+    def _change_error(self, sid: int) -> lakefmt.LakefmtError:
+        kind = self._kind(sid).value
+        return lakefmt.LakefmtError(
+            f"snapshot {sid} is an {kind} commit: it replaced or deleted rows this stream has already read, which a "
+            "stream of appended rows cannot express. Set .option('skipChangeCommits', 'true') to skip such "
+            "snapshots (their new rows are not read), or restart the stream from a new checkpoint"
+        )
+
+    # -- where a stream starts ----------------------------------------------------------------------------
+    def _origin(self) -> Position:
+        latest = self._latest()
+        if self.starting_latest:
+            return Position(latest + 1)
+        if self.starting_snapshot is not None:
+            if self.starting_snapshot > latest + 1:
+                raise lakefmt.LakefmtError(
+                    f"option startingSnapshot: {self.starting_snapshot} is after the latest snapshot {latest} "
+                    "(use 'latest' to read only what is committed from now on)"
+                )
+            return Position(self.starting_snapshot)
+        if self.starting_millis is not None:
+            if latest == 0:
+                return Position(1)
+            try:  # the first snapshot committed at or after the time: one after the last one before it
+                before = self.table.scan(as_of=self.starting_millis - 1).snapshot
+            except lakefmt.SnapshotNotFoundError:  # every retained snapshot is later: from the earliest (Delta)
+                return Position(self._earliest())
+            return Position((before.id if before is not None else 0) + 1)
+        if self.consumer_id is not None:
+            recorded = {c.consumer_id: c for c in self.table.consumers()}.get(self.consumer_id)
+            if recorded is not None:
+                log.info(
+                    "lakefmt stream on %s resumes consumer %s at snapshot %d",
+                    self.ref.path,
+                    self.consumer_id,
+                    recorded.next_snapshot,
+                )
+                return Position(recorded.next_snapshot)
+        return Position(latest, initial=True) if latest else Position(1)
+
+    def _begin(self, start: Mapping[str, Any], end: Mapping[str, Any] | None = None) -> Position:
+        """The position an offset names; the pending initial offset resolves to the origin ``end`` carries, or
+        (for a new micro-batch) to a freshly resolved one."""
+        if start.get("origin") == "pending" and "snapshot" not in start:
+            if end is None:
+                return self._origin()
+            origin = end.get("origin")
+            if not isinstance(origin, Mapping):
+                raise lakefmt.LakefmtError(f"end offset {dict(end)!r} of the first micro-batch carries no origin")
+            return Position.from_offset(origin)
+        return Position.from_offset(start)
+
+    # -- Spark's calls --------------------------------------------------------------------------------------
+    def initialOffset(self) -> dict[str, Any]:
+        return dict(PENDING)
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.max_files is not None:
+            return ReadMaxFiles(self.max_files)
+        if self.max_bytes is not None:
+            return ReadMaxBytes(self.max_bytes)
+        return ReadMaxFiles(DEFAULT_MAX_FILES_PER_TRIGGER)
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._target = None
+        self._target = self._latest()
+
+    def reportLatestOffset(self) -> dict[str, Any] | None:
+        return Position(self._latest() + 1).to_offset()
+
+    def _budget(self, limit: ReadLimit) -> _Budget:
+        if isinstance(limit, ReadAllAvailable):
+            return _Budget(None, None, None)
+        budget = _Budget(self.max_files, self.max_bytes, None)
+        if isinstance(limit, ReadMaxFiles):
+            budget.files = limit.max_files
+        elif isinstance(limit, ReadMaxBytes):
+            budget.bytes = limit.max_bytes
+        elif isinstance(limit, ReadMaxRows):
+            budget.rows = limit.max_rows
+        if budget.files is None and budget.bytes is None and budget.rows is None:
+            budget.files = DEFAULT_MAX_FILES_PER_TRIGGER
+        return budget
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        pending = "snapshot" not in start
+        begin = self._begin(start)
+        if not pending:
+            self._record_consumer(begin, renew=True)  # every row before ``start`` has been processed
+        latest = self._latest()
+        budget = self._budget(limit)
+        end = begin
+        while end.initial or end.snapshot <= latest:
+            end, rule, files = self._unit(end)
+            if not end.initial and end.snapshot > latest:
+                break
+            if rule is KindRule.SKIP or (rule is KindRule.CHANGE and self.skip_change_commits):
+                end = end.unit_done()
+                continue
+            if rule is KindRule.CHANGE:
+                if budget.taken:
+                    break  # this micro-batch reads what came before; the next one fails here
+                raise self._change_error(end.snapshot)
+            index = end.index
+            while index < len(files) and budget.admits(files[index]):
+                budget.take(files[index])
+                index += 1
+            if index < len(files):
+                end = Position(end.snapshot, index, end.initial)
+                break
+            end = end.unit_done()
+        if end == begin and not pending:
+            return start  # nothing new: the very offset Spark gave, so that it plans no micro-batch
+        offset = end.to_offset()
+        if pending:
+            offset["origin"] = {"snapshot": begin.snapshot, "initial": begin.initial}
+            self._record_consumer(begin, renew=False)
+        return offset
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[StreamPartition]:
+        pos, stop = self._begin(start, end), Position.from_offset(end)
+        files: list[lakefmt.FileTask] = []
+        while pos < stop:
+            pos, rule, unit = self._unit(pos)
+            if pos >= stop:
+                break
+            if rule is KindRule.CHANGE and not self.skip_change_commits:
+                raise self._change_error(pos.snapshot)
+            last = stop.index if (pos.snapshot, pos.initial) == (stop.snapshot, stop.initial) else len(unit)
+            files.extend(unit[pos.index : last])
+            pos = pos.unit_done()
+        return [StreamPartition(task.paths) for task in pack_tasks(files, READ_SPLIT_BYTES)]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, StreamPartition)
+        if partition.paths:
+            table = self.ref.open()
+            yield from read_files(table, partition.paths, table.schema())
+
+    def commit(self, end: dict[str, Any]) -> None:
+        pos = Position.from_offset(end)
+        self._record_consumer(pos, renew=False)
+        for key in [k for k in self._units if k[0] < pos.snapshot]:  # never needed again
+            del self._units[key]
+        for sid in [s for s in self._kinds if s < pos.snapshot]:
+            del self._kinds[sid]
+
+    def _record_consumer(self, pos: Position, *, renew: bool) -> None:
+        """Record ``pos.snapshot`` as the consumer's next snapshot: when it moved, or (``renew``) when the last
+        record is older than :data:`CONSUMER_RENEW_SECONDS`, so an idle stream's consumer does not expire."""
+        if self.consumer_id is None:
+            return
+        now = time.monotonic()
+        recorded = self._recorded
+        if (
+            recorded is not None
+            and recorded[0] == pos.snapshot
+            and (not renew or now - recorded[1] < CONSUMER_RENEW_SECONDS)
+        ):
+            return
+        self.table.set_consumer(self.consumer_id, pos.snapshot)
+        self._recorded = (pos.snapshot, now)

@@ -1,0 +1,346 @@
+"""The streaming source: ``spark.readStream.format("lakefmt").load(uri)``.
+
+Most cases drive the stream reader the way Spark's driver-side worker does (``initialOffset``, ``latestOffset``,
+``partitions``, ``read``, ``commit``), which is fast and lets every offset be checked; a few run real Structured
+Streaming queries on the shared ``local[2]`` session: the first micro-batches, a restart from the checkpoint with
+commits in between, admission control under ``Trigger.AvailableNow``, and errors reaching the user.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxBytes, ReadMaxFiles, ReadMaxRows
+from pyspark_lakefmt.options import TableRef
+from pyspark_lakefmt.stream_reader import KIND_RULES, PENDING, KindRule, StreamReader
+
+import lakefmt
+from lakefmt.commit.kinds import OverwriteProducer
+
+FMT = "lakefmt"
+SCHEMA = pa.schema([("id", pa.int64()), ("dt", pa.string())])
+
+
+# -- helpers -------------------------------------------------------------------------------------------------
+def new_table(tmp_path: Path, name: str = "t") -> lakefmt.Table:
+    return lakefmt.create_table(str(tmp_path / name), SCHEMA, partition_by=["dt"])
+
+
+def append(table: lakefmt.Table, ids: range | list[int], parts: tuple[str, ...] = ("a", "b")) -> list[int]:
+    """One APPEND snapshot: ``ids`` spread over the partitions ``parts`` (one file per partition)."""
+    ids = list(ids)
+    table.append(pa.table({"id": ids, "dt": [parts[i % len(parts)] for i in ids]}, schema=SCHEMA))
+    return ids
+
+
+class _CompactProducer(OverwriteProducer):
+    kind = lakefmt.CommitKind.COMPACT
+
+
+def compact(table: lakefmt.Table) -> None:
+    """A COMPACT snapshot as compaction writes one: every live row rewritten into new files, the old ones
+    replaced (test-only, until the core has its own compaction)."""
+    writer = table.new_writer()
+    with writer:
+        for batch in table.to_arrow().to_batches():
+            writer.write(batch)
+        message = writer.prepare_commit()
+    table.new_committer()._run(_CompactProducer, [message], 0, None, None, partition={})
+    assert table.latest_snapshot().commit_kind is lakefmt.CommitKind.COMPACT  # type: ignore[union-attr]
+
+
+def reader(table: lakefmt.Table, **options: object) -> StreamReader:
+    """The stream reader as Spark builds it (option keys lower-cased, values strings)."""
+    return StreamReader(TableRef(table.uri), {k.lower(): str(v) for k, v in options.items()})
+
+
+def batch(r: StreamReader, start: dict[str, Any], limit: ReadLimit | None = None) -> tuple[dict[str, Any], list[int]]:
+    """One micro-batch as Spark plans it: its end offset and the ids it reads (sorted)."""
+    end = r.latestOffset(start, limit or ReadAllAvailable())
+    return end, read_range(r, start, end)
+
+
+def read_range(r: StreamReader, start: dict[str, Any], end: dict[str, Any]) -> list[int]:
+    ids: list[int] = []
+    for part in r.partitions(start, end):
+        ids += [i for b in r.read(part) for i in b.column("id").to_pylist()]
+    return sorted(ids)
+
+
+def drain(r: StreamReader, start: dict[str, Any], limit: ReadLimit | None = None) -> list[list[int]]:
+    """Micro-batches until the stream is caught up (each committed as Spark does); the ids of each that read
+    rows (the first micro-batch of a stream that starts with nothing to read is empty: it pins the start)."""
+    batches = []
+    for _ in range(100):
+        end, ids = batch(r, start, limit)
+        if end == start:
+            return batches
+        if ids:
+            batches.append(ids)
+        r.commit(end)
+        start = end
+    raise AssertionError("the stream never caught up")
+
+
+def offset(snapshot: int, index: int = 0, initial: bool = False) -> dict[str, Any]:
+    return {"snapshot": snapshot, "index": index, "initial": initial}
+
+
+# -- offsets and units (the reader driven directly) ----------------------------------------------------------
+def test_initial_content_then_new_appends(tmp_path: Path) -> None:
+    table = new_table(tmp_path)
+    first = append(table, range(0, 4)) + append(table, range(4, 6))
+    r = reader(table)
+    assert r.initialOffset() == PENDING
+
+    end, ids = batch(r, PENDING)  # the table's content at snapshot 2, then each new snapshot
+    assert end == {**offset(3), "origin": {"snapshot": 2, "initial": True}}
+    assert ids == first
+    assert r.latestOffset(end, ReadAllAvailable()) is end  # caught up: the very offset, so Spark plans nothing
+
+    new = append(table, range(6, 9))
+    end2, ids = batch(r, end)
+    assert (end2, ids) == (offset(4), new)
+
+    # Spark replans the first micro-batch (a restart before it committed) from a fresh initialOffset(): the end
+    # offset's origin pins it, whatever was committed since
+    assert read_range(reader(table), reader(table).initialOffset(), end) == first
+
+
+def test_empty_table_starts_at_its_first_snapshot(tmp_path: Path) -> None:
+    table = new_table(tmp_path)
+    r = reader(table)
+    end, ids = batch(r, PENDING)
+    assert (end, ids) == ({**offset(1), "origin": {"snapshot": 1, "initial": False}}, [])
+    assert drain(r, end) == []
+    added = append(table, [1, 2])
+    assert drain(r, end) == [added]
+
+
+def test_compact_is_skipped_overwrite_fails_unless_skip_change_commits(tmp_path: Path) -> None:
+    assert KIND_RULES == {
+        lakefmt.CommitKind.APPEND: KindRule.READ,
+        lakefmt.CommitKind.COMPACT: KindRule.SKIP,
+        lakefmt.CommitKind.OVERWRITE: KindRule.CHANGE,
+    }
+    table = new_table(tmp_path)
+    rows = append(table, range(0, 4))  # 1
+    compact(table)  # 2: the same rows in new files
+    rows += append(table, range(4, 6))  # 3
+    table.overwrite(pa.table({"id": [100], "dt": ["a"]}, schema=SCHEMA))  # 4
+    after = append(table, range(6, 8))  # 5
+
+    r = reader(table, startingSnapshot=1)
+    end, ids = batch(r, PENDING)  # what came before the overwrite, each row once
+    assert (end["snapshot"], ids) == (4, rows)
+    with pytest.raises(lakefmt.LakefmtError, match=r"snapshot 4 is an OVERWRITE commit.*skipChangeCommits"):
+        r.latestOffset(end, ReadAllAvailable())
+
+    skipping = reader(table, startingSnapshot=1, skipChangeCommits="true")
+    assert drain(skipping, end) == [after]  # the overwrite's row is not read
+    with pytest.raises(lakefmt.LakefmtError, match=r"option skipChangeCommits: 'yes' is not true or false"):
+        reader(table, skipChangeCommits="yes")
+
+
+def test_starting_snapshot_and_timestamp(tmp_path: Path) -> None:
+    table = new_table(tmp_path)
+    s1 = append(table, [1, 2])
+    time.sleep(0.01)
+    s2 = append(table, [3, 4])
+    time.sleep(0.01)
+    s3 = append(table, [5, 6])
+    t2 = table.snapshot(2).time_millis
+
+    assert drain(reader(table, startingSnapshot=2), PENDING) == [s2 + s3]
+    assert drain(reader(table, startingSnapshot=1), PENDING) == [s1 + s2 + s3]
+    latest = reader(table, startingSnapshot="LATEST")
+    end, ids = batch(latest, PENDING)
+    assert (end["snapshot"], ids) == (4, [])
+    s4 = append(table, [7, 8])
+    assert drain(latest, end) == [s4]
+
+    assert drain(reader(table, startingTimestamp=t2), PENDING) == [s2 + s3 + s4]
+    iso = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t2 // 1000)) + f".{t2 % 1000:03d}Z"
+    assert drain(reader(table, startingTimestamp=iso), PENDING) == [s2 + s3 + s4]
+    assert drain(reader(table, startingTimestamp=0), PENDING) == [s1 + s2 + s3 + s4]  # before all: the earliest
+    assert drain(reader(table, startingTimestamp=t2 + 10**9), PENDING) == []  # after all: new commits only
+
+    bad = {
+        "startingTimestamp='yesterday'": (
+            {"startingTimestamp": "yesterday"},
+            "option startingTimestamp: 'yesterday' is not a snapshot time; use ISO-8601 or epoch milliseconds",
+        ),
+        "startingSnapshot=0": ({"startingSnapshot": "0"}, "option startingSnapshot: '0' is not a snapshot id"),
+        "startingSnapshot=x": ({"startingSnapshot": "x"}, "option startingSnapshot: 'x' is not a snapshot id"),
+        "both": ({"startingSnapshot": "1", "startingTimestamp": "0"}, "give one, not both"),
+        "maxFilesPerTrigger=0": ({"maxFilesPerTrigger": "0"}, "option maxFilesPerTrigger: '0' is not a positive"),
+        "maxBytesPerTrigger=lots": ({"maxBytesPerTrigger": "lots"}, "option maxBytesPerTrigger: 'lots' is not a size"),
+        "consumerId": ({"consumerId": "a/b"}, "option consumerId: consumer id 'a/b' is invalid"),
+    }
+    for case, (options, message) in bad.items():
+        with pytest.raises(lakefmt.LakefmtError) as info:
+            reader(table, **options)
+        assert message in str(info.value), case
+    with pytest.raises(lakefmt.LakefmtError, match=r"option startingSnapshot: 9 is after the latest snapshot 4"):
+        reader(table, startingSnapshot=9).latestOffset(PENDING, ReadAllAvailable())
+
+
+def test_admission_control(tmp_path: Path) -> None:
+    table = new_table(tmp_path)
+    content = append(table, range(0, 6), parts=("a", "b", "c"))  # snapshot 1: three files
+    later = append(table, range(6, 8))  # snapshot 2: two files
+    sizes = sorted(f.file_size for f in table.files())
+
+    # one file per micro-batch, the initial content (five files) split inside its snapshot: nothing read twice
+    # or skipped
+    r = reader(table, maxFilesPerTrigger=1)
+    assert r.getDefaultReadLimit() == ReadMaxFiles(1)
+    ends, start, batches = [], PENDING, []
+    while (end := r.latestOffset(start, r.getDefaultReadLimit())) is not start:
+        ends.append({k: v for k, v in end.items() if k != "origin"})
+        batches.append(read_range(r, start, end))
+        start = end
+    assert ends == [offset(2, 1, True), offset(2, 2, True), offset(2, 3, True), offset(2, 4, True), offset(3)]
+    assert sorted(i for b in batches for i in b) == content + later
+    assert sorted(len(b) for b in batches) == [1, 1, 2, 2, 2]  # one file each
+
+    # Trigger.AvailableNow / Trigger.Once pass ReadAllAvailable: the option does not apply
+    assert drain(reader(table, maxFilesPerTrigger=1), PENDING, ReadAllAvailable()) == [content + later]
+    # without either option, Delta's default of 1000 files
+    assert reader(table).getDefaultReadLimit() == ReadMaxFiles(1000)
+
+    # bytes: a soft maximum; a file larger than it is read alone (always progress)
+    assert 3 * sizes[0] > 2 * sizes[-1]  # any two files fit in twice the largest, no three do
+    r = reader(table, startingSnapshot=1, maxBytesPerTrigger=2 * sizes[-1])
+    assert r.getDefaultReadLimit() == ReadMaxBytes(2 * sizes[-1])
+    assert [len(b) for b in drain(r, PENDING, r.getDefaultReadLimit())] == [4, 3, 1]  # 2 + 2, 2 + 1, 1 rows
+    r = reader(table, startingSnapshot=1, maxBytesPerTrigger="1b")
+    assert [len(b) for b in drain(r, PENDING, r.getDefaultReadLimit())] == [2, 2, 2, 1, 1]
+    # rows: Spark's ReadMaxRows
+    assert [len(b) for b in drain(reader(table, startingSnapshot=1), PENDING, ReadMaxRows(4))] == [4, 4]
+
+    # AvailableNow: the snapshots committed after the query started wait for the next run
+    r = reader(table, maxFilesPerTrigger=2)
+    r.prepareForTriggerAvailableNow()
+    late = append(table, [50, 51])
+    assert sorted(i for b in drain(r, PENDING, r.getDefaultReadLimit()) for i in b) == content + later
+    assert drain(reader(table, startingSnapshot=3), PENDING) == [late]
+
+
+def test_expired_next_snapshot_fails_unless_fail_on_data_loss_false(tmp_path: Path) -> None:
+    table = new_table(tmp_path)
+    append(table, [1, 2])
+    r = reader(table)
+    end, _ = batch(r, PENDING)
+    r.commit(end)
+    assert end["snapshot"] == 2
+    append(table, [3, 4])
+    planned = r.latestOffset(end, ReadAllAvailable())  # a micro-batch planned (and checkpointed) ...
+    kept = append(table, [5, 6])
+    table.expire_snapshots(retain_min=1, retain_max=1)  # ... whose snapshot expires before it runs
+    assert [s.id for s in table.snapshots()] == [3]
+
+    message = r"the stream's next snapshot 2 has expired.*failOnDataLoss"
+    with pytest.raises(lakefmt.SnapshotNotFoundError, match=message):
+        reader(table).latestOffset(end, ReadAllAvailable())
+    with pytest.raises(lakefmt.SnapshotNotFoundError, match=message):
+        reader(table).partitions(end, planned)
+
+    lossy = reader(table, failOnDataLoss="false")  # jumps to the earliest retained snapshot, and says so
+    assert drain(lossy, end) == [kept]
+    assert read_range(lossy, end, planned) == []
+
+
+def test_consumer_records_its_position_and_expiration_keeps_it(tmp_path: Path) -> None:
+    table = new_table(tmp_path)
+    append(table, [1, 2])
+    r = reader(table, consumerId="silver")
+    end, _ = batch(r, PENDING)
+    assert [(c.consumer_id, c.next_snapshot) for c in table.consumers()] == [("silver", 1)]  # from the start
+    r.commit(end)
+    assert [c.next_snapshot for c in table.consumers()] == [2]
+    waiting = [i for k in range(3) for i in append(table, [10 * k + 3, 10 * k + 4])]  # snapshots 2..4
+
+    table.expire_snapshots(retain_min=1, retain_max=1)
+    assert [s.id for s in table.snapshots()] == [2, 3, 4]  # the consumer still needs 2
+    assert drain(r, end) == [waiting]
+    assert [c.next_snapshot for c in table.consumers()] == [5]
+    table.expire_snapshots(retain_min=1, retain_max=1)
+    assert [s.id for s in table.snapshots()] == [4]
+
+    # a new stream with the same consumer id and no starting option resumes where the consumer is
+    more = append(table, [90, 91])
+    assert drain(reader(table, consumerId="silver"), PENDING) == [more]
+
+
+# -- real streaming queries ----------------------------------------------------------------------------------
+def stream(spark: Any, source: str, target: str, checkpoint: Path, **options: object) -> Any:
+    """Stream ``source`` into the lakefmt table ``target`` until caught up (Trigger.AvailableNow); the query."""
+    read = spark.readStream.format(FMT)
+    for key, value in options.items():
+        read = read.option(key, str(value))
+    query = (
+        read.load(source)
+        .writeStream.format(FMT)
+        .option("checkpointLocation", str(checkpoint))
+        .option("createTable", "true")
+        .trigger(availableNow=True)
+        .start(target)
+    )
+    query.awaitTermination()
+    return query
+
+
+def progress(query: Any) -> list[tuple[int, str, int]]:
+    """(batch id, end offset, input rows) of each micro-batch this run executed (not the progress events of
+    triggers that found nothing new)."""
+    events = [(p["batchId"], p["sources"][0]) for p in query.recentProgress]
+    return [(b, s["endOffset"], s["numInputRows"]) for b, s in events if s["startOffset"] != s["endOffset"]]
+
+
+def ids_of(uri: str) -> list[int]:
+    return sorted(lakefmt.open_table(uri).to_arrow().column("id").to_pylist())
+
+
+def test_stream_restarts_from_its_checkpoint(spark: Any, tmp_path: Path) -> None:
+    bronze = new_table(tmp_path, "bronze")
+    rows = append(bronze, range(0, 6), parts=("a", "b", "c"))  # one snapshot, three files
+    silver, checkpoint = str(tmp_path / "silver"), tmp_path / "ck"
+
+    query = stream(spark, bronze.uri, silver, checkpoint, maxFilesPerTrigger=1)
+    assert [(b, n) for b, _, n in progress(query)] == [(0, 2), (1, 2), (2, 2)]  # one file each
+    assert progress(query)[0][1] == (
+        '{"snapshot": 1, "index": 1, "initial": true, "origin": {"snapshot": 1, "initial": true}}'
+    )
+    assert ids_of(silver) == rows
+
+    rows += append(bronze, range(6, 8)) + append(bronze, range(8, 12))  # committed while the stream is down
+    query = stream(spark, bronze.uri, silver, checkpoint)
+    assert [(b, e, n) for b, e, n in progress(query)] == [(3, '{"snapshot": 4, "index": 0, "initial": false}', 6)]
+    assert ids_of(silver) == rows  # every row exactly once
+
+    query = stream(spark, bronze.uri, silver, checkpoint)
+    assert progress(query) == []
+    assert sorted(p.name for p in (checkpoint / "offsets").glob("[0-9]*")) == ["0", "1", "2", "3"]  # none planned
+    assert ids_of(silver) == rows
+
+
+def test_stream_errors_reach_the_user(spark: Any, tmp_path: Path) -> None:
+    bronze = new_table(tmp_path, "bronze")
+    rows = append(bronze, [1, 2])
+    bronze.overwrite(pa.table({"id": [100], "dt": ["a"]}, schema=SCHEMA))
+    after = append(bronze, [3, 4])
+    silver, checkpoint = str(tmp_path / "silver"), tmp_path / "ck"
+
+    with pytest.raises(Exception, match=r"snapshot 2 is an OVERWRITE commit"):
+        stream(spark, bronze.uri, silver, checkpoint, startingSnapshot=1)
+    assert ids_of(silver) == rows  # what came before it went through
+    stream(spark, bronze.uri, silver, checkpoint, startingSnapshot=1, skipChangeCommits="true")
+    assert ids_of(silver) == rows + after
+
+    with pytest.raises(Exception, match=r"option startingTimestamp: 'yesterday' is not a snapshot time"):
+        stream(spark, bronze.uri, silver, tmp_path / "ck2", startingTimestamp="yesterday")
