@@ -18,7 +18,9 @@ from lakefmt.errors import (
     CorruptMetadataError,
     InvalidCommitError,
     InvalidConsumerIdError,
+    InvalidOptionError,
     InvalidPartitionError,
+    InvalidPredicateError,
     InvalidSnapshotIdError,
     InvalidTimestampError,
     LakefmtError,
@@ -30,11 +32,13 @@ from lakefmt.errors import (
     SchemaMismatchError,
     SnapshotNotFoundError,
     TableAlreadyExistsError,
+    UnknownOptionError,
     UnsupportedFormatVersionError,
     UnsupportedTypeError,
 )
 from lakefmt.read.scan import FileTask, ReadTask, Scan
 from lakefmt.spec import FORMAT_VERSION, CommitKind, CommitMessage, Consumer, Snapshot, TableSchema
+from lakefmt.spec.scope import OverwriteScope
 from lakefmt.table import Table, create_table, open_table
 from lakefmt.write.writer import TableWriter
 
@@ -57,7 +61,9 @@ __all__ = [
     "FileTask",
     "InvalidCommitError",
     "InvalidConsumerIdError",
+    "InvalidOptionError",
     "InvalidPartitionError",
+    "InvalidPredicateError",
     "InvalidSnapshotIdError",
     "InvalidTimestampError",
     "LakefmtError",
@@ -65,6 +71,7 @@ __all__ = [
     "MissingMetadataError",
     "NonAtomicStorageError",
     "NotATableError",
+    "OverwriteScope",
     "PathOutsideTableError",
     "ReadTask",
     "Scan",
@@ -75,6 +82,7 @@ __all__ = [
     "TableAlreadyExistsError",
     "TableSchema",
     "TableWriter",
+    "UnknownOptionError",
     "UnsupportedFormatVersionError",
     "UnsupportedTypeError",
     "create_table",

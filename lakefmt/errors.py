@@ -20,7 +20,9 @@ __all__ = [
     "CorruptMetadataError",
     "InvalidCommitError",
     "InvalidConsumerIdError",
+    "InvalidOptionError",
     "InvalidPartitionError",
+    "InvalidPredicateError",
     "InvalidSnapshotIdError",
     "InvalidTimestampError",
     "LakefmtError",
@@ -32,6 +34,7 @@ __all__ = [
     "SchemaMismatchError",
     "SnapshotNotFoundError",
     "TableAlreadyExistsError",
+    "UnknownOptionError",
     "UnsupportedFormatVersionError",
     "UnsupportedTypeError",
 ]
@@ -63,6 +66,21 @@ class UnsupportedTypeError(LakefmtError, TypeError):
 
 class InvalidPartitionError(LakefmtError, ValueError):
     """A partition specification names unknown columns or values that cannot be used."""
+
+
+class InvalidOptionError(LakefmtError, ValueError):
+    """An option (a table option, or an engine's read or write option) whose value cannot be parsed or is out
+    of range; the message names the option and the value."""
+
+
+class UnknownOptionError(InvalidOptionError):
+    """An option key that is not known: a typo would otherwise silently leave the default in force. The message
+    names the key, the closest known one and the valid ones."""
+
+
+class InvalidPredicateError(LakefmtError, ValueError):
+    """A predicate (an overwrite's ``where``, Spark's ``replaceWhere``) that is not in lakefmt's small SQL subset,
+    names an unknown column, or compares a column with a value of another type."""
 
 
 class CorruptMetadataError(LakefmtError):

@@ -1,7 +1,8 @@
 """Table options: string key/values stored in the schema file, parsed into typed settings here.
 
 Sizes accept ``b``, ``kb``, ``mb``, ``gb`` suffixes (binary multiples); durations accept ``ms``, ``s``, ``m``,
-``h``, ``d``. Unknown keys are kept (other tools may use them) but never interpreted.
+``h``, ``d``. An unknown key is refused where options are set (:meth:`TableOptions.check_keys`), except under
+``user.`` (:data:`USER_PREFIX`), the users' own; unknown keys already stored are kept but never interpreted.
 
 Also the one home of the duration rules the API and the CLI share (:func:`duration_ms`, :func:`parse_duration`)
 and of the orphan-age default (:data:`DEFAULT_ORPHAN_OLDER_THAN`).
@@ -10,29 +11,28 @@ and of the orphan-age default (:data:`DEFAULT_ORPHAN_OLDER_THAN`).
 from __future__ import annotations
 
 import datetime
+import difflib
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from lakefmt.errors import LakefmtError
+from lakefmt.errors import InvalidOptionError, UnknownOptionError
 
 __all__ = [
     "DEFAULT_ORPHAN_OLDER_THAN",
     "DEFAULT_ORPHAN_OLDER_THAN_MS",
+    "USER_PREFIX",
     "Duration",
     "InvalidOptionError",
     "TableOptions",
+    "UnknownOptionError",
     "duration_ms",
     "format_duration_ms",
     "parse_duration",
     "parse_duration_ms",
     "parse_size",
 ]
-
-
-class InvalidOptionError(LakefmtError, ValueError):
-    """A table option has a value that cannot be parsed or is out of range."""
 
 
 _SIZE = re.compile(r"^\s*(\d+)\s*(b|kb|k|mb|m|gb|g|kib|mib|gib)?\s*$", re.IGNORECASE)
@@ -134,6 +134,10 @@ def duration_ms(value: Duration, what: str = "older_than") -> int:
     return ms
 
 
+#: Table option keys under this prefix are the users' own: stored with the table, never interpreted, never refused.
+USER_PREFIX = "user."
+
+
 @dataclass(frozen=True)
 class TableOptions:
     """Typed view of the options that lakefmt interprets. Keys follow Paimon's naming where one exists."""
@@ -194,8 +198,25 @@ class TableOptions:
     _ZERO_ALLOWED: ClassVar[frozenset[str]] = frozenset({"write.sync-ahead-bytes"})
 
     @classmethod
+    def check_keys(cls, options: Mapping[str, str]) -> None:
+        """Refuse a key lakefmt does not know (:class:`UnknownOptionError`, naming the closest known key and every
+        known one), so that a typo never silently leaves the default in force. Keys under :data:`USER_PREFIX`
+        (``user.``) are the users' own: stored, never interpreted. Checked where options are set (creating a
+        table); a table whose stored options hold unknown keys still opens, reads and commits."""
+        for key in options:
+            if key in cls._KEYS or key.startswith(USER_PREFIX):
+                continue
+            close = difflib.get_close_matches(key, list(cls._KEYS), n=1, cutoff=0.6)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            raise UnknownOptionError(
+                f"unknown table option {key!r}{hint}. Known options: {', '.join(cls._KEYS)}; keys under "
+                f"{USER_PREFIX!r} are free for your own use"
+            )
+
+    @classmethod
     def from_map(cls, options: Mapping[str, str]) -> TableOptions:
-        """Parse the options lakefmt knows; :class:`InvalidOptionError` names a bad key and value."""
+        """Parse the options lakefmt knows (unknown keys are skipped: see :meth:`check_keys`);
+        :class:`InvalidOptionError` names a bad key and value."""
         values: dict[str, Any] = {}
         for key, raw in options.items():
             spec = cls._KEYS.get(key)

@@ -30,8 +30,9 @@ from lakefmt.options import DEFAULT_ORPHAN_OLDER_THAN, Duration, TableOptions, d
 from lakefmt.read.scan import FileTask, Scan
 from lakefmt.spec import CommitMessage, Consumer, Snapshot, TableSchema, layout
 from lakefmt.spec.consumer import MAX_SNAPSHOT_ID, check_consumer_id
+from lakefmt.spec.scope import OverwriteScope
 from lakefmt.spec.types import type_to_json
-from lakefmt.write.writer import TableWriter
+from lakefmt.write.writer import TableWriter, as_tables
 
 __all__ = ["Table", "create_table", "open_table"]
 
@@ -54,6 +55,7 @@ def create_table(
     for f in schema:
         type_to_json(f.type)  # UnsupportedTypeError names the type early
     opts = {str(k): str(v) for k, v in (options or {}).items()}
+    TableOptions.check_keys(opts)  # UnknownOptionError: a typo never silently leaves a default in force
     TableOptions.from_map(opts).check()  # InvalidOptionError names a bad option before anything is written
     table_schema = TableSchema(
         id=0,
@@ -163,20 +165,51 @@ class Table:
         """Append rows (Table, RecordBatch, RecordBatchReader or iterable of batches) in one snapshot."""
         return self._write_and_commit(data, None)
 
-    def overwrite(self, data: Any, partition: Mapping[str, Any] | None = None) -> Snapshot | None:
-        """Replace the whole table (``partition=None``) or one partition, e.g. ``{"dt": "2026-11-01"}``."""
-        return self._write_and_commit(data, partition if partition is not None else {})
+    def overwrite(
+        self,
+        data: Any,
+        partition: Mapping[str, Any] | None = None,
+        *,
+        where: str | pc.Expression | None = None,
+        dynamic: bool = False,
+    ) -> Snapshot | None:
+        """Replace rows with ``data`` in one snapshot: the whole table (nothing given), one partition
+        (``partition={"dt": "2026-11-01"}``), the partitions matching a predicate on partition columns
+        (``where="dt >= '2026-11-01' AND dt < '2026-12-01'"``, or a pyarrow expression), or exactly the
+        partitions ``data`` has rows in (``dynamic=True``). Files are replaced whole, by their partition values.
 
-    def _write_and_commit(self, data: Any, partition: Mapping[str, Any] | None) -> Snapshot | None:
+        A row of ``data`` outside a ``partition`` or ``where`` scope is refused (:class:`InvalidPartitionError`)
+        before it is written, and nothing is committed; a predicate on a data column is refused
+        (:class:`InvalidPredicateError`: row-level deletes do not exist yet)."""
+        scope = {"partition": partition or None, "where": where, "dynamic": dynamic}
+        return self._write_and_commit(data, scope)
+
+    def overwrite_scope(
+        self,
+        *,
+        partition: Mapping[str, Any] | None = None,
+        where: str | pc.Expression | None = None,
+        dynamic: bool = False,
+    ) -> OverwriteScope:
+        """The scope of an overwrite (see :meth:`overwrite`), checked against the current schema. Engines that
+        write in tasks check each batch with ``scope.check_rows(batch)`` before writing it, so that an
+        out-of-scope row fails the task before any file is written; the committer checks again."""
+        return OverwriteScope.bind(self.table_schema(), partition=partition, where=where, dynamic=dynamic)
+
+    def _write_and_commit(self, data: Any, overwrite: dict[str, Any] | None) -> Snapshot | None:
+        scope = self.overwrite_scope(**overwrite) if overwrite is not None else None
         writer = self.new_writer()
-        with writer:
-            writer.write(data)
+        with writer:  # an error here deletes what the writer wrote
+            for part in as_tables(data):
+                if scope is not None:
+                    scope.check_rows(part)
+                writer.write(part)
             message = writer.prepare_commit()
         committer = self.new_committer()
         try:
-            if partition is None:
+            if overwrite is None:
                 return committer.commit([message], identifier=0)
-            return committer.overwrite([message], identifier=0, partition=partition)
+            return committer.overwrite([message], identifier=0, **overwrite)
         except BaseException:
             # An unknown outcome (CommitStateUnknownError, an interrupt during or after the publish) may have
             # landed: then nothing may be deleted. Only a commit known not to have landed is cleaned up.

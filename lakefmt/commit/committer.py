@@ -8,6 +8,8 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import pyarrow.compute as pc
+
 from lakefmt.commit.kinds import AppendProducer, OverwriteProducer
 from lakefmt.commit.producer import SnapshotProducer
 from lakefmt.commit.types import CommitOutcome, CommitRequest, CommitResult
@@ -79,13 +81,28 @@ class Committer:
         identifier: int,
         *,
         partition: Mapping[str, Any] | None = None,
+        where: str | pc.Expression | None = None,
+        dynamic: bool = False,
         watermark: int | None = None,
         properties: Mapping[str, str] | None = None,
     ) -> Snapshot | None:
-        """Replace the whole table (``partition=None``) or the files of one partition with ``messages``.
+        """Replace the files of a scope with ``messages``: the whole table (nothing given), or exactly one of
+        ``partition`` (values of partition keys, ``{"dt": "2026-11-01"}``), ``where`` (a predicate on partition
+        columns, ``"dt >= '2026-11-01' AND dt < '2026-12-01'"`` or a pyarrow expression) and ``dynamic=True``
+        (the partitions the written files are in). Files are replaced whole, by their partition values; a
+        written file outside a partition or ``where`` scope is refused (:class:`InvalidPartitionError`).
 
         Raises :class:`CommitConflictError` if a concurrent commit changed the replaced files first."""
-        return self._run(OverwriteProducer, messages, identifier, watermark, properties, partition=partition or {})
+        return self._run(
+            OverwriteProducer,
+            messages,
+            identifier,
+            watermark,
+            properties,
+            partition=partition or {},
+            where=where,
+            dynamic=dynamic,
+        )
 
     def already_committed(self, identifier: int, latest: Snapshot | None = None) -> bool:
         """Whether this user has committed ``identifier`` (or a later one) according to the latest snapshot."""

@@ -1,8 +1,9 @@
 """The kinds of commit, each a short variation of :class:`SnapshotProducer`.
 
 * APPEND adds files; it never conflicts with anything.
-* OVERWRITE replaces the files of the whole table or of one partition; a concurrent commit that changed the
-  files it replaces makes it fail with :class:`CommitConflictError`.
+* OVERWRITE replaces the files of its scope (the whole table, a partition, the partitions matching a predicate
+  on partition columns, or the partitions written: :mod:`lakefmt.spec.scope`); a concurrent commit that changed
+  the files it replaces makes it fail with :class:`CommitConflictError`.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from lakefmt.errors import CommitConflictError, InvalidPartitionError
 from lakefmt.meta import entries
 from lakefmt.spec import CommitKind, ManifestFileMeta, Snapshot, TableSchema
 from lakefmt.spec.manifest import ColumnStats
+from lakefmt.spec.scope import OverwriteScope
 
 __all__ = ["AppendProducer", "OverwriteProducer"]
 
@@ -29,57 +31,65 @@ class AppendProducer(SnapshotProducer):
 
 
 class OverwriteProducer(SnapshotProducer):
-    """Replaces the whole table (``partition`` empty) or the live files of one partition."""
+    """Replaces the live files of its scope (:class:`OverwriteScope`): the whole table, a partition, the
+    partitions matching a predicate on partition columns, or the partitions of the written files (dynamic)."""
 
     kind = CommitKind.OVERWRITE
 
-    def __init__(self, *args: Any, partition: Mapping[str, Any], **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *args: Any,
+        partition: Mapping[str, Any] | None = None,
+        where: str | pc.Expression | None = None,
+        dynamic: bool = False,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(*args, **kwargs)
-        self.partition: dict[str, Any] = dict(partition)
+        self._asked: dict[str, Any] = {"partition": dict(partition or {}), "where": where, "dynamic": dynamic}
+        self.scope: OverwriteScope | None = None
 
     def check(self, latest: Snapshot | None, schema: TableSchema) -> None:
-        self.partition = _normalize_partition(self.partition, schema)
-        _check_inside(self.request.added, self.partition)
+        scope = OverwriteScope.bind(schema, **self._asked)
+        if scope.kind == "partition":
+            _check_inside(self.request.added, scope)  # by the manifests' partition ranges: no reads
+        elif scope.kind in ("where", "dynamic") and scope.partition_keys:  # unpartitioned: one partition
+            written = self._written_partitions(schema)
+            if scope.kind == "where":
+                _check_matching(scope, written)
+            scope = scope.for_written(written)
+        self.scope = scope
+
+    def _written_partitions(self, schema: TableSchema) -> pa.ChunkedArray:
+        """The partition values of every written file (from the per-task manifests, which the delta merge reads
+        too)."""
+        tables = [self.store.manifest(m.file_name) for m in self.request.added]
+        added = entries.concat_entries(tables) if tables else entries.empty_entries_for(schema)
+        return added.column(entries.PARTITION)
 
     def has_work(self) -> bool:
-        return True  # even without new files it deletes what it replaces
+        # even without new files it deletes what it replaces; a dynamic overwrite of nothing replaces nothing
+        return bool(self.request.added) or self.scope is None or self.scope.kind != "dynamic"
 
     def replaced(self, latest: Snapshot | None, schema: TableSchema) -> pa.Table:
+        assert self.scope is not None  # set by check()
         if latest is None:
             return entries.empty_entries_for(schema)
-        metas = [m for m in self.store.snapshot_manifests(latest) if _may_hold(m, self.partition)]
+        metas = [m for m in self.store.snapshot_manifests(latest) if _may_hold(m, self.scope.partition)]
         live = entries.live_entries(self.store, latest, metas) if metas else entries.empty_entries_for(schema)
-        return live.filter(_partition_mask(live, self.partition)) if self.partition else live
+        if self.scope.expression is None:
+            return live
+        return live.take(self.scope.matching(live.column(entries.PARTITION)))
 
     def check_conflict(self, latest: Snapshot | None, schema: TableSchema, replaced: pa.Table) -> None:
         before = set(entries.paths(replaced))
         after = set(entries.paths(self.replaced(latest, schema)))
         if before != after:
-            where = f"partition {self.partition}" if self.partition else "the table"
+            where = self.scope.describe() if self.scope is not None else "the table"
             raise CommitConflictError(
                 f"a concurrent commit changed {where} while this overwrite was committing "
                 f"({len(before - after)} file(s) it replaces were removed, {len(after - before)} file(s) were "
                 "added); the overwrite did not land"
             )
-
-
-def _normalize_partition(partition: Mapping[str, Any], schema: TableSchema) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in partition.items():
-        if key not in schema.partition_keys:
-            raise InvalidPartitionError(
-                f"{key!r} is not a partition key of this table "
-                f"(partition keys: {list(schema.partition_keys) or 'none'})"
-            )
-        t = schema.arrow_schema.field(key).type
-        if value is None:
-            out[key] = None
-            continue
-        try:
-            out[key] = pa.array([value]).cast(t)[0].as_py()
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
-            raise InvalidPartitionError(f"partition value {value!r} for {key!r} cannot be read as {t}: {exc}") from exc
-    return out
 
 
 def _inside(stats: ColumnStats, rows: int, value: Any) -> bool:
@@ -107,22 +117,23 @@ def _may_hold(meta: ManifestFileMeta, partition: Mapping[str, Any]) -> bool:
     return True
 
 
-def _check_inside(added: Sequence[ManifestFileMeta], partition: Mapping[str, Any]) -> None:
+def _check_inside(added: Sequence[ManifestFileMeta], scope: OverwriteScope) -> None:
     for m in added:
-        for key, value in partition.items():
+        for key, value in scope.partition.items():
             s = m.partition_stats.get(key)
             if s is not None and not _inside(s, m.num_entries, value):
                 raise InvalidPartitionError(
-                    f"the data to overwrite partition {dict(partition)} has rows with {key} outside it "
+                    f"the data to overwrite {scope.describe()} has rows with {key} outside it "
                     f"(from {s.min!r} to {s.max!r}); nothing was committed"
                 )
 
 
-def _partition_mask(live: pa.Table, partition: Mapping[str, Any]) -> pa.Array:
-    part = live.column(entries.PARTITION).combine_chunks()
-    mask = pa.array([True] * live.num_rows, pa.bool_())  # typed: an empty list would be null-typed
-    for key, value in partition.items():
-        col = part.field(key)
-        m = pc.is_null(col) if value is None else pc.fill_null(pc.equal(col, pa.scalar(value, col.type)), False)
-        mask = pc.and_(mask, m)
-    return mask
+def _check_matching(scope: OverwriteScope, written: pa.ChunkedArray) -> None:
+    """Every written file's partition is in ``scope`` (a predicate scope: checked on the entries)."""
+    inside = set(scope.matching(written).to_pylist())
+    outside = [i for i in range(len(written)) if i not in inside]
+    if outside:
+        raise InvalidPartitionError(
+            f"the data to overwrite {scope.describe()} has {len(outside)} file(s) outside it (the first in "
+            f"partition {written[outside[0]].as_py()}); nothing was committed"
+        )

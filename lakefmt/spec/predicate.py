@@ -1,0 +1,349 @@
+"""A small, well-defined SQL predicate language (what Delta's ``replaceWhere`` users type), parsed into a tree
+and bound to a schema as a pyarrow expression.
+
+Grammar (keywords in any case)::
+
+    predicate  := disjunct (OR disjunct)*
+    disjunct   := conjunct (AND conjunct)*
+    conjunct   := NOT conjunct | '(' predicate ')' | test
+    test       := column op literal | literal op column
+                | column [NOT] IN '(' literal (',' literal)* ')'
+                | column [NOT] BETWEEN literal AND literal
+                | column IS [NOT] NULL
+    op         := '=' | '==' | '!=' | '<>' | '<' | '<=' | '>' | '>='
+    column     := name | `quoted name`            (matched exactly, else case-insensitively)
+    literal    := 'text' | "text" | integer | decimal | TRUE | FALSE | DATE 'yyyy-mm-dd'
+
+Text literals double a quote to contain it (``'it''s'``) or escape it with a backslash. Evaluation follows SQL:
+a comparison with a null value is unknown, and only rows where the predicate is true match. Anything else (column
+against column, functions, arithmetic, LIKE, NULL inside IN) is refused with the position named.
+"""
+
+from __future__ import annotations
+
+import datetime
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakefmt.errors import InvalidPredicateError
+
+__all__ = ["And", "Compare", "InList", "IsNull", "Not", "Or", "Predicate", "bind_predicate", "parse_predicate"]
+
+_OPS = {"=": "=", "==": "=", "!=": "!=", "<>": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
+_FLIP = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
+_TOKEN = re.compile(
+    r"\s*(?:(?P<num>[+-]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?)"
+    r"|(?P<str>'(?:[^'\\]|\\.|'')*'|\"(?:[^\"\\]|\\.|\"\")*\")"
+    r"|(?P<quoted>`(?:[^`]|``)+`)"
+    r"|(?P<word>[A-Za-z_][A-Za-z0-9_]*)"
+    r"|(?P<op><=|>=|<>|!=|==|=|<|>)"
+    r"|(?P<punct>[(),]))"
+)
+_KEYWORDS = {"and", "or", "not", "in", "is", "null", "true", "false", "between", "date"}
+
+
+@dataclass(frozen=True)
+class Compare:
+    """``column op value`` (op one of ``= != < <= > >=``)."""
+
+    column: str
+    op: str
+    value: Any
+
+
+@dataclass(frozen=True)
+class InList:
+    """``column IN (values)``."""
+
+    column: str
+    values: tuple[Any, ...]
+
+
+@dataclass(frozen=True)
+class IsNull:
+    """``column IS NULL``."""
+
+    column: str
+
+
+@dataclass(frozen=True)
+class Not:
+    operand: Predicate
+
+
+@dataclass(frozen=True)
+class And:
+    left: Predicate
+    right: Predicate
+
+
+@dataclass(frozen=True)
+class Or:
+    left: Predicate
+    right: Predicate
+
+
+Predicate = Compare | InList | IsNull | Not | And | Or
+
+
+@dataclass(frozen=True)
+class _Tok:
+    kind: str  # num, str, quoted, word, op, punct, end
+    text: str
+    pos: int
+
+    @property
+    def keyword(self) -> str | None:
+        return self.text.lower() if self.kind == "word" and self.text.lower() in _KEYWORDS else None
+
+
+def _tokens(text: str) -> list[_Tok]:
+    out = []
+    pos = 0
+    while True:
+        while pos < len(text) and text[pos].isspace():
+            pos += 1
+        if pos >= len(text):
+            break
+        m = _TOKEN.match(text, pos)
+        if m is None or m.end() == pos:
+            raise InvalidPredicateError(f"{text!r}: unexpected {text[pos]!r} at position {pos + 1}")
+        kind = m.lastgroup or ""
+        out.append(_Tok(kind, m.group(kind), m.start(kind)))
+        pos = m.end()
+    out.append(_Tok("end", "", len(text)))
+    return out
+
+
+def _unquote(token: str) -> str:
+    quote, body = token[0], token[1:-1]
+    return re.sub(r"\\(.)|" + re.escape(quote * 2), lambda m: m.group(1) or quote, body)
+
+
+class _Parser:
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.toks = _tokens(text)
+        self.i = 0
+
+    def fail(self, what: str, tok: _Tok | None = None) -> InvalidPredicateError:
+        tok = tok or self.peek()
+        found = "the end" if tok.kind == "end" else repr(tok.text)
+        return InvalidPredicateError(f"{self.text!r}: {what}, found {found} at position {tok.pos + 1}")
+
+    def peek(self) -> _Tok:
+        return self.toks[self.i]
+
+    def take(self) -> _Tok:
+        tok = self.toks[self.i]
+        self.i += 1
+        return tok
+
+    def accept(self, keyword: str) -> bool:
+        if self.peek().keyword == keyword or (self.peek().kind == "punct" and self.peek().text == keyword):
+            self.i += 1
+            return True
+        return False
+
+    def expect(self, keyword: str) -> None:
+        if not self.accept(keyword):
+            raise self.fail(f"expected {keyword.upper() if keyword.isalpha() else repr(keyword)}")
+
+    def parse(self) -> Predicate:
+        if self.peek().kind == "end":
+            raise InvalidPredicateError("an empty predicate")
+        pred = self.disjunction()
+        if self.peek().kind != "end":
+            raise self.fail("expected AND, OR or the end")
+        return pred
+
+    def disjunction(self) -> Predicate:
+        pred = self.conjunction()
+        while self.accept("or"):
+            pred = Or(pred, self.conjunction())
+        return pred
+
+    def conjunction(self) -> Predicate:
+        pred = self.negation()
+        while self.accept("and"):
+            pred = And(pred, self.negation())
+        return pred
+
+    def negation(self) -> Predicate:
+        if self.accept("not"):
+            return Not(self.negation())
+        if self.accept("("):
+            pred = self.disjunction()
+            self.expect(")")
+            return pred
+        return self.test()
+
+    def test(self) -> Predicate:
+        tok = self.peek()
+        if self._is_column(tok):
+            column = self.column()
+            return self.column_test(column)
+        value = self.literal("a column or a value")
+        op_tok = self.take()
+        if op_tok.kind != "op":
+            raise self.fail("expected a comparison (=, !=, <, <=, >, >=) after a value", op_tok)
+        if not self._is_column(self.peek()):
+            raise self.fail("expected a column: a test compares a column with a value")
+        return Compare(self.column(), _FLIP[_OPS[op_tok.text]], value)
+
+    def column_test(self, column: str) -> Predicate:
+        tok = self.peek()
+        if tok.kind == "op":
+            self.take()
+            if self._is_column(self.peek()):
+                raise self.fail("expected a value: comparing two columns is not supported")
+            return Compare(column, _OPS[tok.text], self.literal("a value"))
+        if self.accept("is"):
+            negated = self.accept("not")
+            self.expect("null")
+            return Not(IsNull(column)) if negated else IsNull(column)
+        negated = self.accept("not")
+        if self.accept("in"):
+            self.expect("(")
+            values = [self.literal("a value", in_list=True)]
+            while self.accept(","):
+                values.append(self.literal("a value", in_list=True))
+            self.expect(")")
+            pred: Predicate = InList(column, tuple(values))
+        elif self.accept("between"):
+            low = self.literal("a value")
+            self.expect("and")
+            high = self.literal("a value")
+            pred = And(Compare(column, ">=", low), Compare(column, "<=", high))
+        else:
+            raise self.fail(f"expected a comparison, IN, BETWEEN or IS [NOT] NULL after column {column}")
+        return Not(pred) if negated else pred
+
+    @staticmethod
+    def _is_column(tok: _Tok) -> bool:
+        return tok.kind == "quoted" or (tok.kind == "word" and tok.keyword is None)
+
+    def column(self) -> str:
+        tok = self.take()
+        return tok.text[1:-1].replace("``", "`") if tok.kind == "quoted" else tok.text
+
+    def literal(self, what: str, in_list: bool = False) -> Any:
+        tok = self.take()
+        if tok.kind == "str":
+            return _unquote(tok.text)
+        if tok.kind == "num":
+            if re.fullmatch(r"[+-]?\d+", tok.text):
+                return int(tok.text)
+            try:
+                return Decimal(tok.text) if "e" not in tok.text.lower() else float(tok.text)
+            except InvalidOperation:  # pragma: no cover - the token pattern only matches numbers
+                raise self.fail("expected a number", tok) from None
+        keyword = tok.keyword
+        if keyword in ("true", "false"):
+            return keyword == "true"
+        if keyword == "date":
+            inner = self.take()
+            if inner.kind != "str":
+                raise self.fail("expected a quoted date after DATE", inner)
+            try:
+                return datetime.date.fromisoformat(_unquote(inner.text))
+            except ValueError:
+                raise self.fail("expected a date as 'yyyy-mm-dd'", inner) from None
+        if keyword == "null":
+            hint = "; use IS NULL" if in_list else "; use IS NULL or IS NOT NULL"
+            raise InvalidPredicateError(
+                f"{self.text!r}: NULL at position {tok.pos + 1} never matches in a comparison{hint}"
+            )
+        self.i -= 1
+        raise self.fail(f"expected {what}")
+
+
+def parse_predicate(text: str) -> Predicate:
+    """Parse ``text`` (see the module's grammar); :class:`InvalidPredicateError` names what is wrong and where."""
+    if not isinstance(text, str):
+        raise TypeError(f"a predicate must be a string, got {type(text).__name__}")
+    return _Parser(text).parse()
+
+
+def columns(pred: Predicate) -> set[str]:
+    """The column names a predicate refers to, as written."""
+    if isinstance(pred, Compare | InList | IsNull):
+        return {pred.column}
+    if isinstance(pred, Not):
+        return columns(pred.operand)
+    return columns(pred.left) | columns(pred.right)
+
+
+def _resolve(name: str, schema: pa.Schema, text: str) -> pa.Field:
+    if name in schema.names:
+        return schema.field(name)
+    matches = [f for f in schema if f.name.lower() == name.lower()]
+    if len(matches) == 1:
+        return matches[0]
+    raise InvalidPredicateError(
+        f"{text!r}: no column {name!r}" + (" (ambiguous in case)" if matches else "")
+        + f"; columns: {', '.join(schema.names) or 'none'}"
+    )
+
+
+def _value(value: Any, f: pa.Field, text: str) -> pa.Scalar:
+    try:
+        if pa.types.is_boolean(f.type) != isinstance(value, bool):
+            raise TypeError
+        return pa.scalar(value).cast(f.type)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, TypeError, OverflowError):
+        raise InvalidPredicateError(
+            f"{text!r}: {_show(value)} cannot be compared with column {f.name} of type {f.type}"
+        ) from None
+
+
+def _show(value: Any) -> str:
+    """A literal as it is written."""
+    if isinstance(value, str):
+        return "'" + value.replace("'", "''") + "'"
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
+    if isinstance(value, datetime.date):
+        return f"DATE '{value.isoformat()}'"
+    return str(value)
+
+
+def bind_predicate(pred: Predicate, schema: pa.Schema, text: str = "") -> pc.Expression:
+    """A pyarrow expression of ``pred`` over the columns of ``schema`` (names resolved, literals cast to the
+    column's type); :class:`InvalidPredicateError` for an unknown column or a value of the wrong type."""
+
+    def go(p: Predicate) -> pc.Expression:
+        if isinstance(p, Compare):
+            f = _resolve(p.column, schema, text)
+            col, value = pc.field(f.name), _value(p.value, f, text)
+            return {
+                "=": col == value, "!=": col != value, "<": col < value,
+                "<=": col <= value, ">": col > value, ">=": col >= value,
+            }[p.op]
+        if isinstance(p, InList):
+            f = _resolve(p.column, schema, text)
+            tests = [pc.field(f.name) == _value(v, f, text) for v in p.values]
+            return _fold(tests, lambda a, b: a | b)  # SQL: a null column value is unknown, not false
+        if isinstance(p, IsNull):
+            return pc.field(_resolve(p.column, schema, text).name).is_null()
+        if isinstance(p, Not):
+            return ~go(p.operand)
+        if isinstance(p, And):
+            return go(p.left) & go(p.right)
+        return go(p.left) | go(p.right)
+
+    return go(pred)
+
+
+def _fold(items: Sequence[pc.Expression], op: Any) -> pc.Expression:
+    it: Iterator[pc.Expression] = iter(items)
+    out = next(it)
+    for item in it:
+        out = op(out, item)
+    return out
