@@ -60,9 +60,9 @@ class TableHolds:
 def table_holds(store: MetaStore, now_ms: int) -> TableHolds:
     """The table's holds: one per consumer whose record is younger than ``consumer.expiration-time``.
 
-    A consumer file that cannot be read (truncated, malformed, from a newer format) raises
-    :class:`CorruptMetadataError`: expiration cannot know what that consumer needs, so it expires nothing
-    until the file is repaired or deleted (the safe side; the error says how)."""
+    A consumer file that cannot be read raises :class:`CorruptMetadataError` (truncated, malformed) or
+    :class:`UnsupportedFormatVersionError` (from a newer format): expiration cannot know what that consumer
+    needs, so it expires nothing until the file is repaired or deleted (the safe side; the error says how)."""
     listing = list_consumers(store.io)
     consumers = listing.check()
     expiration_ms = store.latest_schema().table_options.consumer_expiration_ms

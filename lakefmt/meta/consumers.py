@@ -29,6 +29,7 @@ class UnreadableConsumer:
     consumer_id: str
     path: str  #: relative to the root
     error: str
+    newer_format: bool = False  #: written by a newer format version (upgrade lakefmt), not damaged
 
 
 @dataclass(frozen=True)
@@ -39,11 +40,17 @@ class ConsumerListing:
     unreadable: tuple[UnreadableConsumer, ...] = ()
 
     def check(self) -> tuple[Consumer, ...]:
-        """The consumers; :class:`CorruptMetadataError` naming every unreadable file and what to do about it."""
+        """The consumers; :class:`CorruptMetadataError` naming every unreadable file and what to do about it
+        (:class:`UnsupportedFormatVersionError` if one is from a newer format version)."""
         if self.unreadable:
             errors = "; ".join(u.error for u in self.unreadable)
             ids = ", ".join(repr(u.consumer_id) for u in self.unreadable)
-            raise CorruptMetadataError(
+            error = (
+                UnsupportedFormatVersionError
+                if any(u.newer_format for u in self.unreadable)
+                else CorruptMetadataError
+            )
+            raise error(
                 f"{errors}. Snapshot expiration expires nothing while a consumer's record cannot be read: repair "
                 f"it, or delete the record of {ids} if that consumer is gone (lakefmt consumers URI --delete ID, "
                 "or Table.delete_consumer)"
@@ -80,7 +87,8 @@ def list_consumers(io: FileIO) -> ConsumerListing:
         try:
             consumer = read_consumer(io, consumer_id)
         except (CorruptMetadataError, UnsupportedFormatVersionError) as exc:
-            bad.append(UnreadableConsumer(consumer_id, layout.consumer_path(consumer_id), str(exc)))
+            newer = isinstance(exc, UnsupportedFormatVersionError)
+            bad.append(UnreadableConsumer(consumer_id, layout.consumer_path(consumer_id), str(exc), newer))
             continue
         if consumer is not None:  # deleted since the listing
             good.append(consumer)
