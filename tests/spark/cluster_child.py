@@ -1,0 +1,228 @@
+"""The driver of tests/spark/test_cluster.py: one Spark application on a ``local-cluster`` master (separate
+executor JVMs, each with its own Python workers), run in a child process because the test process already holds
+a SparkContext. It runs the scenarios in order on one cluster and writes what it saw to a JSON file; the test
+checks the tables themselves.
+
+Usage: python cluster_child.py CONFIG_JSON
+
+The config names the S3 endpoint and credentials (passed to the jobs as ``storage.*`` options only: this
+process's environment holds no AWS credentials), the tables, the input folder, the checkpoint, the probes'
+folder (see cluster_sitecustomize.py) and where to write the results.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+EXECUTOR_MAIN = b"org.apache.spark.executor.CoarseGrainedExecutorBackend"
+HOLD_TIMEOUT_S = 240
+QUERY_TIMEOUT_S = 300
+
+
+def executors(app_id: str) -> dict[int, str]:
+    """This application's live executor JVMs: pid -> Spark's executor id."""
+    found = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmd = f.read().split(b"\0")
+        except OSError:
+            continue
+        if EXECUTOR_MAIN in cmd and app_id.encode() in cmd:
+            found[int(entry)] = cmd[cmd.index(b"--executor-id") + 1].decode()
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def records(probe_dir: Path, name: str) -> list[dict[str, Any]]:
+    path = probe_dir / name
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def checkpoint_log(checkpoint: Path, kind: str) -> list[int]:
+    return sorted(int(p.name) for p in (checkpoint / kind).glob("[0-9]*"))
+
+
+def snapshots(uri: str, storage: dict[str, str]) -> list[dict[str, Any]]:
+    import lakefmt
+
+    table = lakefmt.open_table(uri, storage_options=storage)
+    return [{"id": s.id, "kind": str(s.commit_kind.name), "identifier": s.commit_identifier} for s in table.snapshots()]
+
+
+def scenario_batch(spark: Any, cfg: dict[str, Any], opts: dict[str, str]) -> dict[str, Any]:
+    """1. A batch write of four tasks and a read back."""
+    df = spark.range(0, cfg["batch_rows"], 1, 4).selectExpr(
+        "id", "cast(id % 3 as int) as part", "concat('row-', cast(id as string)) as payload"
+    )
+    (
+        df.write.format("lakefmt")
+        .mode("append")
+        .options(**opts)
+        .option("createTable", "true")
+        .option("partitionBy", "part")
+        .save(cfg["batch_table"])
+    )
+    back = spark.read.format("lakefmt").options(**opts).load(cfg["batch_table"])
+    rows = sorted((r.id, r.part, r.payload) for r in back.collect())
+    return {"read": rows}
+
+
+def _kill_held(spark: Any, cfg: dict[str, Any], query: Any, batch: int) -> dict[str, Any]:
+    """Wait until a task of ``batch`` is held, note the state, SIGKILL its executor JVM, release the hold."""
+    probe_dir, checkpoint = Path(cfg["probe_dir"]), Path(cfg["checkpoint"])
+    app_id = spark.sparkContext.applicationId
+    hold_file = probe_dir / f"hold-{batch}.json"
+    deadline = time.monotonic() + HOLD_TIMEOUT_S
+    while not hold_file.exists():
+        if not query.isActive or time.monotonic() > deadline:
+            raise AssertionError(f"no task of batch {batch} was held (active: {query.isActive}, {query.exception()})")
+        time.sleep(0.05)
+    held = json.loads(hold_file.read_text())
+    victim = int(held["executor_pid"])
+    # The state at the kill: the held task has written its files and manifest; its micro-batch is planned
+    # (offsets) but not committed, neither in the table nor in Spark's commit log.
+    at_kill = {
+        "held": held,
+        "held_worker_alive": alive(int(held["pid"])),
+        "executors": {str(k): v for k, v in executors(app_id).items()},
+        "offsets": checkpoint_log(checkpoint, "offsets"),
+        "commits": checkpoint_log(checkpoint, "commits"),
+        "snapshots": snapshots(cfg["sink_table"], cfg["storage"]),
+        "attempts": records(probe_dir, "attempts.jsonl"),
+    }
+    os.kill(victim, signal.SIGKILL)
+    killed_at = time.monotonic()
+    while alive(victim) and time.monotonic() - killed_at < 30:
+        time.sleep(0.02)
+    at_kill["victim_gone_after_s"] = round(time.monotonic() - killed_at, 2)
+    at_kill["killed_at"] = time.time()
+    # The held worker loses its executor; this file would release it too, which no longer matters.
+    (probe_dir / f"release-{batch}").touch()
+    return at_kill
+
+
+def scenario_kill(spark: Any, cfg: dict[str, Any], opts: dict[str, str]) -> dict[str, Any]:
+    """2. A streaming write (two input files per micro-batch, so two tasks) during which, for each batch of
+    ``hold_batches``, the executor running a held task of that batch is SIGKILLed."""
+    app_id = spark.sparkContext.applicationId
+    before = executors(app_id)
+    stream = (
+        spark.readStream.schema("id BIGINT, part INT, payload STRING")
+        .option("maxFilesPerTrigger", 2)
+        .parquet(cfg["input_dir"])
+    )
+    query = (
+        stream.writeStream.format("lakefmt")
+        .options(**opts)
+        .option("checkpointLocation", cfg["checkpoint"])
+        .option("createTable", "true")
+        .option("partitionBy", "part")
+        .trigger(availableNow=True)
+        .start(cfg["sink_table"])
+    )
+    kills = [_kill_held(spark, cfg, query, batch) for batch in cfg["hold_batches"]]
+    finished = query.awaitTermination(QUERY_TIMEOUT_S)
+    error = query.exception()
+    progress = [
+        {"batch": p["batchId"], "rows": p["numInputRows"], "ms": p["durationMs"].get("triggerExecution")}
+        for p in query.recentProgress
+    ]
+    # Did the master start new executors in place of the dead ones? (Wait a little for the last one.)
+    wait = time.monotonic() + 30
+    while True:
+        after = executors(app_id)
+        if len(after) >= len(before) or time.monotonic() > wait:
+            break
+        time.sleep(0.2)
+    return {
+        "kills": kills,
+        "finished": bool(finished),
+        "error": None if error is None else str(error)[:2000],
+        "progress": progress,
+        "executors_before": {str(k): v for k, v in before.items()},
+        "executors_after": {str(k): v for k, v in after.items()},
+        "registered_executors": spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1,
+    }
+
+
+def main() -> int:
+    began = time.monotonic()
+    cfg = json.loads(Path(sys.argv[1]).read_text())
+    results: dict[str, Any] = {"timings": {}}
+    out = Path(cfg["results"])
+
+    def save() -> None:
+        tmp = out.with_suffix(".tmp")
+        tmp.write_text(json.dumps(results, indent=1))
+        os.replace(tmp, out)
+
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    jvm_flags = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+    spark = (
+        SparkSession.builder.master(cfg["master"])
+        .appName("lakefmt-cluster-test")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.driver.memory", "768m")
+        .config("spark.executor.memory", "512m")
+        .config("spark.driver.extraJavaOptions", jvm_flags)
+        .config("spark.executor.extraJavaOptions", jvm_flags)
+        .config("spark.executorEnv.LAKEFMT_CLUSTER_EXECUTOR_ENV", "set-with-spark.executorEnv")
+        .config("spark.sql.streaming.stopTimeout", "10s")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    app_id = spark.sparkContext.applicationId
+    results["app_id"] = app_id
+    results["timings"]["session_s"] = round(time.monotonic() - began, 1)
+    results["executors_at_start"] = {str(k): v for k, v in executors(app_id).items()}
+    print(f"cluster_child: session up after {results['timings']['session_s']}s", flush=True)
+
+    opts = {f"storage.{k}": v for k, v in cfg["storage"].items()}
+    scenarios: list[tuple[str, Callable[[Any, dict[str, Any], dict[str, str]], dict[str, Any]]]] = [
+        ("batch", scenario_batch),
+        ("kill", scenario_kill),
+    ]
+    rc = 0
+    for name, run in scenarios:
+        t0 = time.monotonic()
+        try:
+            results[name] = run(spark, cfg, opts)
+        except Exception:
+            results[name] = {"exception": traceback.format_exc()[-4000:]}
+            rc = 1
+        results["timings"][f"{name}_s"] = round(time.monotonic() - t0, 1)
+        print(f"cluster_child: {name} done in {results['timings'][f'{name}_s']}s", flush=True)
+        save()
+    t0 = time.monotonic()
+    spark.stop()
+    results["timings"]["stop_s"] = round(time.monotonic() - t0, 1)
+    results["timings"]["total_s"] = round(time.monotonic() - began, 1)
+    save()
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())

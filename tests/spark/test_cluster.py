@@ -1,0 +1,282 @@
+"""The connector on a real multi-process cluster: Spark's ``local-cluster[2,1,1024]`` master, which runs a
+standalone master and two workers inside the driver's JVM and launches two separate executor JVMs, each with
+its own Python workers. Tables live on S3 (the moto server of tests/conftest.py).
+
+The test process already holds a SparkContext (the shared ``local[2]`` session), so the cluster's driver is a
+child process (tests/spark/cluster_child.py) that starts the cluster once and runs every scenario on it:
+
+1. a batch write of four tasks and a read back: rows equal, one snapshot, tasks on both executors;
+2. a streaming write (a Parquet file source, two files and so two tasks per micro-batch) during which one
+   executor JVM is SIGKILLed mid-batch: a test-only probe (cluster_sitecustomize.py) holds one task of
+   micro-batch 1 right after it wrote its data files and manifest, and the driver kills that task's executor
+   while the task runs. Spark retries the task on a live executor; every input row is in the table exactly
+   once, only the successful attempts' files are referenced, and orphan-clean with age 0 removes exactly the
+   dead attempt's files.
+
+No process of the cluster sees AWS credentials in its environment: the jobs pass endpoint and keys as
+``storage.*`` options, which travel with the data source to every Python worker. The probe also records which
+environment each kind of worker sees (docs/spark.md, "Running on a cluster").
+
+``LAKEFMT_FULL_FAULTS=1`` runs six micro-batches and kills an executor in three of them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import lakefmt
+from lakefmt.maintenance import referenced_files
+from lakefmt.meta.store import MetaStore
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.s3]
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent.parent
+FULL = os.environ.get("LAKEFMT_FULL_FAULTS", "") not in ("", "0")
+MASTER = "local-cluster[2,1,1024]"
+ROWS_PER_FILE = 40
+FILES_PER_BATCH = 2  # maxFilesPerTrigger in the child: two small files make two read splits, so two tasks
+BATCHES = 6 if FULL else 3
+HOLD_BATCHES = [1, 3, 5] if FULL else [1]
+BATCH_ROWS = 1000
+RUN_TIMEOUT_S = 900
+
+
+def _input_files(folder: Path) -> pa.Table:
+    """``BATCHES * FILES_PER_BATCH`` Parquet files of consecutive ids, their modification times in order (the file
+    source takes the oldest first), so micro-batch b holds ids ``[b * 80, (b + 1) * 80)``."""
+    folder.mkdir()
+    staging = folder.parent / "staging"
+    staging.mkdir()
+    now = time.time() - 3600
+    tables = []
+    for i in range(BATCHES * FILES_PER_BATCH):
+        ids = list(range(i * ROWS_PER_FILE, (i + 1) * ROWS_PER_FILE))
+        data = pa.table(
+            {
+                "id": pa.array(ids, pa.int64()),
+                "part": pa.array([v % 2 for v in ids], pa.int32()),
+                "payload": [f"file-{i}-row-{v}" for v in ids],
+            }
+        )
+        staged = staging / f"in-{i:03d}.parquet"
+        pq.write_table(data, staged)
+        os.utime(staged, (now + i * 10, now + i * 10))
+        os.replace(staged, folder / staged.name)
+        tables.append(data)
+    return pa.concat_tables(tables)
+
+
+def _tagged_processes(tag: bytes) -> list[int]:
+    """Live processes whose environment carries ``tag`` (the child and everything it started)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                env = f.read().split(b"\0")
+        except OSError:
+            continue
+        if tag in env:
+            found.append(int(entry))
+    return found
+
+
+def _kill_all(proc: subprocess.Popen[bytes], tag: bytes) -> None:
+    if proc.returncode is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    deadline = time.monotonic() + 30
+    while left := _tagged_processes(tag):
+        for pid in left:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        if time.monotonic() > deadline:
+            raise AssertionError(f"processes of the cluster survive SIGKILL: {left}")
+        time.sleep(0.1)
+
+
+def _records(folder: Path, name: str) -> list[dict[str, Any]]:
+    path = folder / name
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def _tail(path: Path, n: int = 80) -> str:
+    return "\n".join(path.read_text(errors="replace").splitlines()[-n:])
+
+
+def _rows(table: pa.Table) -> list[tuple[Any, ...]]:
+    return sorted(zip(*(table.column(c).to_pylist() for c in ("id", "part", "payload")), strict=True))
+
+
+def test_local_cluster_on_s3(tmp_path: Path, moto_server: dict[str, Any]) -> None:
+    began = time.monotonic()
+    work = tmp_path / "cluster"
+    probe_dir, inject = work / "probes", work / "inject"
+    for d in (probe_dir, inject):
+        d.mkdir(parents=True)
+    # The child and every Python worker of the cluster import lakefmt and the data source from this checkout
+    # (pyspark finds ``pyspark_*`` data sources on sys.path, PYTHONPATH included), and run the probes.
+    shutil.copy(HERE / "cluster_sitecustomize.py", inject / "sitecustomize.py")
+    (inject / "lakefmt").symlink_to(REPO / "lakefmt", target_is_directory=True)
+    (inject / "pyspark_lakefmt").symlink_to(REPO / "spark" / "pyspark_lakefmt", target_is_directory=True)
+    expected_stream = _input_files(work / "input")
+
+    base = f"s3://{moto_server['bucket']}/cluster-{uuid.uuid4().hex[:12]}"
+    storage = dict(moto_server["storage_options"])
+    cfg = {
+        "master": MASTER,
+        "storage": storage,
+        "batch_table": f"{base}/batch",
+        "batch_rows": BATCH_ROWS,
+        "sink_table": f"{base}/sink",
+        "input_dir": str(work / "input"),
+        "checkpoint": str(work / "checkpoint"),
+        "probe_dir": str(probe_dir),
+        "hold_batches": HOLD_BATCHES,
+        "results": str(work / "results.json"),
+    }
+    (work / "config.json").write_text(json.dumps(cfg))
+
+    tag = f"LAKEFMT_CLUSTER_DIR={probe_dir}".encode()
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "PYSPARK_GATEWAY_", "LAKEFMT_CLUSTER"))
+    }
+    env.update(
+        {
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(inject), env.get("PYTHONPATH")])),
+            "PYSPARK_PYTHON": sys.executable,
+            "PYSPARK_DRIVER_PYTHON": sys.executable,
+            "LAKEFMT_CLUSTER_DIR": str(probe_dir),
+            "LAKEFMT_CLUSTER_HOLD_BATCHES": ",".join(map(str, HOLD_BATCHES)),
+            "LAKEFMT_CLUSTER_ROWS_PER_BATCH": str(ROWS_PER_FILE * FILES_PER_BATCH),
+            "LAKEFMT_CLUSTER_DRIVER_ENV": "set-in-the-driver's-environment",
+            # no credentials but the storage.* options: none from the environment, files or an instance role
+            "AWS_EC2_METADATA_DISABLED": "true",
+            "AWS_SHARED_CREDENTIALS_FILE": str(work / "no-aws-credentials"),
+            "AWS_CONFIG_FILE": str(work / "no-aws-config"),
+        }
+    )
+    log = work / "child.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, str(HERE / "cluster_child.py"), str(work / "config.json")],
+            cwd=work,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
+    try:
+        rc = proc.wait(timeout=RUN_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        raise AssertionError(f"the cluster run hung:\n{_tail(log)}") from None
+    finally:
+        _kill_all(proc, tag)
+    results = json.loads((work / "results.json").read_text()) if (work / "results.json").exists() else {}
+    for name in ("batch", "kill"):
+        assert "exception" not in results.get(name, {}), f"{name}:\n{results[name]['exception']}\n{_tail(log)}"
+    assert rc == 0, f"the cluster's driver failed with exit code {rc}:\n{_tail(log)}"
+
+    processes = _records(probe_dir, "processes.jsonl")
+    attempts = _records(probe_dir, "attempts.jsonl")
+    reads = _records(probe_dir, "reads.jsonl")
+    start_executors = set(results["executors_at_start"].values())
+    assert len(start_executors) == 2, results["executors_at_start"]
+
+    # -- what each kind of Python worker sees ---------------------------------------------------------------
+    on_driver = [p for p in processes if p["executor"] == "driver"]
+    driver_side = {p["role"] for p in on_driver}
+    executor_side = [p for p in processes if p["executor"] != "driver"]
+    assert {"pyspark.sql.worker.commit_data_source_write", "pyspark.sql.worker.python_streaming_sink_runner"} <= (
+        driver_side
+    ), driver_side
+    assert executor_side and {p["role"] for p in executor_side} == {"pyspark.worker"}, executor_side
+    assert all(p["executor_env"] is None for p in on_driver), on_driver
+    assert all(p["executor_env"] for p in executor_side), executor_side
+    assert not any(p["aws_env"] for p in processes), "credentials must reach the workers only as options"
+
+    # -- 1. batch write and read back -------------------------------------------------------------------------
+    expected_batch = [(i, i % 3, f"row-{i}") for i in range(BATCH_ROWS)]
+    assert [tuple(r) for r in results["batch"]["read"]] == expected_batch
+    batch_table = lakefmt.open_table(cfg["batch_table"], storage_options=storage)
+    snaps = batch_table.snapshots()
+    assert [s.commit_kind for s in snaps] == [lakefmt.CommitKind.APPEND], snaps
+    assert _rows(batch_table.to_arrow()) == expected_batch
+    batch_attempts = [a for a in attempts if a["table"] == cfg["batch_table"]]
+    assert len(batch_attempts) == 4 and {a["executor"] for a in batch_attempts} == start_executors, batch_attempts
+    assert reads and all(r["executor"] != "driver" for r in reads), reads
+    assert sum(r["rows"] for r in reads if r["reader"] != "StreamReader") >= BATCH_ROWS
+
+    # -- 2. the streaming write through an executor's death -----------------------------------------------
+    kill = results["kill"]
+    assert kill["finished"] and kill["error"] is None, kill
+    sink = lakefmt.open_table(cfg["sink_table"], storage_options=storage)
+    assert _rows(sink.to_arrow()) == _rows(expected_stream), "every input row exactly once"
+    snaps = sink.snapshots()
+    assert [s.commit_identifier for s in snaps] == list(range(BATCHES)), snaps
+    assert {s.commit_kind for s in snaps} == {lakefmt.CommitKind.APPEND}
+    sink_attempts = [a for a in attempts if a["table"] == cfg["sink_table"]]
+    held_ids = set()
+    for batch, at_kill in zip(HOLD_BATCHES, kill["kills"], strict=True):
+        held = at_kill["held"]
+        held_ids.add(held["task_attempt_id"])
+        # the kill landed mid-batch: the held task had written its files; its batch was planned, not committed
+        assert held["batch"] == batch and held["files"] and held["manifests"], held
+        assert held["executor"] in at_kill["executors"].values() and at_kill["held_worker_alive"], at_kill
+        assert at_kill["offsets"][-1] == batch and at_kill["commits"] == list(range(batch)), at_kill
+        assert [s["identifier"] for s in at_kill["snapshots"]] == list(range(batch)), at_kill
+        # Spark ran the task again, as a new attempt on another executor, after the kill
+        retries = [
+            a
+            for a in sink_attempts
+            if a["stage"] == held["stage"] and a["partition"] == held["partition"] and a["attempt"] > held["attempt"]
+        ]
+        assert retries and all(a["executor"] != held["executor"] for a in retries), (held, retries)
+        assert all(a["time"] > at_kill["killed_at"] for a in retries)
+    # two tasks per micro-batch; one more attempt per kill
+    assert len(sink_attempts) == FILES_PER_BATCH * BATCHES + len(HOLD_BATCHES), sink_attempts
+    dead = [a for a in sink_attempts if a["task_attempt_id"] in held_ids]
+    good = [a for a in sink_attempts if a["task_attempt_id"] not in held_ids]
+    dead_files = {f for a in dead for f in a["files"]} | {f"manifest/{m}" for a in dead for m in a["manifests"]}
+    live = {f.path for f in sink.files()}
+    assert live == {f for a in good for f in a["files"]}, "exactly the successful attempts' data files"
+    assert not live & dead_files
+    on_store = {f.path for f in sink.io.walk()}
+    assert dead_files <= on_store, "the dead attempts' files were written before the kill"
+
+    # -- orphan-clean removes exactly the dead attempts' files ----------------------------------------------
+    report = sink.remove_orphan_files(older_than=0)
+    removed = {path for paths in report.deleted.values() for path, _ in paths}
+    assert removed == dead_files, (sorted(removed - dead_files), sorted(dead_files - removed))
+    on_store = {f.path for f in sink.io.walk()}
+    refs = referenced_files(MetaStore(sink.io))
+    assert on_store == {p for p in refs if sink.io.exists(p)}, sorted(on_store ^ refs)
+    assert _rows(sink.to_arrow()) == _rows(expected_stream)
+
+    timings = results["timings"]
+    print(
+        f"local-cluster: {timings} in {time.monotonic() - began:.0f}s; executors at start "
+        f"{results['executors_at_start']}, after the kills {kill['executors_after']}; "
+        f"{len(sink_attempts)} write attempts for {BATCHES} micro-batches, {len(dead_files)} orphans removed "
+        f"({sum(1 for f in dead_files if not f.startswith('manifest/'))} data files); "
+        f"kills: {[(k['held']['executor'], k['victim_gone_after_s']) for k in kill['kills']]}; "
+        f"progress {kill['progress']}"
+    )
