@@ -83,6 +83,17 @@ def _snapshot_id(value: str, name: str) -> int:
     return int(text)
 
 
+def _starting_snapshot(value: str, name: str) -> int | Literal["latest"]:
+    if str(value).strip().lower() == "latest":
+        return "latest"
+    try:
+        return _snapshot_id(value, name)
+    except InvalidOptionError:
+        raise InvalidOptionError(
+            f"option {name}: {value!r} is not a snapshot id (a whole number from 1) or latest"
+        ) from None
+
+
 def _instant(value: str, name: str) -> int:
     try:
         return parse_as_of(str(value))
@@ -170,8 +181,9 @@ OPTIONS: tuple[Option, ...] = (
     _opt("timestampAsOf", "read", _instant, "Delta's spelling of asOf", "asOf"),
     _opt("pushFilters", "read", _bool, "true: prune files with Spark's filters (also set "
          "spark.sql.python.filterPushdown.enabled=true)"),
-    _opt("startingSnapshot", "stream-read", _snapshot_id, "the first snapshot a new stream reads"),
-    _opt("startingTimestamp", "stream-read", _instant, "a new stream starts at the snapshot current at this "
+    _opt("startingSnapshot", "stream-read", _starting_snapshot, "the first snapshot a new stream reads, or latest "
+         "(only what is committed from now on)"),
+    _opt("startingTimestamp", "stream-read", _instant, "a new stream reads the snapshots committed at or after this "
          "instant (ISO-8601 or epoch ms)"),
     _opt("maxFilesPerTrigger", "stream-read", _positive_int, "admission control: at most this many files per "
          "micro-batch"),

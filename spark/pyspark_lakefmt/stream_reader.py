@@ -38,11 +38,11 @@ from pyspark.sql.streaming.datasource import (
 )
 
 import lakefmt
-from lakefmt.options import parse_size
-from lakefmt.read.scan import pack_tasks, parse_as_of
+from lakefmt.options import InvalidOptionError
+from lakefmt.read.scan import pack_tasks
 from lakefmt.spec.consumer import check_consumer_id
 
-from .options import TableRef
+from .options import Options, TableRef, parse_options
 from .reader import READ_SPLIT_BYTES, read_files
 
 __all__ = ["DEFAULT_MAX_FILES_PER_TRIGGER", "KIND_RULES", "KindRule", "StreamReader"]
@@ -137,76 +137,34 @@ class _Budget:
         self.taken_rows += f.row_count
 
 
-def _option_error(key: str, value: object, expected: str) -> lakefmt.LakefmtError:
-    return lakefmt.LakefmtError(f"option {key}: {value!r} is not {expected}")
-
-
-def _positive_int(options: Mapping[str, str], key: str) -> int | None:
-    value = options.get(key.lower())
-    if value is None:
-        return None
-    text = str(value).strip()
-    if not text.isdigit() or int(text) < 1:
-        raise _option_error(key, value, "a positive whole number")
-    return int(text)
-
-
-def _strict_flag(options: Mapping[str, str], key: str, default: bool) -> bool:
-    value = options.get(key.lower())
-    if value is None:
-        return default
-    text = str(value).strip().lower()
-    if text not in ("true", "false"):
-        raise _option_error(key, value, "true or false")
-    return text == "true"
-
-
-def parse_starting_timestamp(value: str) -> int:
-    """``startingTimestamp`` in epoch milliseconds (ISO-8601, or epoch milliseconds)."""
-    try:
-        return parse_as_of(value)
-    except lakefmt.LakefmtError:
-        raise lakefmt.LakefmtError(
-            f"option startingTimestamp: {value!r} is not a snapshot time; use ISO-8601 or epoch milliseconds"
-        ) from None
-
-
 class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Spark's stream reader for a lakefmt table. Planning (offsets, partitions, commit) runs in one long-lived
     driver-side Python worker, which keeps the table open and the file lists of recent snapshots; only the small
     options and :class:`StreamPartition` travel to executors."""
 
-    def __init__(self, ref: TableRef, options: Mapping[str, str]) -> None:
+    def __init__(self, ref: TableRef, options: Mapping[str, str] | Options) -> None:
+        """``options``: Spark's (checked here against the stream-read options) or already checked ones."""
+        opts = options if isinstance(options, Options) else parse_options(options, "stream-read")
         self.ref = ref
-        starting = options.get("startingsnapshot")
-        self.starting_snapshot: int | None = None
-        self.starting_latest = False
-        if starting is not None:
-            text = str(starting).strip()
-            if text.lower() == "latest":
-                self.starting_latest = True
-            elif text.isdigit() and int(text) >= 1:
-                self.starting_snapshot = int(text)
-            else:
-                raise _option_error("startingSnapshot", starting, "a snapshot id (1 or more) or 'latest'")
-        ts = options.get("startingtimestamp")
-        self.starting_millis = None if ts is None else parse_starting_timestamp(str(ts))
-        if starting is not None and ts is not None:
-            raise lakefmt.LakefmtError("options startingSnapshot and startingTimestamp: give one, not both")
-        self.max_files = _positive_int(options, "maxFilesPerTrigger")
-        max_bytes = options.get("maxbytespertrigger")
-        self.max_bytes = None if max_bytes is None else parse_size(str(max_bytes), "option maxBytesPerTrigger")
-        if self.max_bytes is not None and self.max_bytes < 1:
-            raise _option_error("maxBytesPerTrigger", max_bytes, "a positive size")
-        self.skip_change_commits = _strict_flag(options, "skipChangeCommits", False)
-        self.fail_on_data_loss = _strict_flag(options, "failOnDataLoss", True)
-        consumer = options.get("consumerid")
-        self.consumer_id = None if consumer is None else str(consumer)
+        starting = opts.get("startingSnapshot")
+        self.starting_latest = starting == "latest"
+        self.starting_snapshot: int | None = None if starting in (None, "latest") else int(starting)
+        self.starting_millis: int | None = opts.get("startingTimestamp")
+        if starting is not None and self.starting_millis is not None:
+            raise InvalidOptionError(
+                f"options {opts.spelled('startingSnapshot')} and {opts.spelled('startingTimestamp')}: "
+                "give one, not both"
+            )
+        self.max_files: int | None = opts.get("maxFilesPerTrigger")
+        self.max_bytes: int | None = opts.get("maxBytesPerTrigger")
+        self.skip_change_commits: bool = opts.get("skipChangeCommits", False)
+        self.fail_on_data_loss: bool = opts.get("failOnDataLoss", True)
+        self.consumer_id: str | None = opts.get("consumerId")
         if self.consumer_id is not None:
             try:
                 check_consumer_id(self.consumer_id)
             except lakefmt.LakefmtError as exc:
-                raise lakefmt.LakefmtError(f"option consumerId: {exc}") from None
+                raise InvalidOptionError(f"option consumerId: {exc}") from None
         self._init_state()
 
     def _init_state(self) -> None:

@@ -142,8 +142,8 @@ def test_compact_is_skipped_overwrite_fails_unless_skip_change_commits(tmp_path:
 
     skipping = reader(table, startingSnapshot=1, skipChangeCommits="true")
     assert drain(skipping, end) == [after]  # the overwrite's row is not read
-    with pytest.raises(lakefmt.LakefmtError, match=r"option skipChangeCommits: 'yes' is not true or false"):
-        reader(table, skipChangeCommits="yes")
+    with pytest.raises(lakefmt.LakefmtError, match=r"option skipChangeCommits: 'maybe' is not a boolean"):
+        reader(table, skipChangeCommits="maybe")
 
 
 def test_starting_snapshot_and_timestamp(tmp_path: Path) -> None:
@@ -176,6 +176,11 @@ def test_starting_snapshot_and_timestamp(tmp_path: Path) -> None:
         ),
         "startingSnapshot=0": ({"startingSnapshot": "0"}, "option startingSnapshot: '0' is not a snapshot id"),
         "startingSnapshot=x": ({"startingSnapshot": "x"}, "option startingSnapshot: 'x' is not a snapshot id"),
+        "typo": (
+            {"maxFilesPerTriger": "1"},
+            "unknown option 'maxfilespertriger' for a lakefmt streaming read (did you mean maxFilesPerTrigger?)",
+        ),
+        "batch option": ({"snapshotId": "1"}, "option snapshotId is not an option of a lakefmt streaming read"),
         "both": ({"startingSnapshot": "1", "startingTimestamp": "0"}, "give one, not both"),
         "maxFilesPerTrigger=0": ({"maxFilesPerTrigger": "0"}, "option maxFilesPerTrigger: '0' is not a positive"),
         "maxBytesPerTrigger=lots": ({"maxBytesPerTrigger": "lots"}, "option maxBytesPerTrigger: 'lots' is not a size"),
