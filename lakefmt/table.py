@@ -343,6 +343,11 @@ class Table:
         sync = self.table_schema().table_options.fsync
         cons.write_consumer(self.io, Consumer(consumer_id, next_snapshot, now_ms), sync=sync)
 
+    def consumer(self, consumer_id: str) -> Consumer | None:
+        """One consumer's record (one read), or None if the table has none for ``consumer_id``;
+        :class:`CorruptMetadataError` if its file cannot be read. Other consumers' files are not read."""
+        return cons.read_consumer(self.io, consumer_id)
+
     def consumers(self) -> list[Consumer]:
         """Every recorded consumer, by id (expired ones too: see ``consumer.expiration-time``).
         :class:`CorruptMetadataError` names any consumer file that cannot be read."""

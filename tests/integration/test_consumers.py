@@ -63,6 +63,7 @@ def test_record_move_list_and_delete_consumers(store: Any) -> None:
     t.set_consumer("silver", 1)  # a stream restarted from an older checkpoint may move back
     assert other.consumers()[1].next_snapshot == 1
 
+    assert other.consumer("silver") == other.consumers()[1] and other.consumer("nobody") is None
     other.delete_consumer("silver")
     assert [c.consumer_id for c in t.consumers()] == ["gold"]
     with pytest.raises(lakefmt.ConsumerNotFoundError, match=r"no consumer 'silver' \(its consumers: gold\)"):
@@ -210,6 +211,9 @@ def test_an_unreadable_record_stops_expiration_with_a_clear_error(local_store: A
     assert file_listing(t.io) == before  # nothing deleted: not even the stale consumer's record
     with pytest.raises(CorruptMetadataError, match="consumer-bad"):
         t.consumers()
+    assert t.consumer("fine") is not None  # one consumer's record does not depend on the others'
+    with pytest.raises(CorruptMetadataError, match="consumer-bad"):
+        t.consumer("bad")
     t.append(pa.table({"id": [99]}))  # commits go on
     t.delete_consumer("bad")  # the way out the error names
     assert t.expire_snapshots(retain_max=1).expired_snapshots == [1]  # "fine" holds from 2
