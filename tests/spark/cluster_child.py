@@ -67,11 +67,17 @@ def snapshots(uri: str, storage: dict[str, str]) -> list[dict[str, Any]]:
     return [{"id": s.id, "kind": str(s.commit_kind.name), "identifier": s.commit_identifier} for s in table.snapshots()]
 
 
+def progress(query: Any) -> list[dict[str, Any]]:
+    """Each micro-batch: its id, input rows and Spark's durations (ms)."""
+    return [{"batch": p["batchId"], "rows": p["numInputRows"], **p["durationMs"]} for p in query.recentProgress]
+
+
 def scenario_batch(spark: Any, cfg: dict[str, Any], opts: dict[str, str]) -> dict[str, Any]:
     """1. A batch write of four tasks and a read back."""
     df = spark.range(0, cfg["batch_rows"], 1, 4).selectExpr(
         "id", "cast(id % 3 as int) as part", "concat('row-', cast(id as string)) as payload"
     )
+    t0 = time.monotonic()
     (
         df.write.format("lakefmt")
         .mode("append")
@@ -80,9 +86,10 @@ def scenario_batch(spark: Any, cfg: dict[str, Any], opts: dict[str, str]) -> dic
         .option("partitionBy", "part")
         .save(cfg["batch_table"])
     )
+    t1 = time.monotonic()
     back = spark.read.format("lakefmt").options(**opts).load(cfg["batch_table"])
     rows = sorted((r.id, r.part, r.payload) for r in back.collect())
-    return {"read": rows}
+    return {"read": rows, "write_s": round(t1 - t0, 1), "read_s": round(time.monotonic() - t1, 1)}
 
 
 def _kill_held(spark: Any, cfg: dict[str, Any], query: Any, batch: int) -> dict[str, Any]:
@@ -141,10 +148,6 @@ def scenario_kill(spark: Any, cfg: dict[str, Any], opts: dict[str, str]) -> dict
     kills = [_kill_held(spark, cfg, query, batch) for batch in cfg["hold_batches"]]
     finished = query.awaitTermination(QUERY_TIMEOUT_S)
     error = query.exception()
-    progress = [
-        {"batch": p["batchId"], "rows": p["numInputRows"], "ms": p["durationMs"].get("triggerExecution")}
-        for p in query.recentProgress
-    ]
     # Did the master start new executors in place of the dead ones? (Wait a little for the last one.)
     wait = time.monotonic() + 30
     while True:
@@ -156,10 +159,41 @@ def scenario_kill(spark: Any, cfg: dict[str, Any], opts: dict[str, str]) -> dict
         "kills": kills,
         "finished": bool(finished),
         "error": None if error is None else str(error)[:2000],
-        "progress": progress,
+        "progress": progress(query),
         "executors_before": {str(k): v for k, v in before.items()},
         "executors_after": {str(k): v for k, v in after.items()},
         "registered_executors": spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1,
+    }
+
+
+def scenario_source(spark: Any, cfg: dict[str, Any], opts: dict[str, str]) -> dict[str, Any]:
+    """3. The streaming source: the sink table of scenario 2, read as a stream from its first snapshot (one
+    snapshot per micro-batch) with a consumer id, filtered and transformed into a third table."""
+    stream = (
+        spark.readStream.format("lakefmt")
+        .options(**opts)
+        .option("startingSnapshot", "1")
+        .option("maxFilesPerTrigger", cfg["source_files_per_trigger"])
+        .option("consumerId", cfg["consumer_id"])
+        .load(cfg["sink_table"])
+    )
+    query = (
+        stream.where("id % 3 != 0")
+        .selectExpr("id", "part", "upper(payload) AS payload")
+        .writeStream.format("lakefmt")
+        .options(**opts)
+        .option("checkpointLocation", cfg["source_checkpoint"])
+        .option("createTable", "true")
+        .option("partitionBy", "part")
+        .trigger(availableNow=True)
+        .start(cfg["source_table"])
+    )
+    finished = query.awaitTermination(QUERY_TIMEOUT_S)
+    error = query.exception()
+    return {
+        "finished": bool(finished),
+        "error": None if error is None else str(error)[:2000],
+        "progress": progress(query),
     }
 
 
@@ -204,6 +238,7 @@ def main() -> int:
     scenarios: list[tuple[str, Callable[[Any, dict[str, Any], dict[str, str]], dict[str, Any]]]] = [
         ("batch", scenario_batch),
         ("kill", scenario_kill),
+        ("source", scenario_source),
     ]
     rc = 0
     for name, run in scenarios:

@@ -11,7 +11,9 @@ child process (tests/spark/cluster_child.py) that starts the cluster once and ru
    micro-batch 1 right after it wrote its data files and manifest, and the driver kills that task's executor
    while the task runs. Spark retries the task on a live executor; every input row is in the table exactly
    once, only the successful attempts' files are referenced, and orphan-clean with age 0 removes exactly the
-   dead attempt's files.
+   dead attempt's files;
+3. the streaming source: the table of 2 read as a stream from its first snapshot with a consumer id, filtered
+   and transformed into a third table, its read tasks on the executors.
 
 No process of the cluster sees AWS credentials in its environment: the jobs pass endpoint and keys as
 ``storage.*`` options, which travel with the data source to every Python worker. The probe also records which
@@ -146,6 +148,10 @@ def test_local_cluster_on_s3(tmp_path: Path, moto_server: dict[str, Any]) -> Non
         "batch_table": f"{base}/batch",
         "batch_rows": BATCH_ROWS,
         "sink_table": f"{base}/sink",
+        "source_table": f"{base}/silver",
+        "source_checkpoint": str(work / "checkpoint-source"),
+        "source_files_per_trigger": 2 * FILES_PER_BATCH,  # a snapshot of the sink: two tasks' two partitions
+        "consumer_id": "cluster-silver",
         "input_dir": str(work / "input"),
         "checkpoint": str(work / "checkpoint"),
         "probe_dir": str(probe_dir),
@@ -191,7 +197,7 @@ def test_local_cluster_on_s3(tmp_path: Path, moto_server: dict[str, Any]) -> Non
     finally:
         _kill_all(proc, tag)
     results = json.loads((work / "results.json").read_text()) if (work / "results.json").exists() else {}
-    for name in ("batch", "kill"):
+    for name in ("batch", "kill", "source"):
         assert "exception" not in results.get(name, {}), f"{name}:\n{results[name]['exception']}\n{_tail(log)}"
     assert rc == 0, f"the cluster's driver failed with exit code {rc}:\n{_tail(log)}"
 
@@ -270,6 +276,20 @@ def test_local_cluster_on_s3(tmp_path: Path, moto_server: dict[str, Any]) -> Non
     refs = referenced_files(MetaStore(sink.io))
     assert on_store == {p for p in refs if sink.io.exists(p)}, sorted(on_store ^ refs)
     assert _rows(sink.to_arrow()) == _rows(expected_stream)
+
+    # -- 3. the streaming source ------------------------------------------------------------------------------
+    source = results["source"]
+    assert source["finished"] and source["error"] is None, source
+    assert [p["rows"] for p in source["progress"]] == [ROWS_PER_FILE * FILES_PER_BATCH] * BATCHES, source
+    silver = lakefmt.open_table(cfg["source_table"], storage_options=storage)
+    expected_silver = [(i, p, s.upper()) for i, p, s in _rows(expected_stream) if i % 3 != 0]
+    assert _rows(silver.to_arrow()) == expected_silver
+    assert [s.commit_identifier for s in silver.snapshots()] == list(range(BATCHES))
+    stream_reads = [r for r in reads if r["reader"] == "StreamReader"]
+    assert sum(r["rows"] for r in stream_reads) == expected_stream.num_rows, stream_reads
+    assert all(r["executor"] != "driver" for r in stream_reads), stream_reads
+    consumers = {c.consumer_id: c.next_snapshot for c in sink.consumers()}
+    assert consumers == {cfg["consumer_id"]: BATCHES + 1}, consumers
 
     timings = results["timings"]
     print(
