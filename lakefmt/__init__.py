@@ -18,6 +18,7 @@ from lakefmt.errors import (
     CorruptMetadataError,
     InvalidCommitError,
     InvalidConsumerIdError,
+    InvalidLocationError,
     InvalidOptionError,
     InvalidPartitionError,
     InvalidPredicateError,
@@ -36,6 +37,7 @@ from lakefmt.errors import (
     UnsupportedFormatVersionError,
     UnsupportedTypeError,
 )
+from lakefmt.io.paths import normalize_uri
 from lakefmt.read.scan import FileTask, ReadTask, Scan
 from lakefmt.spec import FORMAT_VERSION, CommitKind, CommitMessage, Consumer, Snapshot, TableSchema
 from lakefmt.spec.scope import OverwriteScope
@@ -61,6 +63,7 @@ __all__ = [
     "FileTask",
     "InvalidCommitError",
     "InvalidConsumerIdError",
+    "InvalidLocationError",
     "InvalidOptionError",
     "InvalidPartitionError",
     "InvalidPredicateError",
@@ -86,5 +89,6 @@ __all__ = [
     "UnsupportedFormatVersionError",
     "UnsupportedTypeError",
     "create_table",
+    "normalize_uri",
     "open_table",
 ]

@@ -20,6 +20,7 @@ __all__ = [
     "CorruptMetadataError",
     "InvalidCommitError",
     "InvalidConsumerIdError",
+    "InvalidLocationError",
     "InvalidOptionError",
     "InvalidPartitionError",
     "InvalidPredicateError",
@@ -46,6 +47,11 @@ class LakefmtError(Exception):
 
 class NotATableError(LakefmtError):
     """The location holds no lakefmt table (no schema file)."""
+
+
+class InvalidLocationError(LakefmtError, ValueError):
+    """A table location that can name no table: empty, a ``file://`` URI naming another host, or a scheme
+    written with one slash (``s3:/bucket``)."""
 
 
 class TableAlreadyExistsError(LakefmtError):

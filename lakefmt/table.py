@@ -20,7 +20,7 @@ from lakefmt.errors import (
     LocationNotEmptyError,
     TableAlreadyExistsError,
 )
-from lakefmt.io import FileIO, LocalFileIO, file_io_for
+from lakefmt.io import FileIO, file_io_for
 from lakefmt.io.paths import is_temp_of
 from lakefmt.maintenance import MaintenanceReport, Progress, expire_snapshots, remove_orphan_files
 from lakefmt.meta import consumers as cons
@@ -68,7 +68,7 @@ def create_table(
     store = MetaStore(io)
     if store.schema_ids():
         raise TableAlreadyExistsError(f"a lakefmt table already exists at {uri}")
-    outer = _enclosing_table(uri, dict(storage_options or {}))
+    outer = _enclosing_table(io.uri, dict(storage_options or {}))
     if outer is not None:
         raise LocationNotEmptyError(
             f"{uri} is inside the lakefmt table at {outer}, whose maintenance owns every file under its root "
@@ -376,9 +376,10 @@ class Table:
 
 
 def _enclosing_table(uri: str, storage_options: dict[str, Any]) -> str | None:
-    """The URI of a table whose root holds ``uri`` (a folder above it with a ``schema/schema-<n>``), if any."""
-    if "://" not in uri or uri.startswith("file://"):
-        path = LocalFileIO(uri).root
+    """The URI of a table whose root holds ``uri`` (a folder above it with a ``schema/schema-<n>``), if any.
+    ``uri`` is normalized (:func:`~lakefmt.io.paths.normalize_uri`): a local table is an absolute path."""
+    if "://" not in uri:
+        path = uri
         ancestors = []
         while (parent := os.path.dirname(path)) != path:
             ancestors.append(parent)

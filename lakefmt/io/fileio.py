@@ -33,7 +33,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from lakefmt.errors import CommitStateUnknownError, NotATableError, PathOutsideTableError
-from lakefmt.io.paths import check_relative, temp_name
+from lakefmt.io.paths import check_relative, normalize_uri, temp_name
 from lakefmt.retry import backoff
 
 __all__ = ["FileIO", "FileInfo", "FsspecFileIO", "LocalFileIO", "MemoryFileIO", "S3FileIO", "file_io_for"]
@@ -92,7 +92,7 @@ class FileIO(abc.ABC):
     ASYNC_PUTS = True
 
     def __init__(self, uri: str, storage_options: dict[str, Any] | None = None) -> None:
-        self.uri = uri.rstrip("/") if uri not in ("/",) else uri
+        self.uri = normalize_uri(uri)  # one spelling per location: file:/x, file:///x and /x are one table
         self._storage_options = dict(storage_options or {})
         self._fs: fsspec.AbstractFileSystem | None = None
         self.root = self._root_path()
@@ -294,14 +294,7 @@ class LocalFileIO(FileIO):
         return fsspec.filesystem("file")
 
     def _root_path(self) -> str:
-        # a bare path, file:///abs, file://localhost/abs, or Spark's file:/abs: one table, one root
-        uri = self.uri
-        if uri.startswith("file://"):
-            uri = uri[len("file://") :]
-            uri = uri[len("localhost") :] if uri.startswith("localhost/") else uri
-        elif uri.startswith("file:"):
-            uri = uri[len("file:") :]
-        return os.path.abspath(os.path.expanduser(uri))
+        return self.uri  # normalized: an absolute path, however the location was written
 
     def read(self, rel: str) -> bytes:
         with open(self.full_path(rel), "rb") as f:
@@ -505,7 +498,8 @@ class FsspecFileIO(FileIO):
 def file_io_for(uri: str, storage_options: dict[str, Any] | None = None) -> FileIO:
     """The FileIO backend for ``uri``: a plain path or ``file://`` (local), ``memory://``, ``s3://``/``s3a://``,
     or any other fsspec protocol (generic; its publish is not atomic, so one committer per table)."""
-    if "://" not in uri or uri.startswith("file:"):
+    uri = normalize_uri(uri)
+    if "://" not in uri:  # a local table: normalized to an absolute path
         return LocalFileIO(uri, storage_options)
     scheme = uri.split("://", 1)[0].lower()
     if scheme == "memory":

@@ -1,16 +1,17 @@
-"""Path rules shared by every backend and every layer above: nothing may resolve outside the root, and the
-names of temporary files. One rule, in a scalar form (a path a caller gives) and a vectorised form (a column
-of paths read from metadata)."""
+"""Path rules shared by every backend and every layer above: the one spelling of a table location
+(:func:`normalize_uri`), nothing may resolve outside the root, and the names of temporary files. One rule, in a
+scalar form (a path a caller gives) and a vectorised form (a column of paths read from metadata)."""
 
 from __future__ import annotations
 
+import os
 import re
 import uuid
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakefmt.errors import PathOutsideTableError
+from lakefmt.errors import InvalidLocationError, PathOutsideTableError
 
 __all__ = [
     "BAD_RELATIVE_PATH",
@@ -20,8 +21,48 @@ __all__ = [
     "check_relative_paths",
     "is_temp",
     "is_temp_of",
+    "normalize_uri",
     "temp_name",
 ]
+
+#: ``scheme:`` at the start of a URI (two characters at least, so that a drive letter is never a scheme)
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+):")
+
+
+def normalize_uri(uri: str) -> str:
+    """The one spelling of a table location, so that every way of writing a location names one table.
+
+    A local table becomes an absolute path without a trailing slash, whether it was written as a plain path
+    (absolute, relative to the working folder, or starting with ``~``), as ``file:/abs`` (how Spark hands over a
+    SQL ``LOCATION``), ``file:///abs`` or ``file://localhost/abs``. Any other URI (``s3://``, ``s3a://``,
+    ``memory://``, ...) is returned unchanged but for trailing slashes. Percent escapes are left as they are
+    (Spark hands over decoded paths). Raises :class:`InvalidLocationError` for an empty location, a ``file://``
+    URI naming another host, or a scheme followed by a single slash (``s3:/bucket``).
+    """
+    if not isinstance(uri, str) or not uri.strip():
+        raise InvalidLocationError(f"the table location {uri!r} is empty")
+    match = _SCHEME.match(uri)
+    if match is None:
+        path = uri
+    elif match.group(1).lower() == "file":
+        path = uri[match.end() :]
+        if path.startswith("//"):
+            host, slash, rest = path[2:].partition("/")
+            if host.lower() not in ("", "localhost"):
+                raise InvalidLocationError(
+                    f"{uri!r} names the host {host!r}: a file: location is on this machine "
+                    "(file:///path, file:/path or a plain path)"
+                )
+            path = slash + rest
+        if not path:
+            raise InvalidLocationError(f"{uri!r} names no folder")
+    else:
+        scheme, rest = match.group(1), uri[match.end() :]
+        if not rest.startswith("//"):
+            raise InvalidLocationError(f"{uri!r} is not a location lakefmt can open; write {scheme}://{rest.lstrip('/')}")
+        return f"{scheme}://{rest[2:].rstrip('/')}"
+    path = os.path.abspath(os.path.expanduser(path))
+    return "/" + path.lstrip("/")  # POSIX keeps a leading '//' apart from '/': one table, one spelling
 
 #: a relative path is clean unless this matches: absolute, a ``.`` or ``..`` component, an empty component
 #: (``//``, a trailing ``/``), a backslash, a URL scheme, a NUL, or empty. A clean path joined to the root
