@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import lakefmt
-from lakefmt.options import InvalidOptionError, parse_size
+from lakefmt.options import InvalidOptionError, UnknownOptionError, parse_size
 from lakefmt.read.scan import parse_as_of
 
 __all__ = [
@@ -222,16 +222,16 @@ def spelling(key: str) -> str:
     return _SPARK_BY_KEY.get(low, key)
 
 
-def _unknown(key: str, use: Use) -> InvalidOptionError:
+def _unknown(key: str, use: Use) -> UnknownOptionError:
     names = valid_names(use)
     elsewhere = [o.name for o in OPTIONS if o.name.lower() == key.lower() and use not in o.uses]
     if elsewhere:
         opt = _BY_KEY[key.lower()]
         where = ", ".join(_DESCRIBED[u] for u in _USES if u in opt.uses)
-        return InvalidOptionError(f"option {opt.name} is not an option of {_DESCRIBED[use]} (it is for {where})")
+        return UnknownOptionError(f"option {opt.name} is not an option of {_DESCRIBED[use]} (it is for {where})")
     close = difflib.get_close_matches(key.lower(), [n.lower() for n in names], n=1, cutoff=0.6)
     hint = f" (did you mean {spelling(close[0])}?)" if close else ""
-    return InvalidOptionError(
+    return UnknownOptionError(
         f"unknown option {key!r} for {_DESCRIBED[use]}{hint}. Valid options: {', '.join(names)}; "
         f"Spark's own: {', '.join(SPARK_OPTIONS)}; and storage.<key> for the storage (fsspec/s3fs)"
     )
@@ -264,8 +264,9 @@ class Options:
 def parse_options(options: Mapping[str, str], use: Use) -> Options:
     """Check every key of ``options`` (as Spark hands them: any case) for ``use`` and parse its value.
 
-    Raises :class:`InvalidOptionError` for an unknown key (naming it, the closest valid one and every valid one),
-    a bad value (naming the option and the value) or an option given twice under two spellings with two values."""
+    Raises :class:`UnknownOptionError` for an unknown key (naming it, the closest valid one and every valid
+    one), :class:`InvalidOptionError` for a bad value (naming the option and the value) or for an option given
+    twice under two spellings with two values."""
     values: dict[str, Any] = {}
     spelled: dict[str, str] = {}
     for key, raw in options.items():

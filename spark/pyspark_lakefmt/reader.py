@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -24,9 +24,8 @@ from pyspark.sql.datasource import (
 )
 
 import lakefmt
-from lakefmt.read.scan import parse_as_of
 
-from .options import TableRef
+from .options import Options, TableRef
 
 __all__ = ["READ_SPLIT_BYTES", "PushdownReader", "Reader", "read_files"]
 
@@ -70,11 +69,10 @@ def _to_expression(f: Filter) -> pc.Expression | None:
 
 
 class Reader(DataSourceReader):
-    def __init__(self, ref: TableRef, options: Mapping[str, str]) -> None:
+    def __init__(self, ref: TableRef, options: Options) -> None:
         self.ref = ref
-        self.snapshot_id = int(options["snapshotid"]) if options.get("snapshotid") else None
-        as_of = options.get("asof")
-        self.as_of = parse_as_of(as_of) if as_of else None
+        self.snapshot_id: int | None = options.get("snapshotId")  # or its Delta spelling, versionAsOf
+        self.as_of: int | None = options.get("asOf")  # or timestampAsOf; epoch milliseconds
         self.filter: pc.Expression | None = None
 
     def _scan(self) -> lakefmt.Scan:

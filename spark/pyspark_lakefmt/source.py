@@ -6,12 +6,10 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStrea
 from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructType
 
-import lakefmt
-
-from .options import TableRef, flag, pairs
+from .options import TableRef, parse_options
 from .reader import PushdownReader, Reader
 from .stream_reader import StreamReader
-from .writer import BatchWriter, StreamWriter, commit_user, table_for_write
+from .writer import BatchWriter, StreamWriter, commit_user, overwrite_from_options, table_for_write
 
 __all__ = ["LakefmtDataSource"]
 
@@ -28,22 +26,23 @@ class LakefmtDataSource(DataSource):
         return from_arrow_schema(table.schema())
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        cls = PushdownReader if flag(self.options, "pushFilters") else Reader
-        return cls(TableRef.from_options(self.options), self.options)
+        options = parse_options(self.options, "read")
+        cls = PushdownReader if options.get("pushFilters") else Reader
+        return cls(TableRef.from_options(self.options), options)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        parse_options(self.options, "stream-read")  # an unknown option or a bad value: an error naming it
         return StreamReader(TableRef.from_options(self.options), self.options)
 
     def writer(self, schema: StructType, overwrite: bool) -> BatchWriter:
+        options = parse_options(self.options, "write")
         ref = TableRef.from_options(self.options)
-        table_for_write(ref, schema, self.options)
-        partition = pairs(str(self.options.get("overwritePartition", "")), "overwritePartition") or None
-        if partition and not overwrite:
-            raise lakefmt.LakefmtError("option overwritePartition needs .mode('overwrite')")
-        return BatchWriter(ref, overwrite, partition)
+        table = table_for_write(ref, schema, options)
+        return BatchWriter(ref, overwrite_from_options(table, options, overwrite))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> StreamWriter:
+        options = parse_options(self.options, "stream-write")
         ref = TableRef.from_options(self.options)
         user = commit_user(self.options)  # first: a stream refused for want of one creates no table
-        table_for_write(ref, schema, self.options)
+        table_for_write(ref, schema, options)
         return StreamWriter(ref, user, complete=overwrite)

@@ -16,10 +16,20 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
 import lakefmt
+from lakefmt.options import TableOptions
 
-from .options import TableRef, flag, pairs
+from .options import Options, TableRef
 
-__all__ = ["BatchWriter", "LakefmtCommitMessage", "StreamWriter", "commit_user", "table_for_write"]
+__all__ = [
+    "BatchWriter",
+    "LakefmtCommitMessage",
+    "Overwrite",
+    "StreamWriter",
+    "commit_user",
+    "overwrite_from_options",
+    "overwrite_scope",
+    "table_for_write",
+]
 
 
 def _normalize(schema: pa.Schema) -> pa.Schema:
@@ -41,32 +51,119 @@ def _normalize(schema: pa.Schema) -> pa.Schema:
     return pa.schema([f.with_type(fix(f.type)) for f in schema])
 
 
-def table_for_write(ref: TableRef, spark_schema: StructType, options: Mapping[str, str]) -> lakefmt.Table:
+def table_for_write(ref: TableRef, spark_schema: StructType, options: Options) -> lakefmt.Table:
     """Open the target table (or create it when asked) and check the incoming schema against it, on the
-    driver, before any task runs: a mismatch fails the job with the columns named and commits nothing."""
+    driver, before any task runs: a mismatch fails the job with the columns named and commits nothing.
+
+    ``partitionBy`` and ``tableOptions`` apply when ``createTable`` creates the table; given for a table that
+    exists, they must match it (a job that changed them would otherwise silently keep the old layout)."""
     incoming = _normalize(to_arrow_schema(spark_schema, timezone="UTC"))
+    partition_by: list[str] = options.get("partitionBy", [])
+    table_options: dict[str, str] = options.get("tableOptions", {})
+    try:
+        TableOptions.check_keys(table_options)
+    except lakefmt.InvalidOptionError as exc:
+        raise type(exc)(f"option tableOptions: {exc}") from None
     try:
         table = ref.open()
     except lakefmt.NotATableError:
-        if not flag(options, "createTable"):
+        if not options.get("createTable"):
             raise lakefmt.NotATableError(
                 f"{ref.path} is not a lakefmt table; create it first, or set .option('createTable', 'true') "
                 "to create it from the data's schema"
             ) from None
-        partition_by = [p.strip() for p in str(options.get("partitionBy", "")).split(",") if p.strip()]
-        table_options = pairs(str(options.get("tableOptions", "")), "tableOptions")
         try:
-            table = lakefmt.create_table(
-                ref.path,
-                incoming,
-                partition_by=partition_by,
-                options=table_options,
-                storage_options=ref.storage_options,
-            )
+            return _create(ref, incoming, partition_by, table_options)
         except lakefmt.TableAlreadyExistsError:
-            table = ref.open()  # created concurrently: use it
+            table = ref.open()  # created concurrently: use it, if it is the same
+    _check_layout(table, options)
     lakefmt.TableWriter.check_schema(incoming, table.schema())
     return table
+
+
+def _create(ref: TableRef, schema: pa.Schema, partition_by: list[str], options: dict[str, str]) -> lakefmt.Table:
+    try:
+        return lakefmt.create_table(
+            ref.path, schema, partition_by=partition_by, options=options, storage_options=ref.storage_options
+        )
+    except lakefmt.InvalidOptionError as exc:
+        raise type(exc)(f"option tableOptions: {exc}") from None
+
+
+def _check_layout(table: lakefmt.Table, options: Options) -> None:
+    """``partitionBy`` / ``tableOptions`` given for an existing table: they must be what the table has."""
+    if "partitionBy" in options and list(options.get("partitionBy")) != list(table.partition_keys):
+        raise lakefmt.InvalidOptionError(
+            f"option partitionBy: {','.join(options.get('partitionBy')) or 'nothing'} differs from the existing "
+            f"table's partition keys ({','.join(table.partition_keys) or 'none'}); partitionBy applies only when "
+            "createTable creates the table: leave it out, or match the table"
+        )
+    stored = table.options
+    differ = {k: v for k, v in options.get("tableOptions", {}).items() if stored.get(k) != v}
+    if differ:
+        shown = ", ".join(f"{k}={v} (the table has {stored.get(k, 'no value')})" for k, v in differ.items())
+        raise lakefmt.InvalidOptionError(
+            f"option tableOptions: {shown}; tableOptions apply only when createTable creates the table: leave "
+            "them out, or match the table"
+        )
+
+
+@dataclass(frozen=True)
+class Overwrite:
+    """What a batch overwrite replaces: the committer's arguments (``partition``, ``where``, ``dynamic``; none:
+    the whole table) and their :class:`lakefmt.OverwriteScope`, bound on the driver, which every task checks its
+    rows with before it writes them."""
+
+    scope: lakefmt.OverwriteScope
+    partition: dict[str, str] | None = None
+    where: str | None = None
+    dynamic: bool = False
+
+    def commit(self, committer: lakefmt.Committer, messages: list[lakefmt.CommitMessage], identifier: int) -> None:
+        committer.overwrite(
+            messages, identifier, partition=self.partition, where=self.where, dynamic=self.dynamic
+        )
+
+
+def overwrite_scope(
+    table: lakefmt.Table,
+    *,
+    partition: Mapping[str, str] | None = None,
+    where: str | None = None,
+    dynamic: bool = False,
+    option: str | None = None,
+) -> Overwrite:
+    """The connector's one entry for an overwrite of ``table``: the whole table (nothing given), a partition, the
+    partitions matching ``where`` (a predicate on partition columns) or the partitions written (``dynamic``).
+    Checked now, on the driver: an error names ``option`` (the option or clause the scope came from)."""
+    try:
+        scope = table.overwrite_scope(partition=partition, where=where, dynamic=dynamic)
+    except (lakefmt.InvalidPartitionError, lakefmt.InvalidPredicateError) as exc:
+        raise type(exc)(f"option {option}: {exc}" if option else str(exc)) from None
+    return Overwrite(scope, dict(partition) if partition else None, where, dynamic)
+
+
+def overwrite_from_options(table: lakefmt.Table, options: Options, overwrite: bool) -> Overwrite | None:
+    """A batch write's overwrite (None: an append) from ``.mode(...)`` and the options ``overwritePartition``,
+    ``replaceWhere`` and ``partitionOverwriteMode``; at most one of those, and only with ``.mode('overwrite')``."""
+    dynamic = options.get("partitionOverwriteMode") == "dynamic"
+    given = [n for n in ("overwritePartition", "replaceWhere") if n in options]
+    given += ["partitionOverwriteMode"] if dynamic else []
+    if not overwrite:
+        if given:
+            raise lakefmt.InvalidOptionError(
+                f"option {options.spelled(given[0])} needs .mode('overwrite') (this write appends)"
+            )
+        return None
+    if len(given) > 1:
+        raise lakefmt.InvalidOptionError(
+            f"options {' and '.join(options.spelled(n) for n in given)} are two overwrite scopes; give one"
+        )
+    if "overwritePartition" in options:
+        return overwrite_scope(table, partition=options.get("overwritePartition"), option="overwritePartition")
+    if "replaceWhere" in options:
+        return overwrite_scope(table, where=options.get("replaceWhere"), option=options.spelled("replaceWhere"))
+    return overwrite_scope(table, dynamic=dynamic)
 
 
 @dataclass
@@ -76,11 +173,17 @@ class LakefmtCommitMessage(WriterCommitMessage):
     message: lakefmt.CommitMessage
 
 
-def _write_task(ref: TableRef, iterator: Iterator[pa.RecordBatch]) -> LakefmtCommitMessage:
+def _write_task(
+    ref: TableRef, iterator: Iterator[pa.RecordBatch], scope: lakefmt.OverwriteScope | None = None
+) -> LakefmtCommitMessage:
+    """One task: each batch is checked against the overwrite's scope before it reaches the writer, so a row
+    outside it fails the task before its file is written; a failing task deletes what it wrote."""
     table = ref.open()
     writer = table.new_writer()
     with writer:
         for batch in iterator:
+            if scope is not None:
+                scope.check_rows(batch)
             writer.write(batch)
         return LakefmtCommitMessage(writer.prepare_commit())
 
@@ -90,19 +193,20 @@ def _messages(messages: Sequence[WriterCommitMessage | None]) -> list[lakefmt.Co
 
 
 class BatchWriter(DataSourceArrowWriter):
-    def __init__(self, ref: TableRef, overwrite: bool, partition: dict[str, str] | None) -> None:
+    """A batch write: an append, or an overwrite of the scope of ``overwrite``, in one snapshot."""
+
+    def __init__(self, ref: TableRef, overwrite: Overwrite | None) -> None:
         self.ref = ref
         self.overwrite = overwrite
-        self.partition = partition
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> LakefmtCommitMessage:
-        return _write_task(self.ref, iterator)
+        return _write_task(self.ref, iterator, self.overwrite.scope if self.overwrite else None)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         table = self.ref.open()
         committer = table.new_committer()  # a one-off write: a fresh commit user, never replayed
-        if self.overwrite:
-            committer.overwrite(_messages(messages), identifier=0, partition=self.partition)
+        if self.overwrite is not None:
+            self.overwrite.commit(committer, _messages(messages), identifier=0)
         else:
             committer.commit(_messages(messages), identifier=0)
 
