@@ -162,7 +162,6 @@ def scenario_kill(spark: Any, cfg: dict[str, Any], opts: dict[str, str]) -> dict
         "progress": progress(query),
         "executors_before": {str(k): v for k, v in before.items()},
         "executors_after": {str(k): v for k, v in after.items()},
-        "registered_executors": spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1,
     }
 
 

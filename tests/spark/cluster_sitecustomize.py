@@ -92,7 +92,11 @@ def _append(name: str, record: dict[str, Any]) -> None:
 
 
 def _role() -> str:
-    return sys.argv[-1] if len(sys.argv) > 1 else sys.argv[0]
+    """The pyspark module the process runs: ``pyspark.daemon <module>`` forks workers; a few run as scripts."""
+    arg = sys.argv[-1] if len(sys.argv) > 1 else sys.argv[0]
+    if arg.endswith(".py") and "pyspark.zip/" in arg:
+        arg = arg.split("pyspark.zip/", 1)[1][: -len(".py")].replace("/", ".")
+    return arg
 
 
 def _patch_writer(module: Any) -> None:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import resource
 import shutil
 import signal
 import subprocess
@@ -180,6 +181,7 @@ def test_local_cluster_on_s3(tmp_path: Path, moto_server: dict[str, Any]) -> Non
         }
     )
     log = work / "child.log"
+    cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     with open(log, "wb") as out:
         proc = subprocess.Popen(
             [sys.executable, str(HERE / "cluster_child.py"), str(work / "config.json")],
@@ -196,6 +198,8 @@ def test_local_cluster_on_s3(tmp_path: Path, moto_server: dict[str, Any]) -> Non
         raise AssertionError(f"the cluster run hung:\n{_tail(log)}") from None
     finally:
         _kill_all(proc, tag)
+    cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)  # the cluster's processes, as their parents reaped them
+    cpu_s = cpu1.ru_utime + cpu1.ru_stime - cpu0.ru_utime - cpu0.ru_stime
     results = json.loads((work / "results.json").read_text()) if (work / "results.json").exists() else {}
     for name in ("batch", "kill", "source"):
         assert "exception" not in results.get(name, {}), f"{name}:\n{results[name]['exception']}\n{_tail(log)}"
@@ -211,9 +215,11 @@ def test_local_cluster_on_s3(tmp_path: Path, moto_server: dict[str, Any]) -> Non
     on_driver = [p for p in processes if p["executor"] == "driver"]
     driver_side = {p["role"] for p in on_driver}
     executor_side = [p for p in processes if p["executor"] != "driver"]
-    assert {"pyspark.sql.worker.commit_data_source_write", "pyspark.sql.worker.python_streaming_sink_runner"} <= (
-        driver_side
-    ), driver_side
+    assert {
+        "pyspark.sql.worker.commit_data_source_write",
+        "pyspark.sql.worker.python_streaming_sink_runner",
+        "pyspark.sql.streaming.python_streaming_source_runner",
+    } <= driver_side, driver_side
     assert executor_side and {p["role"] for p in executor_side} == {"pyspark.worker"}, executor_side
     assert all(p["executor_env"] is None for p in on_driver), on_driver
     assert all(p["executor_env"] for p in executor_side), executor_side
@@ -293,10 +299,11 @@ def test_local_cluster_on_s3(tmp_path: Path, moto_server: dict[str, Any]) -> Non
 
     timings = results["timings"]
     print(
-        f"local-cluster: {timings} in {time.monotonic() - began:.0f}s; executors at start "
+        f"local-cluster: {timings} in {time.monotonic() - began:.0f}s, {cpu_s:.0f} CPU-s; executors at start "
         f"{results['executors_at_start']}, after the kills {kill['executors_after']}; "
         f"{len(sink_attempts)} write attempts for {BATCHES} micro-batches, {len(dead_files)} orphans removed "
         f"({sum(1 for f in dead_files if not f.startswith('manifest/'))} data files); "
-        f"kills: {[(k['held']['executor'], k['victim_gone_after_s']) for k in kill['kills']]}; "
-        f"progress {kill['progress']}"
+        f"killed executors {[k['held']['executor'] for k in kill['kills']]}; stream reads on executors "
+        f"{[r['executor'] for r in stream_reads]}; sink progress {kill['progress']}; source progress "
+        f"{source['progress']}"
     )
