@@ -96,10 +96,6 @@ class Position:
     def unit_done(self) -> Position:
         return Position(self.snapshot + 1)
 
-    def describe(self) -> str:
-        what = "the content of snapshot" if self.initial else "snapshot"
-        return f"{what} {self.snapshot}" + (f" (from its file {self.index})" if self.index else "")
-
 
 PENDING: dict[str, Any] = {"origin": "pending"}
 
@@ -201,26 +197,35 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         snaps = self.table.snapshots()
         return snaps[0].id if snaps else 1
 
-    def _lost(self, pos: Position, exc: lakefmt.SnapshotNotFoundError) -> Position:
-        """The stream needs ``pos`` but its snapshot has expired: the error, or (``failOnDataLoss=false``) the
-        position of the earliest retained snapshot."""
+    def _lost(self, pos: Position) -> Position:
+        """The stream needs ``pos`` but its snapshot is gone: the error, or, if it expired and
+        ``failOnDataLoss=false``, the position of the earliest retained snapshot."""
+        ids = [snap.id for snap in self.table.snapshots()]
+        if not ids or pos.snapshot > ids[-1]:
+            span = f"snapshots {ids[0]}..{ids[-1]}" if ids else "no snapshots"
+            raise lakefmt.SnapshotNotFoundError(
+                f"snapshot {pos.snapshot}, where this stream's checkpoint says to read next, does not exist: the "
+                f"table has {span} (was it re-created?); start the stream again from a new checkpoint"
+            )
+        if pos.snapshot >= ids[0]:  # not expired (expiration removes the oldest first): a gap in the history
+            raise lakefmt.MissingMetadataError(f"snapshot {pos.snapshot} is missing from the table's history")
         if self.fail_on_data_loss:
             raise lakefmt.SnapshotNotFoundError(
-                f"the stream's next snapshot {pos.snapshot} has expired ({exc}): the rows it held are lost to this "
-                f"stream. Restart with .option('failOnDataLoss', 'false') to continue from the earliest retained "
-                "snapshot; set .option('consumerId', ...) so that expiration keeps what a stream still needs"
-            ) from None
-        earliest = self._earliest()
+                f"snapshot {pos.snapshot}, the next one this stream needs, has expired (the earliest retained "
+                f"snapshot is {ids[0]}): its rows are lost to this stream. Restart with "
+                ".option('failOnDataLoss', 'false') to continue from the earliest retained snapshot; give a stream "
+                ".option('consumerId', ...) so that expiration keeps what it still needs"
+            )
         log.warning(
             "lakefmt stream on %s: snapshot %d has expired; skipping to the earliest retained snapshot %d "
             "(failOnDataLoss=false): the rows of snapshots %d..%d are not read",
             self.ref.path,
             pos.snapshot,
-            earliest,
+            ids[0],
             pos.snapshot,
-            earliest - 1,
+            ids[0] - 1,
         )
-        return Position(max(earliest, pos.snapshot + 1))
+        return Position(ids[0])
 
     def _kind(self, sid: int) -> lakefmt.CommitKind:
         if sid not in self._kinds:
@@ -247,8 +252,8 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     return pos, KindRule.READ, self._files(pos)
                 rule = KIND_RULES.get(self._kind(pos.snapshot), KindRule.CHANGE)
                 return pos, rule, self._files(pos) if rule is KindRule.READ else []
-            except lakefmt.SnapshotNotFoundError as exc:
-                pos = self._lost(pos, exc)
+            except lakefmt.SnapshotNotFoundError:
+                pos = self._lost(pos)
 
     def _change_error(self, sid: int) -> lakefmt.LakefmtError:
         kind = self._kind(sid).value

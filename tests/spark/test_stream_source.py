@@ -249,11 +249,14 @@ def test_expired_next_snapshot_fails_unless_fail_on_data_loss_false(tmp_path: Pa
     table.expire_snapshots(retain_min=1, retain_max=1)  # ... whose snapshot expires before it runs
     assert [s.id for s in table.snapshots()] == [3]
 
-    message = r"the stream's next snapshot 2 has expired.*failOnDataLoss"
+    message = r"snapshot 2, the next one this stream needs, has expired.*failOnDataLoss"
     with pytest.raises(lakefmt.SnapshotNotFoundError, match=message):
         reader(table).latestOffset(end, ReadAllAvailable())
     with pytest.raises(lakefmt.SnapshotNotFoundError, match=message):
         reader(table).partitions(end, planned)
+
+    with pytest.raises(lakefmt.SnapshotNotFoundError, match=r"snapshot 4, where this stream's checkpoint says"):
+        reader(table, failOnDataLoss="false").partitions(offset(3), offset(9))  # a checkpoint ahead of the table
 
     lossy = reader(table, failOnDataLoss="false")  # jumps to the earliest retained snapshot, and says so
     assert drain(lossy, end) == [kept]
