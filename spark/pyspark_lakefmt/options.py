@@ -18,9 +18,13 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from pyspark.sql.types import StructType
+
 import lakefmt
 from lakefmt.options import InvalidOptionError, UnknownOptionError, parse_size
 from lakefmt.read.scan import parse_as_of
+
+from .catalog import location_from_schema, no_location_error
 
 __all__ = [
     "OPTIONS",
@@ -307,26 +311,48 @@ def pairs(text: str, what: str) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class TableRef:
-    """Where the table is and how to reach it: picklable, travels to executors and the commit worker."""
+    """Where the table is and how to reach it: picklable, travels to executors and the commit worker.
+
+    ``path`` is normalized on the driver (:func:`lakefmt.normalize_uri`): Spark's ``file:/x``, ``file:///x`` and
+    ``/x`` are one table, and a relative path means the driver's working folder, not an executor's.
+    ``sql_table``: the location came from a SQL table's schema (see :mod:`.catalog`), for clearer errors."""
 
     path: str
     storage_options: dict[str, str] = field(default_factory=dict)
+    sql_table: bool = False
 
     def __repr__(self) -> str:  # storage options (credentials) never printed
         return f"TableRef({self.path!r})"
 
     @classmethod
-    def from_options(cls, options: Mapping[str, str]) -> TableRef:
+    def from_options(
+        cls, options: Mapping[str, str], *, read_schema: StructType | None = None, write: bool = False
+    ) -> TableRef:
+        """The table the options name (``path``); for a read without one, the location a SQL table's schema
+        carries (``read_schema``, as Spark hands it to ``reader(schema)``). A write never takes its location
+        from a schema: Spark hands a writer the query's schema, which may carry another table's."""
         path = options.get("path")
         if not path and options.get("paths"):
             raise lakefmt.LakefmtError(
                 f"a lakefmt read takes one table, not several paths ({', '.join(json.loads(options['paths']))}); "
                 "read each with its own load(uri) and union them"
             )
-        if not path:
-            raise lakefmt.LakefmtError("no table path: use .save(uri), .load(uri), .start(uri) or .option('path', uri)")
         storage = {k[len("storage.") :]: v for k, v in options.items() if k.lower().startswith("storage.")}
-        return cls(str(path), storage)
+        if path:
+            return cls(lakefmt.normalize_uri(str(path)), storage)
+        location = None if write else location_from_schema(read_schema)
+        if location is None:
+            raise no_location_error(options, write=write)
+        return cls(lakefmt.normalize_uri(location), storage, sql_table=True)
 
     def open(self) -> lakefmt.Table:
-        return lakefmt.open_table(self.path, storage_options=self.storage_options)
+        try:
+            return lakefmt.open_table(self.path, storage_options=self.storage_options)
+        except lakefmt.NotATableError as exc:
+            if not self.sql_table:
+                raise
+            raise lakefmt.NotATableError(
+                f"{exc}: the LOCATION of a SQL table declared with CREATE TABLE ... USING lakefmt holds no lakefmt "
+                "table (moved or deleted? ALTER TABLE ... SET LOCATION does not reach lakefmt: DROP TABLE, then "
+                "CREATE TABLE ... USING lakefmt LOCATION 'new uri')"
+            ) from None

@@ -47,7 +47,7 @@ def _stale_installed_files() -> list[str]:
 
 
 @pytest.fixture(scope="session")
-def spark() -> Iterator[Any]:
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     stale = _stale_installed_files()
     if stale:
         pytest.fail(
@@ -59,7 +59,13 @@ def spark() -> Iterator[Any]:
     from pyspark_lakefmt.session import local_session
 
     session = local_session(
-        "lakefmt-tests", {"spark.sql.python.filterPushdown.enabled": "true", "spark.driver.memory": "1g"}
+        "lakefmt-tests",
+        {
+            "spark.sql.python.filterPushdown.enabled": "true",
+            "spark.driver.memory": "1g",
+            # SQL tests declare catalog tables: Spark's default database folder goes here, not into the checkout
+            "spark.sql.warehouse.dir": str(tmp_path_factory.mktemp("spark-warehouse")),
+        },
     )
     yield session
     session.stop()

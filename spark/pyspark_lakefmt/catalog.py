@@ -1,0 +1,84 @@
+"""SQL tables: what Spark 4.x lets a Python data source do with the session catalog, and lakefmt's way through it.
+
+Measured on pyspark 4.3 (``docs/spark.md``, section SQL, has the whole table):
+
+* ``CREATE TABLE t USING lakefmt LOCATION 'uri'`` (no column list) calls the source's ``schema()`` once, with the
+  options ``path`` and ``location`` (as ``file:/...`` for a local folder), ``provider`` and ``owner``; the catalog
+  keeps the schema it returns, field metadata included.
+* Afterwards, ``SELECT`` and ``INSERT`` create the source with **no options at all**: Spark's ``PythonTable`` drops
+  the table's properties, location included. ``reader(schema)`` does receive the catalog's schema, so the
+  location travels to reads in that schema's field metadata (:data:`LOCATION_KEY`), written by :func:`sql_schema`.
+* ``writer(schema, overwrite)`` receives the schema of the *query*, not the table's: when the query's columns
+  already have the table's names and types, Spark passes them through unchanged, with whatever metadata they
+  carry — in ``INSERT INTO a SELECT * FROM b`` that is ``b``'s location. A write therefore never takes its
+  location from metadata; it needs the ``path`` option (``INSERT INTO t WITH ('path' = 'uri') ...``).
+* ``CREATE TABLE t (cols) USING lakefmt ...`` calls nothing on the source: no table is created, and later reads
+  and writes get neither options nor a location. They fail with :func:`no_location_error`, naming the fix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from pyspark.sql.types import StructField, StructType
+
+import lakefmt
+
+__all__ = ["LOCATION_KEY", "declares_sql_table", "location_from_schema", "no_location_error", "sql_schema"]
+
+#: field metadata key carrying a SQL table's location from ``CREATE TABLE`` to its reads
+LOCATION_KEY = "lakefmt.location"
+
+
+def declares_sql_table(options: Mapping[str, str]) -> bool:
+    """Whether Spark is declaring a catalog table (``CREATE TABLE ... USING lakefmt``): only then does it put
+    ``provider`` into a Python source's options."""
+    return "provider" in options
+
+
+def sql_schema(schema: StructType, location: str) -> StructType:
+    """``schema`` with ``location`` in every field's metadata (:data:`LOCATION_KEY`): the catalog keeps it and
+    hands it back to ``reader(schema)``, which is the only way a SQL table's reads can find the table."""
+    return StructType(
+        [StructField(f.name, f.dataType, f.nullable, {**(f.metadata or {}), LOCATION_KEY: location}) for f in schema]
+    )
+
+
+def location_from_schema(schema: StructType | None) -> str | None:
+    """The location :func:`sql_schema` put into a catalog table's schema, or None. Fields that disagree (a
+    schema assembled from two tables) name no location."""
+    if schema is None:
+        return None
+    found = {(f.metadata or {}).get(LOCATION_KEY) for f in schema.fields}
+    if len(found) != 1:
+        return None
+    location = found.pop()
+    return str(location) if location else None
+
+
+_DATAFRAME = "In the DataFrame API, give the table: .save(uri), .load(uri), .start(uri) or .option('path', uri)."
+_DECLARE = (
+    "A SQL table over lakefmt is declared without a column list, over an existing lakefmt table: "
+    "CREATE TABLE t USING lakefmt LOCATION 'uri'. Create that table first with lakefmt.create_table(uri, schema, "
+    "partition_by=[...]) or a DataFrame write with .option('createTable', 'true').option('partitionBy', 'dt')."
+)
+
+
+def no_location_error(options: Mapping[str, str], *, write: bool) -> lakefmt.LakefmtError:
+    """The error for a source Spark gave no table location, naming what to do instead."""
+    if declares_sql_table(options):
+        return lakefmt.InvalidLocationError(
+            "CREATE TABLE ... USING lakefmt needs LOCATION 'uri' naming an existing lakefmt table (Spark's own "
+            f"warehouse folder is not one). {_DECLARE}"
+        )
+    if write:
+        return lakefmt.InvalidLocationError(
+            "no table location: Spark 4.x gives a Python data source no location when it writes to a SQL table "
+            "(INSERT INTO, INSERT OVERWRITE, CREATE TABLE AS SELECT), and lakefmt will not guess one. Name it: "
+            f"INSERT INTO t WITH ('path' = 'uri') SELECT ... {_DATAFRAME}"
+        )
+    return lakefmt.InvalidLocationError(
+        "no table location: Spark handed the lakefmt source neither a path nor a SQL table's schema carrying its "
+        "location. A SQL table declared with a column list (CREATE TABLE t (cols) USING lakefmt ...) is never "
+        f"seen by lakefmt, so no lakefmt table was created for it. {_DECLARE} {_DATAFRAME}"
+    )
