@@ -253,7 +253,8 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 rule = KIND_RULES.get(self._kind(pos.snapshot), KindRule.CHANGE)
                 return pos, rule, self._files(pos) if rule is KindRule.READ else []
             except lakefmt.SnapshotNotFoundError:
-                pos = self._lost(pos)
+                pass
+            pos = self._lost(pos)  # outside the handler: its error is the whole story, not a chained one
 
     def _change_error(self, sid: int) -> lakefmt.LakefmtError:
         kind = self._kind(sid).value
