@@ -538,10 +538,10 @@ def test_stream_schema_mismatch_names_the_column(
 def test_missing_path_is_refused(spark: Any) -> None:
     with pytest.raises(Exception) as exc:
         spark.range(1).write.format(FMT).mode("append").option("createTable", "true").save()
-    assert "no table path" in str(exc.value) and ".save(uri)" in str(exc.value)
+    assert "no table location" in str(exc.value) and ".save(uri)" in str(exc.value)
     with pytest.raises(Exception) as exc:
         spark.read.format(FMT).load()
-    assert "no table path" in str(exc.value)
+    assert "no table location" in str(exc.value) and ".load(uri)" in str(exc.value)
 
 
 def test_spark_refuses_other_save_modes_and_partition_by(spark: Any, tmp_path: Path) -> None:
