@@ -5,6 +5,7 @@ Installed as the top-level module ``pyspark_lakefmt``, it is found by pyspark wi
     df.write.format("lakefmt").mode("append").save("s3://bucket/events")
     df.writeStream.format("lakefmt").option("checkpointLocation", ck).start("/data/events")
     spark.read.format("lakefmt").option("snapshotId", 12).load("/data/events")
+    spark.readStream.format("lakefmt").option("consumerId", "silver").load("/data/events")
 
 Built on lakefmt's public API only: tasks write with ``Table.new_writer()`` and return the small commit message;
 the driver-side ``commit`` publishes with ``Table.new_committer(commit_user).commit(messages, identifier)``.
