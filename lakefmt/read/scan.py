@@ -27,7 +27,7 @@ from lakefmt.read.plan import (
 from lakefmt.spec import Snapshot, TableSchema
 from lakefmt.spec.manifest import manifest_schema
 
-__all__ = ["FileTask", "ReadTask", "Scan", "check_snapshot_id", "pack_tasks", "parse_as_of", "snapshot_as_of"]
+__all__ = ["FileTask", "ReadTask", "Scan", "check_snapshot_id", "parse_as_of", "snapshot_as_of"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,14 +57,6 @@ class ReadTask:
     def size(self) -> int:
         """The files' bytes on storage."""
         return sum(f.file_size for f in self.files)
-
-
-def pack_tasks(files: Sequence[FileTask], split_size: int) -> list[ReadTask]:
-    """``files``, in order, packed into read tasks of about ``split_size`` bytes each (see
-    :meth:`Scan.plan_tasks`): for an engine that plans files from several scans, such as a stream's micro-batch."""
-    if isinstance(split_size, bool) or not isinstance(split_size, int) or split_size < 1:
-        raise ValueError(f"split_size must be a positive number of bytes, got {split_size!r}")
-    return [ReadTask(tuple(group)) for group in pack(files, lambda f: f.file_size, split_size)]
 
 
 def check_snapshot_id(value: object, what: str = "snapshot_id", minimum: int = 1) -> int:
@@ -245,7 +237,9 @@ class Scan:
         """The files of :meth:`files`, in order, packed into read tasks of about ``split_size`` bytes each: a task
         takes consecutive files until they reach ``split_size`` (so a file larger than that is a task of its
         own, and the last task may be smaller). No files, no tasks."""
-        return pack_tasks(self.files(), split_size)
+        if isinstance(split_size, bool) or not isinstance(split_size, int) or split_size < 1:
+            raise ValueError(f"split_size must be a positive number of bytes, got {split_size!r}")
+        return [ReadTask(tuple(group)) for group in pack(self.files(), lambda f: f.file_size, split_size)]
 
     def _full_paths(self, paths: list[str]) -> list[str]:
         """Filesystem paths of the planned files, joined to the root at once (a per-path ``FileIO.full_path``

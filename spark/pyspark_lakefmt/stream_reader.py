@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import enum
 import logging
+import os
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -39,7 +40,6 @@ from pyspark.sql.streaming.datasource import (
 
 import lakefmt
 from lakefmt.options import InvalidOptionError
-from lakefmt.read.scan import pack_tasks
 from lakefmt.spec.consumer import check_consumer_id
 
 from .options import Options, TableRef, parse_options
@@ -98,6 +98,31 @@ class Position:
 
 
 PENDING: dict[str, Any] = {"origin": "pending"}
+
+#: Spark's ``spark.sql.files.openCostInBytes``: what opening a file is worth in bytes when files are packed
+OPEN_COST_BYTES = 4 << 20
+
+
+def plan_read_tasks(files: list[lakefmt.FileTask], parallelism: int) -> list[list[str]]:
+    """A micro-batch's files (in order) as read tasks, the way Spark's file source splits a read: each file
+    weighs its size plus :data:`OPEN_COST_BYTES`, and a task takes files up to ``min(READ_SPLIT_BYTES,
+    max(OPEN_COST_BYTES, total weight / parallelism))``, so that a small micro-batch still spreads over the
+    cores (a Python source cannot see Spark's ``defaultParallelism``: the driver's core count stands in for it).
+    A file heavier than the split is a task of its own."""
+    weight = [f.file_size + OPEN_COST_BYTES for f in files]
+    split = min(READ_SPLIT_BYTES, max(OPEN_COST_BYTES, -(-sum(weight) // max(1, parallelism))))
+    tasks: list[list[str]] = []
+    current: list[str] = []
+    size = 0
+    for f, w in zip(files, weight, strict=True):
+        if current and size + w > split:
+            tasks.append(current)
+            current, size = [], 0
+        current.append(f.path)
+        size += w
+    if current:
+        tasks.append(current)
+    return tasks
 
 
 @dataclass
@@ -387,7 +412,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             last = stop.index if (pos.snapshot, pos.initial) == (stop.snapshot, stop.initial) else len(unit)
             files.extend(unit[pos.index : last])
             pos = pos.unit_done()
-        return [StreamPartition(task.paths) for task in pack_tasks(files, READ_SPLIT_BYTES)]
+        return [StreamPartition(paths) for paths in plan_read_tasks(files, os.cpu_count() or 1)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, StreamPartition)

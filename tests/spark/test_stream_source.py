@@ -16,7 +16,7 @@ import pyarrow as pa
 import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxBytes, ReadMaxFiles, ReadMaxRows
 from pyspark_lakefmt.options import TableRef
-from pyspark_lakefmt.stream_reader import KIND_RULES, PENDING, KindRule, StreamReader
+from pyspark_lakefmt.stream_reader import KIND_RULES, PENDING, KindRule, StreamReader, plan_read_tasks
 
 import lakefmt
 from lakefmt.commit.kinds import OverwriteProducer
@@ -234,6 +234,24 @@ def test_admission_control(tmp_path: Path) -> None:
     late = append(table, [50, 51])
     assert sorted(i for b in drain(r, PENDING, r.getDefaultReadLimit()) for i in b) == content + later
     assert drain(reader(table, startingSnapshot=3), PENDING) == [late]
+
+
+def test_read_tasks_spread_a_micro_batch_over_the_cores() -> None:
+    def files(*sizes_mb: float) -> list[lakefmt.FileTask]:
+        return [
+            lakefmt.FileTask(f"f{i:04d}", f"/t/f{i:04d}", int(mb * (1 << 20)), 1, {}) for i, mb in enumerate(sizes_mb)
+        ]
+
+    assert plan_read_tasks([], 2) == []
+    assert plan_read_tasks(files(12.1, 11.9), 2) == [["f0000"], ["f0001"]]  # one per core, as Spark's file source
+    assert plan_read_tasks(files(12, 12, 12, 12), 2) == [["f0000", "f0001"], ["f0002", "f0003"]]
+    assert plan_read_tasks(files(1, 1), 1) == [["f0000", "f0001"]]
+    # a file larger than the split is a task of its own; order is kept
+    assert plan_read_tasks(files(1, 300, 1), 2) == [["f0000"], ["f0001"], ["f0002"]]
+    # many small files: tasks of about 128 MB, counting 4 MB to open each file (Spark's openCostInBytes)
+    tasks = plan_read_tasks(files(*[0.01] * 1000), 2)
+    assert [p for t in tasks for p in t] == [f"f{i:04d}" for i in range(1000)]
+    assert {len(t) for t in tasks[:-1]} == {31} and len(tasks) == 33
 
 
 def test_expired_next_snapshot_fails_unless_fail_on_data_loss_false(tmp_path: Path) -> None:
