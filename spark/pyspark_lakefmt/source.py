@@ -6,10 +6,11 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStrea
 from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructType
 
-from .catalog import declares_sql_table, sql_schema
+import lakefmt
+
+from .catalog import check_sql_columns, declares_sql_table, sql_schema
 from .options import TableRef, parse_options
 from .reader import PushdownReader, Reader
-from .stream_reader import StreamReader
 from .writer import BatchWriter, StreamWriter, commit_user, overwrite_from_options, table_for_write
 
 __all__ = ["LakefmtDataSource"]
@@ -32,11 +33,24 @@ class LakefmtDataSource(DataSource):
     def reader(self, schema: StructType) -> DataSourceReader:
         options = parse_options(self.options, "read")
         cls = PushdownReader if options.get("pushFilters") else Reader
-        return cls(TableRef.from_options(self.options, read_schema=schema), options)
+        return cls(self._read_ref(schema), options)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         parse_options(self.options, "stream-read")  # an unknown option or a bad value: an error naming it
-        return StreamReader(TableRef.from_options(self.options, read_schema=schema), self.options)
+        try:  # imported here: batch reads and the sinks work on pyspark 4.1, which lacks what this needs
+            from .stream_reader import StreamReader
+        except ImportError as exc:
+            raise lakefmt.LakefmtError(
+                f"streaming reads need pyspark >= 4.2 (admission control for Python sources): {exc}"
+            ) from None
+        return StreamReader(self._read_ref(schema), self.options)
+
+    def _read_ref(self, schema: StructType) -> TableRef:
+        """The table a read names; a SQL table's declared columns are checked against the table's first."""
+        ref = TableRef.from_options(self.options, read_schema=schema)
+        if ref.sql_table:
+            check_sql_columns(schema, ref.open())
+        return ref
 
     def writer(self, schema: StructType, overwrite: bool) -> BatchWriter:
         options = parse_options(self.options, "write")
