@@ -24,7 +24,14 @@ from pyspark.sql.types import StructField, StructType
 
 import lakefmt
 
-__all__ = ["LOCATION_KEY", "declares_sql_table", "location_from_schema", "no_location_error", "sql_schema"]
+__all__ = [
+    "LOCATION_KEY",
+    "check_sql_columns",
+    "declares_sql_table",
+    "location_from_schema",
+    "no_location_error",
+    "sql_schema",
+]
 
 #: field metadata key carrying a SQL table's location from ``CREATE TABLE`` to its reads
 LOCATION_KEY = "lakefmt.location"
@@ -45,15 +52,24 @@ def sql_schema(schema: StructType, location: str) -> StructType:
 
 
 def location_from_schema(schema: StructType | None) -> str | None:
-    """The location :func:`sql_schema` put into a catalog table's schema, or None. Fields that disagree (a
-    schema assembled from two tables) name no location."""
+    """The location :func:`sql_schema` put into a catalog table's schema, or None. Fields without one (a column
+    the catalog alone added) do not count; fields that disagree (a schema assembled from two tables) name none."""
     if schema is None:
         return None
-    found = {(f.metadata or {}).get(LOCATION_KEY) for f in schema.fields}
-    if len(found) != 1:
-        return None
-    location = found.pop()
-    return str(location) if location else None
+    found = {str(loc) for f in schema.fields if (loc := (f.metadata or {}).get(LOCATION_KEY))}
+    return found.pop() if len(found) == 1 else None
+
+
+def check_sql_columns(schema: StructType, table: lakefmt.Table) -> None:
+    """Refuse a read whose SQL table declares other columns than the lakefmt table has: the catalog keeps the
+    columns it saw at ``CREATE TABLE``, and ``ALTER TABLE ... ADD COLUMNS`` changes the catalog alone."""
+    declared, actual = [f.name for f in schema.fields], table.schema().names
+    if declared != actual:
+        raise lakefmt.SchemaMismatchError(
+            f"the SQL table over {table.uri} declares the columns {declared}, but the lakefmt table has {actual}: "
+            "Spark's catalog keeps the columns it saw at CREATE TABLE, and ALTER TABLE does not reach lakefmt. "
+            f"Declare the table again: DROP TABLE t, then CREATE TABLE t USING lakefmt LOCATION '{table.uri}'"
+        )
 
 
 _DATAFRAME = "In the DataFrame API, give the table: .save(uri), .load(uri), .start(uri) or .option('path', uri)."

@@ -90,6 +90,8 @@ def test_sql_table_over_an_existing_table_reads_and_writes(spark: Any, sql_table
     with pytest.raises(Exception, match="TIME_TRAVEL"):
         spark.sql(f"SELECT * FROM {ev} VERSION AS OF 1").collect()
     assert rows(spark.sql(f"SELECT * FROM {ev} WITH ('snapshotId' = '2')")) == [(1, "a"), (2, "b"), (3, "c"), (4, "a")]
+    with pytest.raises(Exception, match="TIME_TRAVEL"):  # Spark takes Delta's spelling for its own time travel
+        spark.sql(f"SELECT * FROM {ev} WITH ('versionAsOf' = '2')").collect()
 
     # the PARTITION clause, static or dynamic, is refused by Spark before lakefmt is reached (a Python source
     # reports no partitioning), and so is the dynamic overwrite mode: none may replace the whole table
@@ -176,7 +178,19 @@ def test_create_table_without_a_lakefmt_table_at_its_location_is_refused(
     assert not (tmp_path / "ctas").exists()
 
 
-def test_a_sql_table_whose_table_is_gone_names_its_location(spark: Any, sql_table: Any, tmp_path: Path) -> None:
+def test_a_sql_table_out_of_step_with_its_table_is_a_clear_error(
+    spark: Any, sql_table: Any, tmp_path: Path
+) -> None:
+    # ALTER TABLE changes Spark's catalog alone: the read says so, before any task
+    events(tmp_path / "altered", [1], ["a"])
+    altered = sql_table(str(tmp_path / "altered"))
+    spark.sql(f"ALTER TABLE {altered} ADD COLUMNS (x INT)")
+    with pytest.raises(Exception) as exc:
+        spark.table(altered).collect()
+    text = error_text(exc)
+    assert "declares the columns ['id', 'dt', 'x'], but the lakefmt table has ['id', 'dt']" in text
+    assert "ALTER TABLE does not reach lakefmt" in text
+    # the table at the LOCATION is gone: the error names the location
     root = tmp_path / "ev"
     events(root, [1], ["a"])
     ev = sql_table(f"file://{root}")
