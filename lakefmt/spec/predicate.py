@@ -293,6 +293,14 @@ def _resolve(name: str, schema: pa.Schema, text: str) -> pa.Field:
 
 
 def _value(value: Any, f: pa.Field, text: str) -> pa.Scalar:
+    if (pa.types.is_string(f.type) or pa.types.is_large_string(f.type)) and not isinstance(value, str | bool):
+        # Compared as text, '9' > '10' and '2026-1-5' > '2026-02-01', where SQL compares numbers or dates: an
+        # overwrite would replace partitions the user never named. The user says which comparison is meant.
+        shown = value.isoformat() if isinstance(value, datetime.date) else str(value)
+        raise InvalidPredicateError(
+            f"{text!r}: {_show(value)} is not text, and column {f.name} is text: quote the value ('{shown}') to "
+            "compare as text"
+        )
     try:
         if pa.types.is_boolean(f.type) != isinstance(value, bool):
             raise TypeError
