@@ -236,8 +236,8 @@ def _unknown(key: str, use: Use) -> UnknownOptionError:
     close = difflib.get_close_matches(key.lower(), [n.lower() for n in names], n=1, cutoff=0.6)
     hint = f" (did you mean {spelling(close[0])}?)" if close else ""
     return UnknownOptionError(
-        f"unknown option {key!r} for {_DESCRIBED[use]}{hint}. Valid options: {', '.join(names)}; "
-        f"Spark's own: {', '.join(SPARK_OPTIONS)}; and storage.<key> for the storage (fsspec/s3fs)"
+        f"unknown option {key!r} for {_DESCRIBED[use]}{hint}. Valid options: {', '.join(names)}; Spark's own "
+        "options (path, checkpointLocation, ...) and storage.<key> (fsspec/s3fs) pass too"
     )
 
 
