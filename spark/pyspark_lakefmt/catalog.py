@@ -18,7 +18,7 @@ Measured on pyspark 4.3 (``docs/spark.md``, section SQL, has the whole table):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 from pyspark.sql.types import StructField, StructType
 
@@ -26,6 +26,7 @@ import lakefmt
 
 __all__ = [
     "LOCATION_KEY",
+    "check_declaration_options",
     "check_sql_columns",
     "declares_sql_table",
     "location_from_schema",
@@ -41,6 +42,25 @@ def declares_sql_table(options: Mapping[str, str]) -> bool:
     """Whether Spark is declaring a catalog table (``CREATE TABLE ... USING lakefmt``): only then does it put
     ``provider`` into a Python source's options."""
     return "provider" in options
+
+
+def check_declaration_options(options: Mapping[str, str], spark_keys: Collection[str]) -> None:
+    """Refuse ``OPTIONS (...)`` and ``TBLPROPERTIES (...)`` on ``CREATE TABLE ... USING lakefmt`` (Spark hands both
+    over as options, once, now): reads and writes of the table never see them again, so a read option or a table
+    option given there would silently do nothing. ``storage.<key>`` passes (it opens the table now), and so do
+    ``spark_keys``, Spark's own (``path``, ``location``, ``provider``, ...)."""
+    spark = {k.lower() for k in spark_keys}
+    ignored = sorted(
+        k for k in options if k.lower() not in spark and not k.lower().startswith(("storage.", "option."))
+    )
+    if ignored:
+        raise lakefmt.InvalidOptionError(
+            f"CREATE TABLE ... USING lakefmt takes no OPTIONS or TBLPROPERTIES ({', '.join(map(repr, ignored))}): "
+            "Spark 4.x hands them to a Python data source at CREATE TABLE only, never to the table's reads and "
+            "writes, so they would do nothing. Table options are set when the lakefmt table is created "
+            "(lakefmt.create_table(uri, schema, options={...})); read options go in the query: "
+            "SELECT * FROM t WITH ('snapshotId' = '3')"
+        )
 
 
 def sql_schema(schema: StructType, location: str) -> StructType:

@@ -8,8 +8,8 @@ from pyspark.sql.types import StructType
 
 import lakefmt
 
-from .catalog import check_sql_columns, declares_sql_table, sql_schema
-from .options import TableRef, parse_options
+from .catalog import check_declaration_options, check_sql_columns, declares_sql_table, sql_schema
+from .options import SPARK_OPTIONS, TableRef, parse_options
 from .reader import PushdownReader, Reader
 from .writer import BatchWriter, StreamWriter, commit_user, overwrite_from_options, table_for_write
 
@@ -27,6 +27,7 @@ class LakefmtDataSource(DataSource):
         ref = TableRef.from_options(self.options)
         schema = from_arrow_schema(ref.open().schema())
         if declares_sql_table(self.options):  # CREATE TABLE ... USING lakefmt LOCATION: see .catalog
+            check_declaration_options(self.options, SPARK_OPTIONS)
             return sql_schema(schema, ref.path)
         return schema
 

@@ -157,9 +157,15 @@ def test_create_table_with_columns_fails_clearly_at_first_use(spark: Any, sql_ta
     assert lakefmt.open_table(str(where)).partition_keys == ("dt",)
 
 
-def test_create_table_without_a_lakefmt_table_at_its_location_is_refused(
-    spark: Any, sql_table: Any, tmp_path: Path
-) -> None:
+def test_declarations_lakefmt_cannot_honour_are_refused(spark: Any, sql_table: Any, tmp_path: Path) -> None:
+    # OPTIONS and TBLPROPERTIES reach the source at CREATE TABLE only, never its reads and writes
+    root = tmp_path / "ev"
+    events(root, [1], ["a"])
+    for clause in ("TBLPROPERTIES ('snapshot.num-retained.max' = '5')", "OPTIONS (pushFilters 'true')"):
+        with pytest.raises(Exception) as exc:
+            sql_table(str(root), ddl=f"USING lakefmt {clause}")
+        assert "takes no OPTIONS or TBLPROPERTIES" in error_text(exc), clause
+    assert not [t for t in spark.catalog.listTables() if t.name.startswith("ev_")]
     # no LOCATION: Spark's warehouse folder holds no lakefmt table; nothing is declared
     with pytest.raises(Exception) as exc:
         sql_table()
