@@ -51,6 +51,26 @@ def alive(pid: int) -> bool:
         return False
 
 
+def cluster_cpu_seconds(tag: bytes) -> float:
+    """CPU time so far of every live process of the application (they carry ``tag`` in their environment),
+    with that of the children they have reaped (a daemon's finished workers, a dead executor)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                if tag not in f.read().split(b"\0"):
+                    continue
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += sum(int(v) for v in fields[11:15])  # utime, stime, cutime, cstime
+    return total / tick
+
+
 def records(probe_dir: Path, name: str) -> list[dict[str, Any]]:
     path = probe_dir / name
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
@@ -103,7 +123,9 @@ def _kill_held(spark: Any, cfg: dict[str, Any], query: Any, batch: int) -> dict[
             raise AssertionError(f"no task of batch {batch} was held (active: {query.isActive}, {query.exception()})")
         time.sleep(0.05)
     held = json.loads(hold_file.read_text())
-    victim = int(held["executor_pid"])
+    victim = int(held.get("executor_pid", 0))
+    if held["table"] != cfg["sink_table"] or victim not in executors(app_id):
+        raise AssertionError(f"the held task is not a live executor's task writing the sink: {held}")
     # The state at the kill: the held task has written its files and manifest; its micro-batch is planned
     # (offsets) but not committed, neither in the table nor in Spark's commit log.
     at_kill = {
@@ -250,6 +272,7 @@ def main() -> int:
         results["timings"][f"{name}_s"] = round(time.monotonic() - t0, 1)
         print(f"cluster_child: {name} done in {results['timings'][f'{name}_s']}s", flush=True)
         save()
+    results["cpu_s"] = round(cluster_cpu_seconds(f"LAKEFMT_CLUSTER_DIR={cfg['probe_dir']}".encode()), 1)
     t0 = time.monotonic()
     spark.stop()
     results["timings"]["stop_s"] = round(time.monotonic() - t0, 1)

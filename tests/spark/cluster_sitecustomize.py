@@ -12,8 +12,9 @@ application runs this at start-up. With ``LAKEFMT_CLUSTER_DIR`` set it records, 
                      context, the range of ``id`` it wrote, its data files and manifest
 ``reads.jsonl``      each read task of the connector's readers: its executor, task context and row count
 
-and, with ``LAKEFMT_CLUSTER_HOLD_BATCHES=1,3`` and ``LAKEFMT_CLUSTER_ROWS_PER_BATCH=n``, holds the first write
-task attempt of each of those micro-batches (the one whose smallest ``id`` divided by n is that batch) right
+and, with ``LAKEFMT_CLUSTER_HOLD_TABLE=<uri>``, ``LAKEFMT_CLUSTER_HOLD_BATCHES=1,3`` and
+``LAKEFMT_CLUSTER_ROWS_PER_BATCH=n``, holds the first write task attempt into that table of each of those
+micro-batches (the one whose smallest ``id`` divided by n is that batch) right
 after it wrote its files and manifest: it writes ``hold-<batch>.json`` (its pid, its executor JVM's pid, its
 files) and waits for ``release-<batch>`` to appear (or its executor to die), so that the test can SIGKILL the
 executor while that task runs.
@@ -33,6 +34,7 @@ import time
 from typing import Any
 
 _DIR = os.environ.get("LAKEFMT_CLUSTER_DIR", "")
+_HOLD_TABLE = os.environ.get("LAKEFMT_CLUSTER_HOLD_TABLE", "")
 _HOLD_BATCHES = {int(b) for b in os.environ.get("LAKEFMT_CLUSTER_HOLD_BATCHES", "").split(",") if b}
 _ROWS_PER_BATCH = int(os.environ.get("LAKEFMT_CLUSTER_ROWS_PER_BATCH", "0") or 0)
 _HOLD_TIMEOUT_S = 300
@@ -131,7 +133,8 @@ def _patch_writer(module: Any) -> None:
             "time": time.time(),
         }
         _append("attempts.jsonl", record)
-        batch = ids[0] // _ROWS_PER_BATCH if ids is not None and _ROWS_PER_BATCH else None
+        held_table = record["table"] == _HOLD_TABLE
+        batch = ids[0] // _ROWS_PER_BATCH if held_table and ids is not None and _ROWS_PER_BATCH else None
         if batch in _HOLD_BATCHES and _claim_hold(batch, record):
             _hold(batch)
         return message
