@@ -30,7 +30,7 @@ from lakefmt.options import DEFAULT_ORPHAN_OLDER_THAN, Duration, TableOptions, d
 from lakefmt.read.scan import FileTask, Scan
 from lakefmt.spec import CommitMessage, Consumer, Snapshot, TableSchema, layout
 from lakefmt.spec.consumer import MAX_SNAPSHOT_ID, check_consumer_id
-from lakefmt.spec.scope import OverwriteScope
+from lakefmt.spec.scope import OverwriteScope, check_partition_given
 from lakefmt.spec.types import type_to_json
 from lakefmt.write.writer import TableWriter, as_tables
 
@@ -181,6 +181,7 @@ class Table:
         A row of ``data`` outside a ``partition`` or ``where`` scope is refused (:class:`InvalidPartitionError`)
         before it is written, and nothing is committed; a predicate on a data column is refused
         (:class:`InvalidPredicateError`: row-level deletes do not exist yet)."""
+        check_partition_given(partition)
         scope = {"partition": partition or None, "where": where, "dynamic": dynamic}
         return self._write_and_commit(data, scope)
 
@@ -194,6 +195,7 @@ class Table:
         """The scope of an overwrite (see :meth:`overwrite`), checked against the current schema. Engines that
         write in tasks check each batch with ``scope.check_rows(batch)`` before writing it, so that an
         out-of-scope row fails the task before any file is written; the committer checks again."""
+        check_partition_given(partition)
         return OverwriteScope.bind(self.table_schema(), partition=partition, where=where, dynamic=dynamic)
 
     def _write_and_commit(self, data: Any, overwrite: dict[str, Any] | None) -> Snapshot | None:

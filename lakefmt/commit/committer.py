@@ -18,6 +18,7 @@ from lakefmt.errors import InvalidCommitError
 from lakefmt.io import FileIO
 from lakefmt.meta.store import MetaStore
 from lakefmt.spec import CommitMessage, ManifestFileMeta, Snapshot
+from lakefmt.spec.scope import check_partition_given
 
 __all__ = ["CommitOutcome", "CommitResult", "Committer"]
 
@@ -93,6 +94,7 @@ class Committer:
         written file outside a partition or ``where`` scope is refused (:class:`InvalidPartitionError`).
 
         Raises :class:`CommitConflictError` if a concurrent commit changed the replaced files first."""
+        check_partition_given(partition)
         return self._run(
             OverwriteProducer,
             messages,

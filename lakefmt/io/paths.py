@@ -27,6 +27,8 @@ __all__ = [
 
 #: ``scheme:`` at the start of a URI (two characters at least, so that a drive letter is never a scheme)
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+):")
+#: ``C:\x``, ``C:/x`` or ``\\server\share``: a Windows path, which on POSIX would be a folder so named
+_WINDOWS = re.compile(r"^(?:[A-Za-z]:[\\/]|\\\\)")
 
 
 def normalize_uri(uri: str) -> str:
@@ -37,10 +39,16 @@ def normalize_uri(uri: str) -> str:
     SQL ``LOCATION``), ``file:///abs`` or ``file://localhost/abs``. Any other URI (``s3://``, ``s3a://``,
     ``memory://``, ...) is returned unchanged but for trailing slashes. Percent escapes are left as they are
     (Spark hands over decoded paths). Raises :class:`InvalidLocationError` for an empty location, a ``file://``
-    URI naming another host, or a scheme followed by a single slash (``s3:/bucket``).
+    URI naming another host, or a scheme followed by a single slash (``s3:/bucket``); and, since each would be a
+    folder of that name under the working folder, for spaces at the start or end and (on POSIX) a Windows path.
+    Schemes are lower-cased (``S3://b/t`` is ``s3://b/t``).
     """
     if not isinstance(uri, str) or not uri.strip():
         raise InvalidLocationError(f"the table location {uri!r} is empty")
+    if uri != uri.strip():
+        raise InvalidLocationError(f"the table location {uri!r} starts or ends with white space")
+    if os.sep == "/" and _WINDOWS.match(uri):
+        raise InvalidLocationError(f"{uri!r} is a Windows path; on this system write a POSIX path or a URI")
     match = _SCHEME.match(uri)
     if match is None:
         path = uri
@@ -60,7 +68,7 @@ def normalize_uri(uri: str) -> str:
         scheme, rest = match.group(1), uri[match.end() :]
         if not rest.startswith("//"):
             raise InvalidLocationError(f"{uri!r} is not a location lakefmt can open; write {scheme}://{rest.lstrip('/')}")
-        return f"{scheme}://{rest[2:].rstrip('/')}"
+        return f"{scheme.lower()}://{rest[2:].rstrip('/')}"
     path = os.path.abspath(os.path.expanduser(path))
     return "/" + path.lstrip("/")  # POSIX keeps a leading '//' apart from '/': one table, one spelling
 

@@ -131,6 +131,15 @@ class OverwriteScope:
         return OverwriteScope("dynamic", self.partition_keys, expression=expr)
 
 
+def check_partition_given(partition: Mapping[str, Any] | None) -> None:
+    """Refuse a ``partition`` given empty (``{}``, say a dict filtered down to nothing): it names no partition, and
+    taken for "nothing given" it would replace the whole table."""
+    if partition is not None and not partition:
+        raise InvalidPartitionError(
+            "an empty partition names no partition; leave partition out to overwrite the whole table"
+        )
+
+
 def normalize_partition(partition: Mapping[str, Any], schema: TableSchema) -> dict[str, Any]:
     """Partition values cast to their columns' types; a key that is not a partition key is refused."""
     out: dict[str, Any] = {}
