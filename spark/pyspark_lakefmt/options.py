@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -33,7 +34,6 @@ __all__ = [
     "Options",
     "TableRef",
     "Use",
-    "flag",
     "pairs",
     "parse_options",
 ]
@@ -69,6 +69,8 @@ SPARK_OPTIONS = (
 #: key prefixes that pass: ``storage.<key>`` (fsspec/s3fs storage options) and ``option.<key>`` (a SQL table's
 #: ``OPTIONS (k 'v')`` arrive twice, as ``k`` and as ``option.k``; ``k`` is the one checked)
 _PREFIXES = ("storage.", "option.")
+#: a whole number as a user types it (``str.isdigit`` also takes '²' and other digits ``int`` refuses)
+_DIGITS = re.compile(r"[0-9]+")
 
 
 def _bool(value: str, name: str) -> bool:
@@ -82,7 +84,7 @@ def _bool(value: str, name: str) -> bool:
 
 def _snapshot_id(value: str, name: str) -> int:
     text = str(value).strip()
-    if not text.isdigit() or int(text) < 1:
+    if not _DIGITS.fullmatch(text) or int(text) < 1:
         raise InvalidOptionError(f"option {name}: {value!r} is not a snapshot id; ids are whole numbers from 1")
     return int(text)
 
@@ -109,7 +111,7 @@ def _instant(value: str, name: str) -> int:
 
 def _positive_int(value: str, name: str) -> int:
     text = str(value).strip()
-    if not text.isdigit() or int(text) < 1:
+    if not _DIGITS.fullmatch(text) or int(text) < 1:
         raise InvalidOptionError(f"option {name}: {value!r} is not a positive whole number")
     return int(text)
 
@@ -273,8 +275,11 @@ def parse_options(options: Mapping[str, str], use: Use) -> Options:
     twice under two spellings with two values."""
     values: dict[str, Any] = {}
     spelled: dict[str, str] = {}
+    keys = {str(k).lower() for k in options}
     for key, raw in options.items():
         low = str(key).lower()
+        if low.startswith("option.") and low[len("option.") :] not in keys:
+            raise _unknown(str(key), use)  # alone, not beside its own key as a SQL table's OPTIONS: never ignored
         if low in _SPARK_BY_KEY or low.startswith(_PREFIXES):
             continue
         opt = _BY_KEY.get(low)
@@ -293,18 +298,16 @@ def parse_options(options: Mapping[str, str], use: Use) -> Options:
 
 
 # -- small parsers also used on their own -----------------------------------------------------------------------
-def flag(options: Mapping[str, str], key: str) -> bool:
-    """A boolean option (``true``/``1``/``yes``, case-insensitive); absent is False."""
-    return str(options.get(key, "false")).strip().lower() in ("1", "true", "yes")
-
-
 def pairs(text: str, what: str) -> dict[str, str]:
-    """``k=v,k=v`` as a dict; an item that is not ``key=value`` is an error naming the option."""
+    """``k=v,k=v`` as a dict; an item that is not ``key=value``, or a key given twice, is an error naming the
+    option."""
     out = {}
     for item in filter(None, (p.strip() for p in text.split(","))):
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise InvalidOptionError(f"option {what}: {item!r} is not key=value")
+        if key.strip() in out:
+            raise InvalidOptionError(f"option {what}: {key.strip()} is given twice")
         out[key.strip()] = value.strip()
     return out
 

@@ -74,8 +74,14 @@ class Reader(DataSourceReader):
         self.snapshot_id: int | None = options.get("snapshotId")  # or its Delta spelling, versionAsOf
         self.as_of: int | None = options.get("asOf")  # or timestampAsOf; epoch milliseconds
         self.filter: pc.Expression | None = None
+        if self.snapshot_id is not None and self.as_of is not None:
+            self.both = f"options {options.spelled('snapshotId')} and {options.spelled('asOf')}: give one"
+        else:
+            self.both = ""
 
     def _scan(self) -> lakefmt.Scan:
+        if self.both:  # raised when Spark plans the read, so that the reader itself can be built and inspected
+            raise lakefmt.InvalidOptionError(f"{self.both}, a snapshot id or a time, not both")
         return self.ref.open().scan(filter=self.filter, snapshot_id=self.snapshot_id, as_of=self.as_of)
 
     def partitions(self) -> list[_FilesPartition]:
