@@ -15,10 +15,17 @@ Spark asks for the initial offset again whenever it replans the first micro-batc
 start that depends on the time it is resolved (the latest snapshot) cannot be the initial offset: the initial
 offset is ``{"origin": "pending"}``, and the first micro-batch's end offset carries the resolved start
 (``"origin"``), which the checkpoint then keeps.
+
+A checkpoint names positions by snapshot id, and ids start again at 1 in a table re-created at the same location
+(or in another table a checkpoint is wrongly pointed at). So every offset also carries ``"verify": {"snapshot": r,
+"nonce": n}``, the nonce of the last snapshot it has read (``r``: ``s - 1``, or ``s`` for an initial unit), and a
+stream resumed from an offset whose snapshot ``r`` is another commit, or is past the table's latest, fails
+(:meth:`StreamReader._verify`) instead of reading the wrong table from the middle.
 """
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import logging
 import os
@@ -194,10 +201,11 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._units: dict[tuple[int, bool], list[lakefmt.FileTask]] = {}
         self._kinds: dict[int, lakefmt.CommitKind] = {}
         self._recorded: tuple[int, float] | None = None  # consumer position written, and when (monotonic)
+        self._table_latest = 0  # the table's latest snapshot when _latest() last looked
 
     def __getstate__(self) -> dict[str, Any]:  # executors need the options only
         state = dict(self.__dict__)
-        for key in ("_table", "_target", "_units", "_kinds", "_recorded"):
+        for key in ("_table", "_target", "_units", "_kinds", "_recorded", "_table_latest"):
             state.pop(key, None)
         return state
 
@@ -216,6 +224,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """The latest snapshot id the stream may read up to (0: none yet)."""
         snap = self.table.latest_snapshot()
         latest = snap.id if snap is not None else 0
+        self._table_latest = latest  # the table's own, for _verify
         return latest if self._target is None else min(latest, self._target)
 
     def _earliest(self) -> int:
@@ -280,6 +289,42 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             except lakefmt.SnapshotNotFoundError:
                 pass
             pos = self._lost(pos)  # outside the handler: its error is the whole story, not a chained one
+
+    def _stamp(self, offset: dict[str, Any], pos: Position) -> dict[str, Any]:
+        """``offset`` with the nonce of the last snapshot it has read (the module's docstring), if it exists."""
+        last = pos.snapshot if pos.initial else pos.snapshot - 1
+        if last >= 1:
+            with contextlib.suppress(lakefmt.SnapshotNotFoundError):  # expired (failOnDataLoss=false skipped it)
+                offset["verify"] = {"snapshot": last, "nonce": _nonce(self.table.snapshot(last))}
+        return offset
+
+    def _verify(self, offset: Mapping[str, Any], latest: int, *, nonce: bool = True) -> None:
+        """Refuse an offset that this table cannot have given: one that has read past the table's ``latest``
+        snapshot, or (``nonce``) whose last snapshot read is another commit than the table's snapshot of that id.
+        A snapshot that has expired since cannot be compared, and passes."""
+        pos = Position.from_offset(offset)
+        last = pos.snapshot if pos.initial else pos.snapshot - 1
+        if last > latest:
+            raise self._other_table(f"the checkpoint has read snapshot {last}, and the table's latest is {latest}")
+        check = offset.get("verify")
+        if not nonce or not isinstance(check, Mapping):
+            return
+        try:
+            sid = int(check["snapshot"])
+            snap = self.table.snapshot(sid)
+        except lakefmt.SnapshotNotFoundError:
+            return
+        except (KeyError, TypeError, ValueError):
+            raise lakefmt.LakefmtError(f"{dict(offset)!r} is not a lakefmt stream offset") from None
+        if _nonce(snap) != check.get("nonce"):
+            raise self._other_table(f"its snapshot {sid} is another commit than the snapshot {sid} the checkpoint read")
+
+    def _other_table(self, why: str) -> lakefmt.LakefmtError:
+        return lakefmt.LakefmtError(
+            f"{self.ref.path} is not the table this stream's checkpoint was reading: {why} (was the table re-created "
+            "at this location, or the checkpoint made for another table?). Nothing was read; start the stream "
+            "again from a new checkpoint"
+        )
 
     def _change_error(self, sid: int) -> lakefmt.LakefmtError:
         kind = self._kind(sid).value
@@ -371,6 +416,8 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if not pending:
             self._record_consumer(begin, renew=True)  # every row before ``start`` has been processed
         latest = self._latest()
+        if not pending:
+            self._verify(start, self._table_latest, nonce=False)  # no read: the nonce is checked for new offsets
         budget = self._budget(limit)
         end = begin
         while end.initial or end.snapshot <= latest:
@@ -394,7 +441,9 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             end = end.unit_done()
         if end == begin and not pending:
             return start  # nothing new: the very offset Spark gave, so that it plans no micro-batch
-        offset = end.to_offset()
+        if not pending:
+            self._verify(start, self._table_latest)
+        offset = self._stamp(end.to_offset(), end)
         if pending:
             offset["origin"] = {"snapshot": begin.snapshot, "initial": begin.initial}
             self._record_consumer(begin, renew=False)
@@ -402,6 +451,8 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[StreamPartition]:
         pos, stop = self._begin(start, end), Position.from_offset(end)
+        latest = self.table.latest_snapshot()
+        self._verify(start if "snapshot" in start else end, latest.id if latest is not None else 0)
         files: list[lakefmt.FileTask] = []
         while pos < stop:
             pos, rule, unit = self._unit(pos)
@@ -443,3 +494,8 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return
         self.table.set_consumer(self.consumer_id, pos.snapshot)
         self._recorded = (pos.snapshot, now)
+
+
+def _nonce(snap: lakefmt.Snapshot) -> str:
+    """What tells one commit from another of the same id (snapshots older than nonces: their time)."""
+    return snap.nonce or f"time-{snap.time_millis}"
