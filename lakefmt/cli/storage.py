@@ -15,6 +15,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from lakefmt import InvalidLocationError, normalize_uri
+
 #: options that are always strings, even when they look like numbers (an all-digit secret stays a secret)
 _STRING_OPTIONS = frozenset({"key", "secret", "token", "username", "password", "profile", "endpoint_url"})
 #: options every fsspec filesystem takes (instance and listings caches)
@@ -76,6 +78,10 @@ def _check_uri(uri: str) -> None:
     """Refuse a location that can name no table (exit 2)."""
     if not uri.strip():
         raise _UsageError("the table location is empty")
+    try:
+        normalize_uri(uri)  # a file:// URI of another host, s3:/bucket
+    except InvalidLocationError as exc:
+        raise _UsageError(str(exc)) from None
     if _scheme(uri) == "s3" and not uri.split("://", 1)[1].split("/", 1)[0]:
         raise _UsageError(f"{uri!r} names no bucket: write s3://bucket/path/to/table")
 

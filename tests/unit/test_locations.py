@@ -152,4 +152,4 @@ def test_cli_names_one_table_under_every_spelling(tmp_path: Path) -> None:
         [sys.executable, "-m", "lakefmt.cli", "describe", "file://otherhost/ev"], capture_output=True, text=True,
         check=False,
     )
-    assert r.returncode != 0 and "names the host 'otherhost'" in r.stderr and "Traceback" not in r.stderr
+    assert r.returncode == 2 and "names the host 'otherhost'" in r.stderr and "Traceback" not in r.stderr
