@@ -355,7 +355,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 return Position(self._earliest())
             return Position((before.id if before is not None else 0) + 1)
         if self.consumer_id is not None:
-            recorded = {c.consumer_id: c for c in self.table.consumers()}.get(self.consumer_id)
+            recorded = self.table.consumer(self.consumer_id)  # its own record: others' never stop it
             if recorded is not None:
                 log.info(
                     "lakefmt stream on %s resumes consumer %s at snapshot %d",
