@@ -76,7 +76,7 @@ class OverwriteProducer(SnapshotProducer):
             return entries.empty_entries_for(schema)
         metas = [m for m in self.store.snapshot_manifests(latest) if _may_hold(m, self.scope.partition)]
         live = entries.live_entries(self.store, latest, metas) if metas else entries.empty_entries_for(schema)
-        if self.scope.expression is None:
+        if self.scope.expression is None and self.scope.written is None:
             return live
         return live.take(self.scope.matching(live.column(entries.PARTITION)))
 

@@ -33,7 +33,18 @@ import pyarrow.compute as pc
 
 from lakefmt.errors import InvalidPredicateError
 
-__all__ = ["And", "Compare", "InList", "IsNull", "Not", "Or", "Predicate", "bind_predicate", "parse_predicate"]
+__all__ = [
+    "And",
+    "Compare",
+    "InList",
+    "IsNull",
+    "Not",
+    "Or",
+    "Predicate",
+    "any_of",
+    "bind_predicate",
+    "parse_predicate",
+]
 
 _OPS = {"=": "=", "==": "=", "!=": "!=", "<>": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
 _FLIP = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
@@ -268,16 +279,44 @@ def parse_predicate(text: str) -> Predicate:
     """Parse ``text`` (see the module's grammar); :class:`InvalidPredicateError` names what is wrong and where."""
     if not isinstance(text, str):
         raise TypeError(f"a predicate must be a string, got {type(text).__name__}")
-    return _Parser(text).parse()
+    try:
+        return _Parser(text).parse()
+    except RecursionError:  # parentheses or NOTs nested thousands deep
+        raise InvalidPredicateError(f"{_short(text)}: parentheses or NOTs nested too deeply") from None
+
+
+def _short(text: str) -> str:
+    return repr(text) if len(text) <= 200 else repr(text[:200]) + f"... ({len(text)} characters)"
+
+
+def _operands(pred: And | Or) -> list[Predicate]:
+    """The operands of a chain of one operator (``a OR b OR c``, parsed as ``(a OR b) OR c``), in order, without
+    recursion: a generated predicate may chain thousands."""
+    out: list[Predicate] = []
+    stack: list[Predicate] = [pred]
+    while stack:
+        p = stack.pop()
+        if type(p) is type(pred):
+            assert isinstance(p, And | Or)
+            stack += [p.right, p.left]
+        else:
+            out.append(p)
+    return out
 
 
 def columns(pred: Predicate) -> set[str]:
     """The column names a predicate refers to, as written."""
-    if isinstance(pred, Compare | InList | IsNull):
-        return {pred.column}
-    if isinstance(pred, Not):
-        return columns(pred.operand)
-    return columns(pred.left) | columns(pred.right)
+    out: set[str] = set()
+    stack = [pred]
+    while stack:
+        p = stack.pop()
+        if isinstance(p, Compare | InList | IsNull):
+            out.add(p.column)
+        elif isinstance(p, Not):
+            stack.append(p.operand)
+        else:
+            stack += [p.left, p.right]
+    return out
 
 
 def _resolve(name: str, schema: pa.Schema, text: str) -> pa.Field:
@@ -326,32 +365,81 @@ def bind_predicate(pred: Predicate, schema: pa.Schema, text: str = "") -> pc.Exp
     """A pyarrow expression of ``pred`` over the columns of ``schema`` (names resolved, literals cast to the
     column's type); :class:`InvalidPredicateError` for an unknown column or a value of the wrong type."""
 
+    tests = 0
+
+    def leaf(expr: pc.Expression) -> pc.Expression:
+        nonlocal tests
+        tests += 1
+        if tests > MAX_TESTS:
+            raise InvalidPredicateError(
+                f"{_short(text)}: more than {MAX_TESTS} tests; list the values with IN (...) instead"
+            )
+        return expr
+
+    def one_of(name: str, values: Sequence[Any]) -> pc.Expression:
+        f = _resolve(name, schema, text)
+        col = pc.field(f.name)
+        value_set = pa.array([_value(v, f, text).as_py() for v in values], f.type)
+        # one set lookup, however long the list; SQL: a null column value is unknown, not false
+        return leaf(pc.if_else(col.is_valid(), pc.is_in(col, value_set=value_set), pa.scalar(None, pa.bool_())))
+
+    def chain(p: And | Or) -> pc.Expression:
+        """``c = 1 OR c = 2 ...`` as ``c IN (1, 2, ...)`` and ``c != 1 AND c != 2 ...`` as ``c NOT IN (1, 2,
+        ...)`` (the same under SQL's null rules): a generated predicate of thousands of tests is a few set
+        lookups; the rest of the chain is a balanced tree."""
+        op = "=" if isinstance(p, Or) else "!="
+        grouped: dict[str, list[Any]] = {}
+        rest = []
+        for o in _operands(p):
+            if isinstance(o, Compare) and o.op == op:
+                grouped.setdefault(_resolve(o.column, schema, text).name, []).append(o.value)
+            elif isinstance(o, InList) and op == "=":
+                grouped.setdefault(_resolve(o.column, schema, text).name, []).extend(o.values)
+            else:
+                rest.append(o)
+        sets = [one_of(name, values) for name, values in grouped.items()]
+        if isinstance(p, Or):
+            return any_of([*sets, *(go(o) for o in rest)])
+        return _balanced([*(~s for s in sets), *(go(o) for o in rest)], lambda a, b: a & b)
+
     def go(p: Predicate) -> pc.Expression:
         if isinstance(p, Compare):
             f = _resolve(p.column, schema, text)
             col, value = pc.field(f.name), _value(p.value, f, text)
-            return {
+            return leaf({
                 "=": col == value, "!=": col != value, "<": col < value,
                 "<=": col <= value, ">": col > value, ">=": col >= value,
-            }[p.op]
+            }[p.op])
         if isinstance(p, InList):
-            f = _resolve(p.column, schema, text)
-            tests = [pc.field(f.name) == _value(v, f, text) for v in p.values]
-            return _fold(tests, lambda a, b: a | b)  # SQL: a null column value is unknown, not false
+            return one_of(p.column, p.values)
         if isinstance(p, IsNull):
-            return pc.field(_resolve(p.column, schema, text).name).is_null()
+            return leaf(pc.field(_resolve(p.column, schema, text).name).is_null())
         if isinstance(p, Not):
             return ~go(p.operand)
-        if isinstance(p, And):
-            return go(p.left) & go(p.right)
-        return go(p.left) | go(p.right)
+        return chain(p)
 
-    return go(pred)
+    try:
+        return go(pred)
+    except RecursionError:
+        raise InvalidPredicateError(f"{_short(text)}: parentheses or NOTs nested too deeply") from None
 
 
-def _fold(items: Sequence[pc.Expression], op: Any) -> pc.Expression:
-    it: Iterator[pc.Expression] = iter(items)
-    out = next(it)
-    for item in it:
-        out = op(out, item)
-    return out
+#: the most tests (comparisons, set lookups, null tests) one predicate binds to: Arrow evaluates an expression
+#: recursively, and one of about ten thousand tests overflows its stack (a crash, not an error)
+MAX_TESTS = 2000
+
+
+def any_of(items: Sequence[pc.Expression]) -> pc.Expression:
+    """``items[0] | items[1] | ...`` as a balanced tree: a chain of thousands is as deep as a dozen, where a
+    left-deep one overflows Arrow's stack when evaluated."""
+    return _balanced(items, lambda a, b: a | b)
+
+
+def _balanced(items: Sequence[pc.Expression], op: Any) -> pc.Expression:
+    level = list(items)
+    if not level:
+        raise ValueError("no expressions to combine")
+    while len(level) > 1:
+        pairs: Iterator[pc.Expression] = iter(level)
+        level = [op(a, b) for a, b in zip(pairs, pairs, strict=False)] + ([level[-1]] if len(level) % 2 else [])
+    return level[0]

@@ -41,8 +41,11 @@ class OverwriteScope:
     partition: dict[str, Any] = field(default_factory=dict)
     #: ``where`` scope: the predicate as given (text, or a pyarrow expression's text)
     where: str | None = None
-    #: the partitions replaced, as an expression over the partition columns (None: every partition)
+    #: the partitions replaced, as an expression over the partition columns (None: every partition, unless
+    #: ``written`` is set)
     expression: pc.Expression | None = None
+    #: a dynamic scope bound to the written files (:meth:`for_written`): their partitions' values, in key order
+    written: frozenset[tuple[Any, ...]] | None = None
 
     @classmethod
     def bind(
@@ -100,6 +103,10 @@ class OverwriteScope:
     def matching(self, partitions: pa.StructArray | pa.ChunkedArray) -> pa.Array:
         """Indices of the files (one partition-values struct each) this scope replaces."""
         n = len(partitions)
+        if self.written is not None:
+            keys = self.partition_keys
+            hits = [i for i, p in enumerate(partitions.to_pylist()) if tuple(p[k] for k in keys) in self.written]
+            return pa.array(hits, pa.int64())
         if self.expression is None:
             return pa.array(range(n), pa.int64())
         if isinstance(partitions, pa.ChunkedArray):
@@ -122,13 +129,9 @@ class OverwriteScope:
             return OverwriteScope("dynamic", self.partition_keys, expression=pc.scalar(False))
         if not self.partition_keys:
             return self
-        distinct = {tuple(sorted(p.items())) for p in partitions.to_pylist()}
-        types = {k: partitions.type.field(k).type for k in self.partition_keys}
-        tests = [_equals(dict(values), pa.schema([(k, types[k]) for k in self.partition_keys])) for values in distinct]
-        expr = tests[0]
-        for test in tests[1:]:
-            expr = expr | test
-        return OverwriteScope("dynamic", self.partition_keys, expression=expr)
+        # a set, not an expression: one test per partition, for a backfill of thousands, overflows Arrow's stack
+        written = frozenset(tuple(p[k] for k in self.partition_keys) for p in partitions.to_pylist())
+        return OverwriteScope("dynamic", self.partition_keys, written=written)
 
 
 def check_partition_given(partition: Mapping[str, Any] | None) -> None:

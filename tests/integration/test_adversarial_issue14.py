@@ -3,6 +3,7 @@ made lakefmt replace more than the user named, or name another table, silently."
 
 from __future__ import annotations
 
+import pickle
 from pathlib import Path
 
 import pyarrow as pa
@@ -10,6 +11,8 @@ import pytest
 
 import lakefmt
 from lakefmt.errors import InvalidLocationError, InvalidPartitionError, InvalidPredicateError
+from lakefmt.spec import TableSchema
+from lakefmt.spec.scope import OverwriteScope
 
 SCHEMA = pa.schema([("id", pa.int64()), ("h", pa.string())])
 
@@ -90,3 +93,53 @@ def test_a_location_that_would_be_another_folder_is_refused(uri: str, tmp_path: 
 def test_a_scheme_in_capitals_is_the_same_table() -> None:
     assert lakefmt.normalize_uri("S3://bucket/t/") == lakefmt.normalize_uri("s3://bucket/t") == "s3://bucket/t"
     assert lakefmt.normalize_uri("MEMORY://t") == "memory://t"
+
+
+# -- predicates and scopes at scale: a generated replaceWhere, a backfill's dynamic overwrite ---------------------
+def test_long_generated_predicates_bind_and_match(tmp_path: Path) -> None:
+    # an IN list of 20,000 values was a 20,000-deep chain of ORs (a segfault in Arrow); 3,000 ORs a RecursionError
+    table = TableSchema(0, SCHEMA, ("h",))
+    days = [f"d{i}" for i in range(20_000)]
+    parts = pa.StructArray.from_arrays([pa.array([*days, None])], names=["h"])
+    scope = OverwriteScope.bind(table, where="h IN (" + ", ".join(f"'{d}'" for d in days) + ")")
+    assert len(scope.matching(parts)) == 20_000
+    scope = pickle.loads(pickle.dumps(OverwriteScope.bind(table, where="h NOT IN ('d1', 'd2')")))
+    assert len(scope.matching(parts)) == 19_998  # SQL: NULL NOT IN (...) is unknown, so not matched
+    scope = OverwriteScope.bind(table, where=" OR ".join(f"h = '{d}'" for d in days[:3000]))
+    assert len(scope.matching(parts)) == 3000
+    scope = OverwriteScope.bind(table, where=" AND ".join(f"h != '{d}'" for d in days[:3000]))
+    assert len(scope.matching(parts)) == 17_000
+    with pytest.raises(InvalidPredicateError, match="nested too deeply"):
+        OverwriteScope.bind(table, where="(" * 5000 + "h = 'a'" + ")" * 5000)
+    with pytest.raises(InvalidPredicateError, match="nested too deeply"):
+        OverwriteScope.bind(table, where="NOT " * 5000 + "h = 'a'")
+
+
+def test_a_dynamic_overwrite_of_many_partitions_replaces_exactly_those() -> None:
+    # one equality per partition, chained: a backfill of 20,000 partitions crashed the committing process
+    one = TableSchema(0, SCHEMA, ("h",))
+    written = pa.StructArray.from_arrays([pa.array([f"d{i}" for i in range(20_000)] + [None])], names=["h"])
+    live = pa.StructArray.from_arrays([pa.array([f"d{i}" for i in range(0, 40_000, 2)] + [None, "x"])], names=["h"])
+    scope = OverwriteScope.bind(one, dynamic=True).for_written(written)
+    assert len(scope.matching(live)) == 10_001  # d0, d2, ... d19998 and the null partition; never x
+    two = TableSchema(0, pa.schema([("id", pa.int64()), ("dt", pa.string()), ("n", pa.int32())]), ("dt", "n"))
+    written = pa.StructArray.from_arrays(
+        [
+            pa.array([f"d{i // 3}" for i in range(6000)] + [None]),
+            pa.array([i % 3 for i in range(6000)] + [None], pa.int32()),
+        ],
+        names=["dt", "n"],
+    )
+    live = pa.StructArray.from_arrays(
+        [pa.array(["d0", "d0", "d1999", "d2000", None, None]), pa.array([0, 3, 2, 0, None, 1], pa.int32())],
+        names=["dt", "n"],
+    )
+    scope = OverwriteScope.bind(two, dynamic=True).for_written(written)
+    assert scope.matching(live).to_pylist() == [0, 2, 4]
+
+
+def test_a_predicate_of_too_many_tests_is_refused_not_a_crash() -> None:
+    table = TableSchema(0, pa.schema([("id", pa.int64()), ("h", pa.string()), ("n", pa.int64())]), ("h", "n"))
+    where = " OR ".join(f"(h = 'd{i}' AND n = {i})" for i in range(12_000))  # no IN can say this
+    with pytest.raises(InvalidPredicateError, match="more than 2000 tests; list the values with IN"):
+        OverwriteScope.bind(table, where=where)
