@@ -67,7 +67,8 @@ SPARK_OPTIONS = (
     "collation",
 )
 #: key prefixes that pass: ``storage.<key>`` (fsspec/s3fs storage options) and ``option.<key>`` (a SQL table's
-#: ``OPTIONS (k 'v')`` arrive twice, as ``k`` and as ``option.k``; ``k`` is the one checked)
+#: ``OPTIONS (k 'v')`` arrive twice, as ``k`` and as ``option.k``; ``k`` is the one checked, and an ``option.k``
+#: without its ``k`` is refused as unknown)
 _PREFIXES = ("storage.", "option.")
 #: a whole number as a user types it (``str.isdigit`` also takes '²' and other digits ``int`` refuses)
 _DIGITS = re.compile(r"[0-9]+")
