@@ -69,6 +69,8 @@ def normalize_uri(uri: str) -> str:
         if not rest.startswith("//"):
             raise InvalidLocationError(f"{uri!r} is not a location lakefmt can open; write {scheme}://{rest.lstrip('/')}")
         return f"{scheme.lower()}://{rest[2:].rstrip('/')}"
+    if os.sep == "/" and _WINDOWS.match(path):  # file:C:/x
+        raise InvalidLocationError(f"{uri!r} is a Windows path; on this system write a POSIX path or a URI")
     path = os.path.abspath(os.path.expanduser(path))
     return "/" + path.lstrip("/")  # POSIX keeps a leading '//' apart from '/': one table, one spelling
 

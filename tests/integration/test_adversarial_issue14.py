@@ -77,7 +77,10 @@ def test_an_empty_partition_is_refused_not_the_whole_table(hours: lakefmt.Table)
 
 @pytest.mark.parametrize(
     "uri",
-    [" /data/t", "/data/t ", "\t/data/t", "C:\\data\\t", "C:/data/t", "d:\\t", "\\\\server\\share\\t"],
+    [
+        " /data/t", "/data/t ", "\t/data/t",
+        "C:\\data\\t", "C:/data/t", "d:\\t", "\\\\server\\share\\t", "file:C:/data/t",
+    ],
 )
 def test_a_location_that_would_be_another_folder_is_refused(uri: str, tmp_path: Path,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
