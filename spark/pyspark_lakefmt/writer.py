@@ -1,9 +1,15 @@
 """Writing: batch and streaming sinks. Tasks write data files with ``Table.new_writer()`` and return lakefmt's small
 commit message; the driver-side ``commit`` publishes them with ``Table.new_committer(user)``. For streams the
-identifier is the micro-batch id, so a batch Spark replays after a crash is recognised and skipped."""
+identifier is the micro-batch id, so a batch Spark replays after a crash is recognised and skipped.
+
+A batch overwrite with no scope option follows Spark's session conf ``spark.sql.sources.partitionOverwriteMode``.
+The driver side of a Python data source never sees the session conf, but Spark copies every conf set in the
+session into each task's local properties: each task records what it saw in its commit message, and ``commit``
+decides from those (:func:`session_overwrite`)."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections.abc import Iterator, Mapping, Sequence
@@ -11,6 +17,7 @@ from dataclasses import dataclass
 
 import fsspec
 import pyarrow as pa
+from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
@@ -21,6 +28,7 @@ from lakefmt.options import TableOptions
 from .options import Options, TableRef
 
 __all__ = [
+    "OVERWRITE_MODE_CONF",
     "BatchWriter",
     "LakefmtCommitMessage",
     "Overwrite",
@@ -28,8 +36,13 @@ __all__ = [
     "commit_user",
     "overwrite_from_options",
     "overwrite_scope",
+    "session_overwrite",
     "table_for_write",
 ]
+
+#: Spark's session conf for what an overwrite replaces (``static``, its default: everything; ``dynamic``: the
+#: partitions written). Seen by the write tasks only, never by a Python data source's driver side.
+OVERWRITE_MODE_CONF = "spark.sql.sources.partitionOverwriteMode"
 
 
 def _normalize(schema: pa.Schema) -> pa.Schema:
@@ -112,12 +125,15 @@ def _check_layout(table: lakefmt.Table, options: Options) -> None:
 class Overwrite:
     """What a batch overwrite replaces: the committer's arguments (``partition``, ``where``, ``dynamic``; none:
     the whole table) and their :class:`lakefmt.OverwriteScope`, bound on the driver, which every task checks its
-    rows with before it writes them."""
+    rows with before it writes them. ``from_conf``: no scope option was given, so the session conf the tasks saw
+    decides at commit (:func:`session_overwrite`); until then the scope is the whole table's, which checks no
+    row (a dynamic overwrite takes every row's partition)."""
 
     scope: lakefmt.OverwriteScope
     partition: dict[str, str] | None = None
     where: str | None = None
     dynamic: bool = False
+    from_conf: bool = False
 
     def commit(self, committer: lakefmt.Committer, messages: list[lakefmt.CommitMessage], identifier: int) -> None:
         committer.overwrite(
@@ -145,7 +161,9 @@ def overwrite_scope(
 
 def overwrite_from_options(table: lakefmt.Table, options: Options, overwrite: bool) -> Overwrite | None:
     """A batch write's overwrite (None: an append) from ``.mode(...)`` and the options ``overwritePartition``,
-    ``replaceWhere`` and ``partitionOverwriteMode``; at most one of those, and only with ``.mode('overwrite')``."""
+    ``replaceWhere`` and ``partitionOverwriteMode``; at most one of those, and only with ``.mode('overwrite')``.
+    With none of them, the session conf ``spark.sql.sources.partitionOverwriteMode`` decides at commit
+    (``from_conf``); an explicit option, ``partitionOverwriteMode=static`` included, wins over the conf."""
     dynamic = options.get("partitionOverwriteMode") == "dynamic"
     given = [n for n in ("overwritePartition", "replaceWhere") if n in options]
     given += ["partitionOverwriteMode"] if dynamic else []
@@ -163,14 +181,55 @@ def overwrite_from_options(table: lakefmt.Table, options: Options, overwrite: bo
         return overwrite_scope(table, partition=options.get("overwritePartition"), option="overwritePartition")
     if "replaceWhere" in options:
         return overwrite_scope(table, where=options.get("replaceWhere"), option=options.spelled("replaceWhere"))
-    return overwrite_scope(table, dynamic=dynamic)
+    explicit = "partitionOverwriteMode" in options
+    return dataclasses.replace(overwrite_scope(table, dynamic=dynamic), from_conf=not explicit)
+
+
+def session_overwrite(
+    table: lakefmt.Table, overwrite: Overwrite, messages: Sequence[WriterCommitMessage | None]
+) -> Overwrite:
+    """The overwrite a batch job asked for: ``overwrite`` itself unless it is ``from_conf``; then the whole table
+    (the conf unset or ``static``) or the partitions written (``dynamic``), as the job's tasks saw the session
+    conf; on an unpartitioned table the conf changes nothing, as in Spark's file sources. Refused
+    (:class:`lakefmt.InvalidOptionError`, nothing committed) when no task reported it, as when
+    Spark ran no task: replacing the whole table could delete what a dynamic overwrite keeps, and replacing
+    nothing would leave in place what a static one was asked to remove, so lakefmt guesses neither. Refused too
+    when tasks disagree (one job has one conf: a message from elsewhere)."""
+    if not overwrite.from_conf:
+        return overwrite
+    seen = {m.overwrite_mode for m in messages if isinstance(m, LakefmtCommitMessage)}
+    if not seen:
+        raise lakefmt.InvalidOptionError(
+            f"this overwrite names no scope and no write task reported the session conf {OVERWRITE_MODE_CONF} "
+            "(Spark ran no task), so lakefmt cannot tell whether to replace the whole table or only the partitions "
+            "written, and guesses neither; nothing was committed. Say which: "
+            ".option('partitionOverwriteMode', 'static') for the whole table, 'dynamic' for the partitions written"
+        )
+    modes = {(m or "static").strip().lower() for m in seen}  # unset: Spark's default, static
+    if len(modes) > 1:
+        raise lakefmt.InvalidOptionError(
+            f"the write tasks saw the session conf {OVERWRITE_MODE_CONF} as {', '.join(sorted(modes))}; one job "
+            "has one value, so these messages are not one job's; nothing was committed. "
+            "Set .option('partitionOverwriteMode', ...) to say which"
+        )
+    if not modes <= {"static", "dynamic"}:
+        raise lakefmt.InvalidOptionError(
+            f"the session conf {OVERWRITE_MODE_CONF}: {seen.pop()!r} is not an overwrite mode; use static or "
+            "dynamic; nothing was committed"
+        )
+    if modes == {"dynamic"} and table.partition_keys:  # as in Spark's file sources: the conf needs partitions
+        return overwrite_scope(table, dynamic=True, option=OVERWRITE_MODE_CONF)
+    return dataclasses.replace(overwrite, from_conf=False)
 
 
 @dataclass
 class LakefmtCommitMessage(WriterCommitMessage):
-    """A task's commit message: lakefmt's own (per-task manifest metadata), nothing per file."""
+    """A task's commit message: lakefmt's own (per-task manifest metadata), nothing per file, and the value of
+    the session conf ``spark.sql.sources.partitionOverwriteMode`` the task saw (None: not set, or not run by
+    Spark), which decides a batch overwrite that names no scope."""
 
     message: lakefmt.CommitMessage
+    overwrite_mode: str | None = None
 
 
 def _write_task(
@@ -185,7 +244,14 @@ def _write_task(
             if scope is not None:
                 scope.check_rows(batch)
             writer.write(batch)
-        return LakefmtCommitMessage(writer.prepare_commit())
+        return LakefmtCommitMessage(writer.prepare_commit(), _task_overwrite_mode())
+
+
+def _task_overwrite_mode() -> str | None:
+    """The session conf ``spark.sql.sources.partitionOverwriteMode`` as this task sees it: Spark copies every
+    conf set in the session into the job's local properties (None: not set, or not in a Spark task)."""
+    context = TaskContext.get()
+    return context.getLocalProperty(OVERWRITE_MODE_CONF) if context is not None else None
 
 
 def _messages(messages: Sequence[WriterCommitMessage | None]) -> list[lakefmt.CommitMessage]:
@@ -206,7 +272,12 @@ class BatchWriter(DataSourceArrowWriter):
         table = self.ref.open()
         committer = table.new_committer()  # a one-off write: a fresh commit user, never replayed
         if self.overwrite is not None:
-            self.overwrite.commit(committer, _messages(messages), identifier=0)
+            try:
+                overwrite = session_overwrite(table, self.overwrite, messages)
+            except lakefmt.InvalidOptionError:
+                table.discard(_messages(messages))  # refused before any publish: its files are no one's
+                raise
+            overwrite.commit(committer, _messages(messages), identifier=0)
         else:
             committer.commit(_messages(messages), identifier=0)
 
