@@ -413,11 +413,10 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         pending = "snapshot" not in start
         begin = self._begin(start)
-        if not pending:
-            self._record_consumer(begin, renew=True)  # every row before ``start`` has been processed
         latest = self._latest()
         if not pending:
             self._verify(start, self._table_latest, nonce=False)  # no read: the nonce is checked for new offsets
+            self._record_consumer(begin, renew=True)  # every row before ``start`` has been processed
         budget = self._budget(limit)
         end = begin
         while end.initial or end.snapshot <= latest:

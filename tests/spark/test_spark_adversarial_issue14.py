@@ -129,3 +129,11 @@ def test_a_stream_never_resumes_on_a_recreated_table(tmp_path: Path, appends: in
         r.latestOffset(end, ReadAllAvailable())
     with pytest.raises(lakefmt.LakefmtError, match="not the table this stream's checkpoint was reading"):
         r.partitions(end, {**end, "snapshot": end["snapshot"] + 1})
+
+
+def test_a_stream_on_a_recreated_table_leaves_no_consumer_record_there(tmp_path: Path) -> None:
+    end, table = recreated(tmp_path, 2)
+    r = StreamReader(TableRef(table.uri), {"consumerid": "silver"})
+    with pytest.raises(lakefmt.LakefmtError, match="not the table this stream's checkpoint was reading"):
+        r.latestOffset(end, ReadAllAvailable())
+    assert table.consumers() == []  # a record of the old table's position would hold the new table's snapshots
