@@ -16,6 +16,10 @@ uses it belongs to (read, write, stream-read, stream-write) and Delta's spelling
 ``timestampAsOf``, ``replaceWhere``, ``partitionOverwriteMode``, ``mergeSchema``); an unknown option or a bad value
 is an error naming it. Spark's own options (``path``, ``checkpointLocation``, ...) and ``storage.<key>`` (an
 fsspec/s3fs storage option, never logged) pass. docs/spark.md has the table.
+
+Of the session conf, only ``spark.sql.sources.partitionOverwriteMode`` counts, and only the write tasks see it:
+a batch overwrite that names no scope replaces the partitions written when the tasks saw ``dynamic``, else the
+whole table (:func:`pyspark_lakefmt.writer.session_overwrite`).
 """
 
 from __future__ import annotations
