@@ -104,7 +104,7 @@ class Commit:
         committer = table.new_committer(USER)
         if self.overwrite is None:
             return committer.commit(messages, identifier=self.identifier)
-        return committer.overwrite(messages, identifier=self.identifier, partition=self.overwrite)
+        return committer.overwrite(messages, identifier=self.identifier, partition=self.overwrite or None)
 
     def recover(self, table: lakefmt.Table, landed: bool | None) -> str:
         """Run the job again; a replay that dedup skips deletes its own files (as the Spark sink does)."""
@@ -113,7 +113,7 @@ class Commit:
         if self.overwrite is None:
             snap = committer.commit(messages, identifier=self.identifier)
         else:
-            snap = committer.overwrite(messages, identifier=self.identifier, partition=self.overwrite)
+            snap = committer.overwrite(messages, identifier=self.identifier, partition=self.overwrite or None)
         if snap is None:
             table.discard(messages)
             return "deduplicated"
