@@ -204,6 +204,8 @@ def test_bronze_to_silver_is_exactly_once_under_sigkill(tmp_path: Path) -> None:
         assert data.num_rows == s.total_record_count == s.id * ROWS_PER_APPEND, s.id
     latest = b.latest_snapshot()
     assert latest is not None
+    print(f"bronze: {bronze.num_rows} rows in {latest.id} snapshots; silver: {silver.num_rows} rows in {len(batches)} "
+          "micro-batches")
     consumers = {x.consumer_id: x.next_snapshot for x in b.consumers()}
     assert consumers == {CONSUMER_ID: latest.id + 1}, consumers
 
