@@ -1,9 +1,10 @@
 """lakefmt benchmarks: the metadata path (commit cost, planning, manifest merge) and the data path (write and
-read overhead, the Spark streaming sink against Spark's parquet sink), each measured side by side with its
-baseline in the same run. ``commit_speed`` also runs lakefmt's peers (pypaimon, deltalake, pyiceberg) from
-virtualenvs of their own: ``bash tools/bench-setup.sh`` creates them (see ``benchmarks/peers``).
+read overhead, the Spark streaming sink against Spark's parquet sink, the Spark streaming source against Spark's
+file source, a lakefmt -> lakefmt streaming chain's latency against Spark's files -> parquet chain), each measured
+side by side with its baseline in the same run. ``commit_speed`` also runs lakefmt's peers (pypaimon, deltalake,
+pyiceberg) from virtualenvs of their own: ``bash tools/bench-setup.sh`` creates them (see ``benchmarks/peers``).
 
-Run ``python -m benchmarks [--quick] [--only NAME] [--out DIR]``. Each benchmark writes one JSON file into
+Run ``python -m benchmarks [--quick] [--only NAME] [--skip NAME] [--out DIR]``. Each benchmark writes one JSON file into
 ``benchmarks/results/`` (``<name>.json`` for the full mode, ``<name>-quick.json`` for ``--quick``) and the run
 ends with a compact table of every comparison: value, baseline, ratio, target, and whether it was met.
 
@@ -14,6 +15,7 @@ writing their data files).
 
 BENCHMARKS = (
     "commit_scaling", "commit_speed", "s3_requests", "planning", "io_overhead", "manifest_merge", "spark_sink",
+    "stream_source", "chain_latency",
 )
 
 __all__ = ["BENCHMARKS"]

@@ -1,4 +1,4 @@
-"""``python -m benchmarks [--quick] [--only NAME] [--out DIR] [--workdir DIR] [--keep]``"""
+"""``python -m benchmarks [--quick] [--only NAME] [--skip NAME] [--out DIR] [--workdir DIR] [--keep]``"""
 
 from __future__ import annotations
 
@@ -19,6 +19,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="smaller sizes (under 5 minutes in total)")
     parser.add_argument("--only", action="append", choices=BENCHMARKS, metavar="NAME",
                         help=f"run only this benchmark (repeatable): {', '.join(BENCHMARKS)}")
+    parser.add_argument("--skip", action="append", default=[], choices=BENCHMARKS, metavar="NAME",
+                        help="leave this benchmark out (repeatable)")
     parser.add_argument("--out", type=Path, default=PACKAGE_DIR / "results",
                         help="folder for the JSON results (default: benchmarks/results)")
     parser.add_argument("--workdir", type=Path, default=None,
@@ -27,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="keep the tables written under --workdir")
     args = parser.parse_args(argv)
 
-    names = args.only or list(BENCHMARKS)
+    names = [n for n in args.only or BENCHMARKS if n not in args.skip]
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="lakefmt-bench-"))
     workdir.mkdir(parents=True, exist_ok=True)
     mode = "quick" if args.quick else "full"

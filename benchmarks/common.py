@@ -1,4 +1,5 @@
-"""Shared helpers: timing, results (JSON + table rows), synthetic data, fake data-file metadata, fresh processes."""
+"""Shared helpers: timing, results (JSON + table rows), synthetic data, fake data-file metadata, fresh processes
+(and the Spark benchmarks' child processes)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -301,3 +303,79 @@ def run_child(module: str, args: Sequence[str], timeout: float = 1800) -> dict[s
     last = proc.stdout.strip().splitlines()[-1]
     out: dict[str, Any] = json.loads(last)
     return out
+
+
+# -- Spark benchmarks: a child process with its own JVM -------------------------------------------------
+#: the log4j2 configuration of the Spark benchmarks' driver JVM: errors only, on stderr
+LOG4J = """rootLogger.level = error
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n%ex
+logger.gateway.name = org.apache.spark.api.python.PythonGatewayServer
+logger.gateway.level = error
+"""
+
+
+def run_spark_child(name: str, module: str, args: Sequence[str]) -> dict[str, Any]:
+    """Run ``python -m <module> <args>`` in a fresh interpreter (its own JVM): lines it prints as
+    ``progress: <text>`` are shown as they come (prefixed ``[name]``), and the JSON it prints last is returned."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_DIR), env.get("PYTHONPATH")) if p)
+    with tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", module, *args],
+            cwd=REPO_DIR, env=env, stdout=subprocess.PIPE, stderr=err, text=True,
+        )
+        assert proc.stdout is not None
+        last = ""
+        for line in proc.stdout:
+            if line.startswith("progress: "):
+                print(f"[{name}] {line[len('progress: '):].rstrip()}", flush=True)
+            elif line.strip():
+                last = line
+        rc = proc.wait()
+        if rc != 0:
+            err.seek(0)
+            raise RuntimeError(f"{name} child failed ({rc}):\n{err.read()[-4000:]}")
+    out: dict[str, Any] = json.loads(last)
+    return out
+
+
+def progress(text: str) -> None:
+    """In a Spark benchmark's child: a progress line the parent shows (see :func:`run_spark_child`)."""
+    print(f"progress: {text}", flush=True)
+
+
+def tree_cpu_s() -> float | None:
+    """User+system CPU seconds of this process and all its descendants (live ones, plus the children each has
+    reaped), from /proc; None where /proc is not available."""
+    try:
+        tick = os.sysconf("SC_CLK_TCK")
+        parent: dict[int, int] = {}
+        cpu: dict[int, float] = {}
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    stat = f.read()
+            except OSError:
+                continue
+            fields = stat[stat.rindex(")") + 2 :].split()
+            pid = int(entry)
+            parent[pid] = int(fields[1])
+            cpu[pid] = sum(int(x) for x in fields[11:15]) / tick  # utime stime cutime cstime
+    except (OSError, ValueError):
+        return None
+    me = os.getpid()
+    total = 0.0
+    for pid, seconds in cpu.items():
+        p = pid
+        while p > 1 and p != me:
+            p = parent.get(p, 0)
+        if p == me:
+            total += seconds
+    return total

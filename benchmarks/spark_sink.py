@@ -27,11 +27,8 @@ Target: lakefmt's end-to-end rows/s >= 0.7 x the parquet sink's (best of reps on
 from __future__ import annotations
 
 import json
-import os
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -41,7 +38,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 import lakefmt
-from benchmarks.common import REPO_DIR, Comparison, Result, drop_tree, events
+from benchmarks.common import LOG4J, Comparison, Result, drop_tree, events, progress, run_spark_child, tree_cpu_s
 
 NAME = "spark_sink"
 TARGET_RATIO = 0.7
@@ -49,16 +46,6 @@ FILES_PER_TRIGGER = 2
 ALL_SIDES = ("lakefmt", "lakefmt_nofsync", "parquet")
 QUICK_SIDES = ("lakefmt", "parquet")
 COLD_SIDES = ("lakefmt", "parquet")
-LOG4J = """rootLogger.level = error
-rootLogger.appenderRef.stderr.ref = console
-appender.console.type = Console
-appender.console.name = console
-appender.console.target = SYSTEM_ERR
-appender.console.layout.type = PatternLayout
-appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n%ex
-logger.gateway.name = org.apache.spark.api.python.PythonGatewayServer
-logger.gateway.level = error
-"""
 
 
 def _sizes(quick: bool) -> dict[str, int]:
@@ -94,11 +81,11 @@ def run(quick: bool, workdir: Path) -> Result:
         print(f"[{NAME}] input: {inputs['rows']:,} rows in {files} Parquet files "
               f"({time.perf_counter() - t0:.1f} s)", flush=True)
         (root / "log4j2.properties").write_text(LOG4J)
-        child = _run_child(["--child", str(root), json.dumps(sizes)])
+        child = run_spark_child(NAME, "benchmarks.spark_sink", ["--child", str(root), json.dumps(sizes)])
         cold: dict[str, list[dict[str, Any]]] = {s: [] for s in COLD_SIDES}
         for rep in range(sizes["cold_processes"]):
             for side in COLD_SIDES if rep % 2 == 0 else COLD_SIDES[::-1]:
-                cold[side].append(_run_child(["--cold", str(root), side]))
+                cold[side].append(run_spark_child(NAME, "benchmarks.spark_sink", ["--cold", str(root), side]))
     finally:
         drop_tree(root)
 
@@ -180,67 +167,7 @@ def _steady_rps(run: dict[str, Any]) -> float:
     return float(sum(b["rows"] for b in warm) / sum(b["trigger_s"] for b in warm))
 
 
-def _run_child(args: list[str]) -> dict[str, Any]:
-    """Measurements run in a fresh interpreter (its own JVM); its progress lines are shown as they come."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_DIR), env.get("PYTHONPATH")) if p)
-    with tempfile.TemporaryFile("w+") as err:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "benchmarks.spark_sink", *args],
-            cwd=REPO_DIR, env=env, stdout=subprocess.PIPE, stderr=err, text=True,
-        )
-        assert proc.stdout is not None
-        last = ""
-        for line in proc.stdout:
-            if line.startswith("progress: "):
-                print(f"[{NAME}] {line[len('progress: '):].rstrip()}", flush=True)
-            elif line.strip():
-                last = line
-        rc = proc.wait()
-        if rc != 0:
-            err.seek(0)
-            raise RuntimeError(f"{NAME} child failed ({rc}):\n{err.read()[-4000:]}")
-    out: dict[str, Any] = json.loads(last)
-    return out
-
-
 # -- the child process ----------------------------------------------------------------------------------
-def _progress(text: str) -> None:
-    print(f"progress: {text}", flush=True)
-
-
-def _tree_cpu_s() -> float | None:
-    """User+system CPU seconds of this process and all its descendants (live ones, plus the children each has
-    reaped), from /proc; None where /proc is not available."""
-    try:
-        tick = os.sysconf("SC_CLK_TCK")
-        parent: dict[int, int] = {}
-        cpu: dict[int, float] = {}
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit():
-                continue
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    stat = f.read()
-            except OSError:
-                continue
-            fields = stat[stat.rindex(")") + 2 :].split()
-            pid = int(entry)
-            parent[pid] = int(fields[1])
-            cpu[pid] = sum(int(x) for x in fields[11:15]) / tick  # utime stime cutime cstime
-    except (OSError, ValueError):
-        return None
-    me = os.getpid()
-    total = 0.0
-    for pid, seconds in cpu.items():
-        p = pid
-        while p > 1 and p != me:
-            p = parent.get(p, 0)
-        if p == me:
-            total += seconds
-    return total
-
-
 def _write_input(folder: Path, rows: int, files: int, first_id: int = 0) -> dict[str, Any]:
     folder.mkdir(parents=True)
     per = rows // files
@@ -262,12 +189,12 @@ def _query(spark: Any, schema: Any, side: str, source: Path, out: Path, checkpoi
         writer = writer.format("lakefmt").option("createTable", "true")
         if side == "lakefmt_nofsync":
             writer = writer.option("tableOptions", "write.fsync=false")
-    cpu0 = _tree_cpu_s()
+    cpu0 = tree_cpu_s()
     t0 = time.perf_counter()
     query = writer.start(str(out))
     query.awaitTermination()
     wall = time.perf_counter() - t0
-    cpu1 = _tree_cpu_s()
+    cpu1 = tree_cpu_s()
     if query.exception() is not None:
         raise RuntimeError(f"{side} query failed: {query.exception()}")
     progress = [json.loads(p.json) for p in query.recentProgress]
@@ -319,7 +246,7 @@ def cold_child(root: Path, side: str) -> dict[str, Any]:
         spark.stop()
     drop_tree(out)
     drop_tree(ck)
-    _progress(f"fresh application, {side}: session {session_s:.1f} s, "
+    progress(f"fresh application, {side}: session {session_s:.1f} s, "
               f"first micro-batch {r['batches'][0]['trigger_s']:.2f} s")
     return {"session_start_s": session_s, "first_micro_batch_s": r["batches"][0]["trigger_s"],
             "query_wall_s": r["wall_s"], "batches": r["batches"]}
@@ -339,7 +266,7 @@ def child(root: Path, sizes: dict[str, int]) -> dict[str, Any]:
             r = _query(spark, schema, side, root / "warmup-input", root / f"warmup-{side}", root / f"warmup-ck-{side}")
             warmup[side] = {"order": len(warmup), "first_micro_batch_s": r["batches"][0]["trigger_s"],
                             "wall_s": r["wall_s"]}
-            _progress(f"warm-up {side}: first micro-batch {r['batches'][0]['trigger_s']:.2f} s")
+            progress(f"warm-up {side}: first micro-batch {r['batches'][0]['trigger_s']:.2f} s")
         runs: dict[str, list[dict[str, Any]]] = {s: [] for s in sides}
         sizes_out: dict[str, int] = {}
         for rep in range(sizes["reps"]):
@@ -351,7 +278,7 @@ def child(root: Path, sizes: dict[str, int]) -> dict[str, Any]:
                 drop_tree(out)
                 drop_tree(ck)
                 runs[side].append(r)
-                _progress(f"rep {rep + 1} {side}: {sizes['rows'] / r['wall_s']:,.0f} rows/s "
+                progress(f"rep {rep + 1} {side}: {sizes['rows'] / r['wall_s']:,.0f} rows/s "
                           f"({r['wall_s']:.1f} s, {len(r['batches'])} micro-batches)")
     finally:
         spark.stop()

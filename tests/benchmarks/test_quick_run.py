@@ -1,8 +1,8 @@
 """The benchmark suite's smoke run: ``python -m benchmarks --quick`` end to end, as a user runs it.
 
-Benchmarks are part of the product and rot like any code when nothing runs them. This runs every benchmark at
-its quick sizes (about 2 minutes on 2 cores) in a fresh process and checks what it wrote: one well-formed
-JSON result per benchmark, every comparison with a measured value and baseline and the ratio between them.
+Benchmarks are part of the product and rot like any code when nothing runs them. This runs every benchmark but
+:data:`SKIPPED` at its quick sizes (about 2 minutes on 2 cores) in a fresh process and checks what it wrote: one
+well-formed JSON result per benchmark, every comparison with a measured value and baseline and the ratio between them.
 Speed targets are not asserted here (timings on a shared CI machine are the benchmarks' business, not a
 test's); the request-count target is, because a count does not depend on the machine. The peers
 (pypaimon, deltalake, pyiceberg) are compared only where ``tools/bench-setup.sh`` installed them.
@@ -23,6 +23,10 @@ import pytest
 from benchmarks import BENCHMARKS
 
 REPO = Path(__file__).resolve().parents[2]
+#: left out of the smoke run: each starts a Spark application of its own (tens of seconds); the streaming source
+#: and the chain they measure are tested by tests/spark (test_stream_source.py, test_chain.py)
+SKIPPED = ("stream_source", "chain_latency")
+RUN = tuple(name for name in BENCHMARKS if name not in SKIPPED)
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
@@ -33,7 +37,8 @@ def quick_results(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.
     work = tmp_path_factory.mktemp("bench-work")
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH",)}
     proc = subprocess.run(
-        [sys.executable, "-m", "benchmarks", "--quick", "--out", str(out), "--workdir", str(work)],
+        [sys.executable, "-m", "benchmarks", "--quick", "--out", str(out), "--workdir", str(work),
+         *(f"--skip={name}" for name in SKIPPED)],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=900,
     )
     return proc, out
@@ -48,8 +53,8 @@ def test_the_quick_run_completes_and_writes_one_result_per_benchmark(quick_resul
     proc, out = quick_results
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     assert "all done in" in proc.stdout
-    assert sorted(p.name for p in out.glob("*.json")) == sorted(f"{name}-quick.json" for name in BENCHMARKS)
-    for name in BENCHMARKS:
+    assert sorted(p.name for p in out.glob("*.json")) == sorted(f"{name}-quick.json" for name in RUN)
+    for name in RUN:
         result = _load(out, name)
         assert result["benchmark"] == name and result["mode"] == "quick"
         assert result["duration_s"] > 0
@@ -58,7 +63,7 @@ def test_the_quick_run_completes_and_writes_one_result_per_benchmark(quick_resul
         assert result["comparisons"], f"{name} compared nothing"
 
 
-@pytest.mark.parametrize("name", BENCHMARKS)
+@pytest.mark.parametrize("name", RUN)
 def test_every_comparison_has_a_measured_value_a_baseline_and_their_ratio(quick_results: Any, name: str) -> None:
     _, out = quick_results
     for c in _load(out, name)["comparisons"]:
@@ -85,5 +90,5 @@ def test_the_request_count_target_is_met(quick_results: Any) -> None:
 def test_the_summary_table_names_every_benchmark(quick_results: Any) -> None:
     proc, _ = quick_results
     summary = proc.stdout.split("all done in", 1)[1]
-    for name in BENCHMARKS:
+    for name in RUN:
         assert name in summary
