@@ -303,11 +303,7 @@ class LocalFileIO(FileIO):
     def write(self, rel: str, data: bytes, *, sync: bool = True) -> None:
         path = self.full_path(rel)
         self._makedirs_for(path)
-        with open(path, "wb") as f:
-            f.write(data)
-            if sync:
-                f.flush()
-                os.fsync(f.fileno())
+        _write_file(path, data, sync)
 
     def open_output(self, rel: str) -> Any:
         path = self.full_path(rel)
@@ -315,11 +311,7 @@ class LocalFileIO(FileIO):
         return pa.OSFile(path, "wb")  # native stream: no Python call per Parquet page
 
     def sync(self, rel: str) -> None:
-        fd = os.open(self.full_path(rel), os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        _fsync_path(self.full_path(rel))
 
     def replace(self, rel: str, data: bytes, *, sync: bool = True) -> None:
         """Temp file beside the target, fsync, ``os.replace`` (an atomic rename on POSIX), fsync the folder."""
@@ -327,32 +319,20 @@ class LocalFileIO(FileIO):
         self._makedirs_for(path)
         tmp = temp_name(path)
         try:
-            with open(tmp, "wb") as f:
-                f.write(data)
-                if sync:
-                    f.flush()
-                    os.fsync(f.fileno())
+            _write_file(tmp, data, sync)
             os.replace(tmp, path)
         except BaseException:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
             raise
         if sync:
-            fd = os.open(os.path.dirname(path), os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            _fsync_path(os.path.dirname(path))
 
     def _publish(self, path: str, data: bytes, sync: bool) -> None:
         folder = os.path.dirname(path)
         tmp = temp_name(path)
         try:
-            with open(tmp, "wb") as f:
-                f.write(data)
-                if sync:
-                    f.flush()
-                    os.fsync(f.fileno())
+            _write_file(tmp, data, sync)
             os.link(tmp, path)  # atomic, fails with FileExistsError if the name is taken
         except BaseException:
             with contextlib.suppress(OSError):
@@ -363,11 +343,7 @@ class LocalFileIO(FileIO):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
             if sync:
-                fd = os.open(folder, os.O_RDONLY)
-                try:
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
+                _fsync_path(folder)
         except OSError as exc:
             raise OSError(errno.EIO, f"{path} was created, then {type(exc).__name__}: {exc}") from exc
 
@@ -509,3 +485,21 @@ def file_io_for(uri: str, storage_options: dict[str, Any] | None = None) -> File
             uri = "s3://" + uri.split("://", 1)[1]
         return S3FileIO(uri, storage_options)
     return FsspecFileIO(uri, storage_options)
+
+
+def _write_file(path: str, data: bytes, sync: bool) -> None:
+    """Write ``data`` to a new local file, fsynced before it is closed when ``sync``."""
+    with open(path, "wb") as f:
+        f.write(data)
+        if sync:
+            f.flush()
+            os.fsync(f.fileno())
+
+
+def _fsync_path(path: str) -> None:
+    """fsync a local file or folder by path (a folder's fsync makes the names in it durable)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
