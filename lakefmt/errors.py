@@ -11,6 +11,8 @@ The type carries the outcome, so callers can act on it without parsing messages:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 __all__ = [
     "CommitConflictError",
     "CommitError",
@@ -32,6 +34,7 @@ __all__ = [
     "NonAtomicStorageError",
     "NotATableError",
     "PathOutsideTableError",
+    "RewriteConflictError",
     "SchemaMismatchError",
     "SnapshotNotFoundError",
     "TableAlreadyExistsError",
@@ -152,3 +155,12 @@ class InvalidConsumerIdError(LakefmtError, ValueError):
 
 class ConsumerNotFoundError(LakefmtError, LookupError):
     """The table records no consumer with this id."""
+
+
+class RewriteConflictError(CommitConflictError):
+    """A rewrite (compaction, row-level delete, restore) lost a race: a concurrent commit removed files it
+    rewrites. ``gone`` lists them. Nothing was committed."""
+
+    def __init__(self, message: str, *, gone: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.gone: tuple[str, ...] = tuple(gone)

@@ -3,7 +3,14 @@
 * APPEND adds files; it never conflicts with anything.
 * OVERWRITE replaces the files of its scope (the whole table, a partition, the partitions matching a predicate
   on partition columns, or the partitions written: :mod:`lakefmt.spec.scope`); a concurrent commit that changed
-  the files it replaces makes it fail with :class:`CommitConflictError`.
+  the files it replaces makes it fail with :class:`CommitConflictError`, unless only compactions did (then it
+  re-plans: the rows it replaces are the same, in other files).
+* Rewrites (:class:`RewriteProducer`: compaction, row-level delete, restore) replace *named* live files with
+  new ones, DELETE + ADD in one snapshot; every replaced file must still be live in the snapshot the commit
+  lands on, or it fails with :class:`RewriteConflictError` naming the files that went.
+
+The rule every kind follows after a lost race is in :func:`compactions_only`: a change made only by COMPACT
+snapshots never fails a writer.
 """
 
 from __future__ import annotations
@@ -15,13 +22,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakefmt.commit.producer import SnapshotProducer
-from lakefmt.errors import CommitConflictError, InvalidPartitionError
+from lakefmt.errors import CommitConflictError, InvalidPartitionError, LakefmtError, RewriteConflictError
 from lakefmt.meta import entries
+from lakefmt.meta.store import MetaStore
 from lakefmt.spec import CommitKind, ManifestFileMeta, Snapshot, TableSchema
 from lakefmt.spec.manifest import ColumnStats
 from lakefmt.spec.scope import OverwriteScope
 
-__all__ = ["AppendProducer", "OverwriteProducer"]
+__all__ = ["AppendProducer", "OverwriteProducer", "RewriteProducer", "compactions_only", "live_paths"]
 
 
 class AppendProducer(SnapshotProducer):
@@ -47,6 +55,7 @@ class OverwriteProducer(SnapshotProducer):
         super().__init__(*args, **kwargs)
         self._asked: dict[str, Any] = {"partition": dict(partition or {}), "where": where, "dynamic": dynamic}
         self.scope: OverwriteScope | None = None
+        self.planned_on: Snapshot | None = None  #: the snapshot :meth:`replaced` last looked at
 
     def check(self, latest: Snapshot | None, schema: TableSchema) -> None:
         scope = OverwriteScope.bind(schema, **self._asked)
@@ -72,6 +81,7 @@ class OverwriteProducer(SnapshotProducer):
 
     def replaced(self, latest: Snapshot | None, schema: TableSchema) -> pa.Table:
         assert self.scope is not None  # set by check()
+        self.planned_on = latest
         if latest is None:
             return entries.empty_entries_for(schema)
         metas = [m for m in self.store.snapshot_manifests(latest) if _may_hold(m, self.scope.partition)]
@@ -80,16 +90,122 @@ class OverwriteProducer(SnapshotProducer):
             return live
         return live.take(self.scope.matching(live.column(entries.PARTITION)))
 
-    def check_conflict(self, latest: Snapshot | None, schema: TableSchema, replaced: pa.Table) -> None:
-        before = set(entries.paths(replaced))
-        after = set(entries.paths(self.replaced(latest, schema)))
-        if before != after:
-            where = self.scope.describe() if self.scope is not None else "the table"
-            raise CommitConflictError(
-                f"a concurrent commit changed {where} while this overwrite was committing "
-                f"({len(before - after)} file(s) it replaces were removed, {len(after - before)} file(s) were "
-                "added); the overwrite did not land"
+    def check_conflict(self, latest: Snapshot | None, schema: TableSchema, replaced: pa.Table) -> pa.Table | None:
+        before, since = set(entries.paths(replaced)), self.planned_on
+        now = self.replaced(latest, schema)  # moves planned_on to latest
+        after = set(entries.paths(now))
+        if before == after:
+            return None
+        if compactions_only(self.store, since, latest, removed=before - after, added=after - before):
+            return now
+        where = self.scope.describe() if self.scope is not None else "the table"
+        raise CommitConflictError(
+            f"a concurrent commit changed {where} while this overwrite was committing "
+            f"({len(before - after)} file(s) it replaces were removed, {len(after - before)} file(s) were "
+            "added); the overwrite did not land"
+        )
+
+
+class RewriteProducer(SnapshotProducer):
+    """Replaces named live files (``rewritten``: their ADD entries, read from a snapshot) with the writers' files,
+    DELETE + ADD in one snapshot. Every rewritten file must be live in the snapshot the commit lands on: a file
+    that a concurrent commit removed makes the commit fail with :class:`RewriteConflictError` (it names the
+    files; a compaction re-plans, a delete reports a conflict), and nothing is committed. Appends never
+    conflict with a rewrite: their files are not among the rewritten ones.
+
+    Subclasses set :attr:`kind` (COMPACT for a compaction, OVERWRITE for row-level deletes and restores)."""
+
+    kind = CommitKind.OVERWRITE
+
+    def __init__(self, *args: Any, rewritten: pa.Table, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.rewritten = rewritten
+
+    def has_work(self) -> bool:
+        return bool(self.request.added) or self.rewritten.num_rows > 0
+
+    def replaced(self, latest: Snapshot | None, schema: TableSchema) -> pa.Table:
+        self._check_live(latest)
+        return self.rewritten
+
+    def check_conflict(self, latest: Snapshot | None, schema: TableSchema, replaced: pa.Table) -> pa.Table | None:
+        self._check_live(latest)
+        return None
+
+    def _check_live(self, latest: Snapshot | None) -> None:
+        wanted = entries.paths(self.rewritten)
+        if not wanted:
+            return
+        gone = sorted(set(wanted) - live_paths(self.store, latest, self.rewritten))
+        if gone:
+            raise RewriteConflictError(
+                f"{len(gone)} of the {len(wanted)} file(s) this {self.kind.value.lower()} rewrites were removed by a "
+                f"concurrent commit (the first: {gone[0]}); nothing was committed",
+                gone=gone,
             )
+
+
+def live_paths(store: MetaStore, snap: Snapshot | None, among: pa.Table) -> set[str]:
+    """Which of the files of ``among`` (entries) are live in ``snap``. Reads only the manifests whose partition
+    ranges may hold them (a file's ADD and DELETE always share its partition)."""
+    if snap is None or among.num_rows == 0:
+        return set()
+    metas = store.snapshot_manifests(snap)
+    if entries.PARTITION in among.column_names:
+        parts = [p or {} for p in among.column(entries.PARTITION).to_pylist()]
+        distinct = {tuple(sorted(p.items(), key=lambda kv: kv[0])) for p in parts}
+        if len(distinct) <= 64:  # else: read them all rather than test every manifest against every partition
+            metas = [m for m in metas if any(_may_hold(m, dict(p)) for p in distinct)]
+    if not metas:
+        return set()
+    live = entries.live_entries(store, snap, metas)
+    wanted = among.column(entries.PATH).combine_chunks()
+    return set(entries.paths(live.filter(pc.is_in(live.column(entries.PATH), value_set=wanted))))
+
+
+def compactions_only(
+    store: MetaStore, since: Snapshot | None, latest: Snapshot | None, *, removed: set[str], added: set[str]
+) -> bool:
+    """Whether a set of files that changed between ``since`` and ``latest`` changed by compaction alone: each file
+    in ``removed`` was deleted, and each in ``added`` was added, by a COMPACT snapshot in ``since.id+1 ..
+    latest.id``, and every file those compactions consumed in the partitions of ``added`` was one of ``removed``
+    or another compaction's output (a compaction that merged a concurrently appended file into the set is not a
+    move of the same rows). Then a commit that replaces the set can re-plan instead of failing. False when
+    unsure (a snapshot in between has expired)."""
+    if latest is None or since is None or latest.id <= since.id or not (removed or added):
+        return False
+    deltas: list[pa.Table] = []
+    try:
+        for sid in range(since.id + 1, latest.id + 1):
+            snap = latest if sid == latest.id else store.snapshot(sid)
+            if snap.commit_kind is not CommitKind.COMPACT:
+                continue
+            metas = store.manifest_list(snap.delta_manifest_list)
+            deltas.extend(store.manifest(m.file_name) for m in metas)
+    except (LakefmtError, OSError):
+        return False
+    if not deltas:
+        return False
+    delta = entries.concat_entries(deltas)
+    adds, dels = entries.adds(delta), entries.deletes(delta)
+    compact_adds, compact_dels = set(entries.paths(adds)), set(entries.paths(dels))
+    if not (removed <= compact_dels and added <= compact_adds):
+        return False
+    if entries.PARTITION not in delta.column_names:  # unpartitioned: one partition
+        consumed = compact_dels
+    else:
+        mine = pc.is_in(adds.column(entries.PATH), value_set=pa.array(sorted(added), pa.string()))
+        parts = {_part_key(p) for p in adds.filter(mine).column(entries.PARTITION).to_pylist()}
+        consumed = {
+            path
+            for path, part in zip(entries.paths(dels), dels.column(entries.PARTITION).to_pylist(), strict=True)
+            if _part_key(part) in parts
+        }
+    return consumed <= removed | compact_adds
+
+
+def _part_key(part: Mapping[str, Any] | None) -> tuple[tuple[str, Any], ...]:
+    return tuple(sorted((part or {}).items(), key=lambda kv: kv[0]))
 
 
 def _inside(stats: ColumnStats, rows: int, value: Any) -> bool:

@@ -93,8 +93,16 @@ class SnapshotProducer:
         """Live entries of ``latest`` that this commit deletes (None: it deletes nothing, it only adds)."""
         return None
 
-    def check_conflict(self, latest: Snapshot | None, schema: TableSchema, replaced: pa.Table) -> None:
-        """After a lost race: raise :class:`CommitConflictError` if ``latest`` changed what is replaced."""
+    def check_conflict(self, latest: Snapshot | None, schema: TableSchema, replaced: pa.Table) -> pa.Table | None:
+        """After a lost race: raise :class:`CommitConflictError` if ``latest`` changed what is replaced in a way
+        this kind cannot accept. Return None to keep ``replaced``, or the entries to replace instead (a kind that
+        re-plans when only compactions moved its files: the rows it replaces are the same, in other files)."""
+        return None
+
+    def carries_users_unchanged(self) -> bool:
+        """Whether the snapshot carries the commit-user map forward exactly as it is (a compaction: it is no
+        writer's commit and must not age anyone's dedup mark out)."""
+        return False
 
     # -- the protocol -----------------------------------------------------------------------------------
     def commit(self) -> CommitResult:
@@ -115,15 +123,20 @@ class SnapshotProducer:
             return CommitResult(CommitOutcome.NOTHING_TO_COMMIT)
         policy = MergePolicy.from_options(options)
         merger = ManifestMerger(self.store, self.io, schema, policy, uuid.uuid4().hex)
-        delta = self._merge_delta(merger)  # (c)
+        adds = self._merge_delta(merger)  # (c)
         replaced: pa.Table | None = None
+        removals: list[ManifestFileMeta] = []
+        delta: list[ManifestFileMeta] = list(adds)
         delta_list: ListRef | None = None
         retries = backoff(options.commit_max_retries + 1, first=0.01)
         while True:
             try:
                 self._check_not_live(latest)
-                if replaced is None and (replaced := self.replaced(latest, schema)) is not None:
-                    delta = delta + merger.write_entries(entries.as_deletes(replaced), 100.0)
+                if replaced is None:
+                    replaced = self.replaced(latest, schema)
+                    if replaced is not None and replaced.num_rows:
+                        removals = merger.write_entries(entries.as_deletes(replaced), 100.0)
+                        delta, delta_list = adds + removals, None
                 if not delta:
                     return CommitResult(CommitOutcome.NOTHING_TO_COMMIT)
                 delta_list = delta_list or self._write_list(merger, delta, schema, options)
@@ -150,8 +163,12 @@ class SnapshotProducer:
             latest = self.store.latest_snapshot()  # (f)
             if already_committed(latest, req.user, req.identifier):
                 return CommitResult(CommitOutcome.ALREADY_COMMITTED)
-            if replaced is not None:
-                self.check_conflict(latest, schema, replaced)
+            if replaced is not None and (again := self.check_conflict(latest, schema, replaced)) is not None:
+                # re-planned (only compactions moved the replaced files): the old removal manifests and lists
+                # become orphans, never deleted here (nothing of an attempt is deleted once a publish was tried)
+                replaced, delta_list = again, None
+                removals = merger.write_entries(entries.as_deletes(replaced), 100.0) if replaced.num_rows else []
+                delta = adds + removals
 
     # -- the steps --------------------------------------------------------------------------------------
     def _merge_delta(self, merger: ManifestMerger) -> list[ManifestFileMeta]:
@@ -205,14 +222,17 @@ class SnapshotProducer:
         watermark = req.watermark
         if latest is not None and latest.watermark is not None:
             watermark = latest.watermark if watermark is None else max(watermark, latest.watermark)
-        users = next_commit_users(
-            latest.commit_users if latest else {},
-            req.user,
-            req.identifier,
-            clock_ms,
-            retention_ms=options.commit_user_retention_ms,
-            max_users=options.commit_user_max,
-        )
+        if self.carries_users_unchanged():
+            users = dict(latest.commit_users) if latest else {}
+        else:
+            users = next_commit_users(
+                latest.commit_users if latest else {},
+                req.user,
+                req.identifier,
+                clock_ms,
+                retention_ms=options.commit_user_retention_ms,
+                max_users=options.commit_user_max,
+            )
         return Snapshot(
             id=latest.id + 1 if latest else 1,
             schema_id=schema.id,

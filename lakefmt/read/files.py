@@ -1,0 +1,58 @@
+"""Reading the rows of chosen data files (manifest entries) as the table's current schema sees them.
+
+The one place that turns entries into rows for every path that rewrites or reads files outside a plain
+:class:`~lakefmt.read.scan.Scan`: compaction, row-level delete, restore's checks, engines. Files written under
+an older schema are mapped to ``schema`` here, so callers never look at a file's own schema.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+
+from lakefmt.io import FileIO
+from lakefmt.meta import entries as ents
+from lakefmt.read.plan import referenced_columns
+from lakefmt.spec import TableSchema
+
+__all__ = ["entries_dataset", "read_entries"]
+
+
+def entries_dataset(io: FileIO, entries: pa.Table, schema: TableSchema) -> ds.Dataset:
+    """A ``pyarrow.dataset`` over exactly the files of ``entries``, in their order, with ``schema``'s columns."""
+    rel = ents.paths(entries)
+    full = [io.full_path(p) for p in rel]
+    return ds.FileSystemDataset.from_paths(
+        full, schema=schema.arrow_schema, format=ds.ParquetFileFormat(), filesystem=io.arrow_filesystem()
+    )
+
+
+def read_entries(
+    io: FileIO,
+    entries: pa.Table,
+    schema: TableSchema,
+    *,
+    columns: Sequence[str] | None = None,
+    filter: pc.Expression | None = None,
+) -> Iterator[pa.RecordBatch]:
+    """The rows of the files of ``entries`` (file by file, in order), as ``schema``'s columns (or ``columns``),
+    keeping only rows where ``filter`` is true (a null counts as false, as in ``Scan``).
+
+    The filter is applied to the rows read, never pushed into the Parquet reader: its row-group pruning leaves
+    NaN out of min/max (see ``Scan._pushdown_safe``), and a rewrite must not lose a row to that."""
+    if entries.num_rows == 0:
+        return
+    dataset = entries_dataset(io, entries, schema)
+    cols = list(columns) if columns is not None else None
+    if filter is None:
+        yield from dataset.to_batches(columns=cols)
+        return
+    needed = None if cols is None else list(dict.fromkeys([*cols, *referenced_columns(filter, schema.arrow_schema)]))
+    for batch in dataset.to_batches(columns=needed):
+        kept = pa.Table.from_batches([batch]).filter(filter)
+        if cols is not None:
+            kept = kept.select(cols)
+        yield from kept.to_batches()
