@@ -8,9 +8,10 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakefmt.commit.kinds import AppendProducer, OverwriteProducer
+from lakefmt.commit.kinds import AppendProducer, OverwriteProducer, RewriteProducer
 from lakefmt.commit.producer import SnapshotProducer
 from lakefmt.commit.types import CommitOutcome, CommitRequest, CommitResult
 from lakefmt.commit.users import already_committed
@@ -105,6 +106,26 @@ class Committer:
             where=where,
             dynamic=dynamic,
         )
+
+    def rewrite(
+        self,
+        messages: Sequence[CommitMessage] | CommitMessage,
+        identifier: int,
+        *,
+        rewritten: pa.Table,
+        producer: type[RewriteProducer] = RewriteProducer,
+        watermark: int | None = None,
+        properties: Mapping[str, str] | None = None,
+    ) -> Snapshot | None:
+        """Replace the live files ``rewritten`` (their ADD entries, read from a snapshot) with the files of
+        ``messages``, DELETE + ADD in one snapshot of ``producer``'s kind (a :class:`RewriteProducer`: OVERWRITE
+        for a row-level delete, a subclass of kind COMPACT for a compaction).
+
+        Raises :class:`RewriteConflictError` (nothing committed) if a concurrent commit removed one of the
+        rewritten files; appends never conflict with a rewrite."""
+        if not (isinstance(producer, type) and issubclass(producer, RewriteProducer)):
+            raise TypeError(f"producer must be a RewriteProducer subclass, got {producer!r}")
+        return self._run(producer, messages, identifier, watermark, properties, rewritten=rewritten)
 
     def already_committed(self, identifier: int, latest: Snapshot | None = None) -> bool:
         """Whether this user has committed ``identifier`` (or a later one) according to the latest snapshot."""
