@@ -27,6 +27,7 @@ __all__ = [
     "InvalidPartitionError",
     "InvalidPredicateError",
     "InvalidSnapshotIdError",
+    "InvalidTagNameError",
     "InvalidTimestampError",
     "LakefmtError",
     "LocationNotEmptyError",
@@ -38,6 +39,8 @@ __all__ = [
     "SchemaMismatchError",
     "SnapshotNotFoundError",
     "TableAlreadyExistsError",
+    "TagAlreadyExistsError",
+    "TagNotFoundError",
     "UnknownOptionError",
     "UnsupportedFormatVersionError",
     "UnsupportedTypeError",
@@ -155,6 +158,19 @@ class InvalidConsumerIdError(LakefmtError, ValueError):
 
 class ConsumerNotFoundError(LakefmtError, LookupError):
     """The table records no consumer with this id."""
+
+
+class InvalidTagNameError(LakefmtError, ValueError):
+    """A tag name that cannot name a tag file: the rules of consumer ids (1 to 200 characters of
+    ``A-Z a-z 0-9 . _ -``, the first a letter, a digit or ``_``)."""
+
+
+class TagAlreadyExistsError(LakefmtError):
+    """A tag of this name exists already (created before, or by a racing ``create_tag``): nothing was written."""
+
+
+class TagNotFoundError(LakefmtError, LookupError):
+    """The table has no tag of this name (never created, deleted, or past its ``retain`` time)."""
 
 
 class RewriteConflictError(CommitConflictError):
