@@ -31,6 +31,7 @@ __all__ = [
     "InvalidTimestampError",
     "LakefmtError",
     "LocationNotEmptyError",
+    "MissingDependencyError",
     "MissingMetadataError",
     "NonAtomicStorageError",
     "NotATableError",
@@ -42,6 +43,7 @@ __all__ = [
     "TagAlreadyExistsError",
     "TagNotFoundError",
     "UnknownOptionError",
+    "UnsupportedFilterError",
     "UnsupportedFormatVersionError",
     "UnsupportedTypeError",
 ]
@@ -180,3 +182,14 @@ class RewriteConflictError(CommitConflictError):
     def __init__(self, message: str, *, gone: Sequence[str] = ()) -> None:
         super().__init__(message)
         self.gone: tuple[str, ...] = tuple(gone)
+
+
+class MissingDependencyError(LakefmtError, ImportError):
+    """An optional dependency a method needs (duckdb, polars, pandas) is not installed; the message names the
+    extra that installs it (``pip install 'lakefmt[duckdb]'``)."""
+
+
+class UnsupportedFilterError(LakefmtError, ValueError):
+    """A scan's filter that the form of read asked for cannot apply exactly: ``Scan.to_dataset()`` refuses a
+    filter on a floating-point column (or with a NaN literal), which pyarrow's Parquet scan would get wrong for
+    NaN rows; the message names the forms that apply it exactly."""
