@@ -32,6 +32,7 @@ from lakefmt.spec import CommitMessage, Consumer, Snapshot, TableSchema, layout
 from lakefmt.spec.consumer import MAX_SNAPSHOT_ID, check_consumer_id
 from lakefmt.spec.scope import OverwriteScope, check_partition_given
 from lakefmt.spec.types import type_to_json
+from lakefmt.write.delete import delete_rows
 from lakefmt.write.writer import TableWriter, as_tables
 
 __all__ = ["Table", "create_table", "open_table"]
@@ -184,6 +185,19 @@ class Table:
         check_partition_given(partition)
         scope = {"partition": partition or None, "where": where, "dynamic": dynamic}
         return self._write_and_commit(data, scope)
+
+    def delete(self, filter: pc.Expression) -> Snapshot | None:
+        """Delete the rows where ``filter`` (a pyarrow expression, as in :meth:`scan`) is true, in one snapshot of
+        kind OVERWRITE with the property ``lakefmt.operation=delete``; returns it, or None when no row matched.
+
+        A row where the filter is null (``pc.field("x") > 5`` for a null ``x``) stays, as in SQL. A file whose
+        every row matches is removed by its metadata alone (partition values, min/max); a file where some rows
+        match is rewritten without them; a file where none match is left as it is. Appends committed meanwhile
+        never conflict; a concurrent commit that removed a file this delete rewrites is a
+        :class:`RewriteConflictError` and nothing lands (after a compaction alone, the delete re-plans once).
+        A filter that is not an expression is a ``TypeError``; one on a missing column or comparing a column with
+        a value of another type, an :class:`InvalidPredicateError`. See :mod:`lakefmt.write.delete`."""
+        return delete_rows(self, filter)
 
     def overwrite_scope(
         self,

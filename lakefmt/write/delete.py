@@ -1,0 +1,341 @@
+"""Row-level delete: remove the rows matching a filter, as one rewrite commit.
+
+Three steps, so that an engine can run the middle one in its tasks (the Spark connector does):
+
+1. :func:`plan_delete` (driver): the live files of the latest snapshot that may hold matching rows, by
+   partition values and column min/max (the scan's pruning). Among them, a file whose statistics prove that
+   *every* row matches is dropped by metadata alone (:attr:`DeletePlan.dropped`); the others must be read
+   (:attr:`DeletePlan.candidates`).
+2. :func:`delete_in_files` (a task, any process): reads candidate files through
+   :func:`lakefmt.read.files.read_entries`. A file where no row matches is left as it is; one where every row
+   matches is removed; any other is rewritten without the matching rows through the table's writer.
+3. :func:`commit_delete` (driver): one snapshot of kind OVERWRITE, with the snapshot property
+   ``lakefmt.operation=delete``, that removes every dropped or rewritten file and adds the rewritten ones
+   (:class:`~lakefmt.commit.kinds.RewriteProducer`: each removed file must still be live, or nothing lands).
+
+Which rows go: those where the filter is **true**. A row where it is false *or null* stays, as in SQL's
+``DELETE ... WHERE``: ``id > 5`` never deletes a row whose ``id`` is null. :func:`kept_rows` is that rule as an
+expression.
+
+Proving "every row matches" from metadata is done by pyarrow's expression simplifier, as pruning does: each file
+gets a guarantee (its partition values, ``lo <= c <= hi`` from min/max, or ``c is null`` for an all-null column),
+and a file goes by metadata only when the rule above, simplified under the guarantee, keeps nothing. The proof is
+tried only when every column the filter may touch has a null count of 0 (or only nulls) and known min/max (a float
+column holding NaN has none), and never for a filter with a NaN literal (the simplifier orders NaN above every
+number); otherwise the file is read.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+import pyarrow.fs as pafs
+
+from lakefmt.binpack import pack
+from lakefmt.errors import InvalidPredicateError, LakefmtError, RewriteConflictError
+from lakefmt.meta import entries as ents
+from lakefmt.read.files import read_entries
+from lakefmt.read.plan import has_nan_literal, referenced_columns
+from lakefmt.spec import CommitKind, CommitMessage, Snapshot, TableSchema
+
+if TYPE_CHECKING:  # annotations only: the table imports this module
+    from lakefmt.table import Table
+
+__all__ = [
+    "OPERATION",
+    "DeletePlan",
+    "DeleteResult",
+    "check_filter",
+    "commit_delete",
+    "delete_in_files",
+    "delete_rows",
+    "kept_rows",
+    "plan_delete",
+]
+
+#: the snapshot property a row-level delete sets (``lakefmt.operation``) and its value
+OPERATION = ("lakefmt.operation", "delete")
+
+
+def check_filter(filter: Any, schema: pa.Schema) -> pc.Expression:
+    """``filter`` checked against ``schema`` before anything is read: a ``pyarrow.compute.Expression`` (``TypeError``
+    otherwise) that evaluates to a boolean over the table's columns (:class:`InvalidPredicateError` naming a missing
+    column, or the comparison of a column with a value of another type, otherwise)."""
+    if not isinstance(filter, pc.Expression):
+        raise TypeError(
+            f"a delete's filter must be a pyarrow.compute.Expression (as in scan), such as "
+            f"pc.field('dt') < '2026-01-01', got {type(filter).__name__}"
+        )
+    columns = ", ".join(f"{f.name} ({f.type})" for f in schema) or "none"
+    try:
+        schema.empty_table().filter(filter)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, TypeError) as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        missing = re.search(r"No match for FieldRef\.\w+\((.*?)\)", reason)
+        if missing:
+            reason = f"no column {missing.group(1)!r}"
+        elif "no kernel matching input types" in reason:
+            reason = f"a column is compared with a value of another type ({reason})"
+        raise InvalidPredicateError(
+            f"the delete filter {filter} cannot be applied to the table: {reason}; the table's columns: {columns}"
+        ) from None
+    return filter
+
+
+def kept_rows(filter: pc.Expression) -> pc.Expression:
+    """The rows a delete by ``filter`` keeps: where ``filter`` is false or null (SQL's DELETE removes only the rows
+    where its predicate is true)."""
+    return ~filter | filter.is_null()
+
+
+@dataclass(frozen=True)
+class DeletePlan:
+    """What a delete will do, planned on one snapshot (``snapshot``; None: the table has no commit yet).
+
+    ``dropped``: ADD entries of the files every row of which matches, by their statistics (removed unread);
+    ``candidates``: ADD entries of the files that may hold matching rows and must be read."""
+
+    filter: pc.Expression
+    snapshot: Snapshot | None
+    dropped: pa.Table
+    candidates: pa.Table
+
+    @property
+    def nothing_to_do(self) -> bool:
+        """No file can hold a matching row."""
+        return bool(self.dropped.num_rows == 0 and self.candidates.num_rows == 0)
+
+    def groups(self, target_bytes: int) -> list[pa.Table]:
+        """The candidates, in order, in groups of about ``target_bytes`` on storage (one per engine task)."""
+        if target_bytes < 1:
+            raise ValueError(f"target_bytes must be positive, got {target_bytes!r}")
+        sizes = self.candidates.column(ents.FILE_SIZE).to_pylist()
+        bins = pack(list(range(len(sizes))), lambda i: sizes[i], target_bytes)
+        return [self.candidates.take(pa.array(b, pa.int64())) for b in bins]
+
+
+@dataclass(frozen=True)
+class DeleteResult:
+    """What :func:`delete_in_files` did to its files: ``message`` holds the rewritten files (uncommitted);
+    ``rewritten`` the ADD entries of the files read that held matching rows (the commit removes them);
+    ``deleted_rows`` how many rows matched; ``files_read`` how many files were read."""
+
+    message: CommitMessage
+    rewritten: pa.Table
+    deleted_rows: int
+    files_read: int
+
+
+def plan_delete(table: Table, filter: pc.Expression) -> DeletePlan:
+    """Plan a delete of the rows matching ``filter`` on the latest snapshot (see the module docstring)."""
+    schema = table.table_schema()
+    filter = check_filter(filter, schema.arrow_schema)
+    scan = table.scan(filter=filter)
+    maybe = scan.entries()  # pruned by partition values and min/max, each apart
+    may_match, every_row = _classify(maybe, filter, scan.schema)  # by both at once, and the proof
+    proved = pa.array(every_row, pa.bool_())
+    read = pa.array([m and not p for m, p in zip(may_match, every_row, strict=True)], pa.bool_())
+    return DeletePlan(filter, scan.snapshot, maybe.filter(proved), maybe.filter(read))
+
+
+def delete_in_files(table: Table, entries: pa.Table, filter: pc.Expression) -> DeleteResult:
+    """Read the files of ``entries`` (a plan's candidates, or a group of them) and write, through one writer of
+    ``table``, the rows of every file that held a matching row except those rows. A file where nothing matches
+    is left out of the result; an error deletes what was written here."""
+    schema = table.table_schema()
+    filter = check_filter(filter, schema.arrow_schema)
+    counts = _match_counts(table, entries, filter, schema)
+    rows = entries.column(ents.ROW_COUNT).to_pylist()
+    touched = [i for i, n in enumerate(counts) if n]
+    keep = kept_rows(filter)
+    with table.new_writer() as writer:
+        for i in touched:
+            if counts[i] < rows[i]:  # some rows stay: rewrite the file without the others
+                for batch in read_entries(table.io, entries.slice(i, 1), schema, filter=keep):
+                    writer.write(batch)
+        message = writer.prepare_commit()
+    rewritten = entries.take(pa.array(touched, pa.int64()))
+    return DeleteResult(message, rewritten, sum(counts), entries.num_rows)
+
+
+def commit_delete(table: Table, plan: DeletePlan, results: Sequence[DeleteResult]) -> Snapshot | None:
+    """Commit a delete: one OVERWRITE snapshot (``lakefmt.operation=delete``) that removes the plan's dropped
+    files and every file the results rewrote, and adds the results' files. Returns it, or None when nothing
+    matched. :class:`RewriteConflictError` if a concurrent commit removed one of those files first (nothing
+    lands). The results' files are deleted when the commit is known not to have landed, and never otherwise."""
+    messages = [r.message for r in results]
+    removed = ents.concat_entries([plan.dropped, *(r.rewritten for r in results)])
+    if removed.num_rows == 0:
+        table.discard(messages)  # nothing matched: nothing was written either
+        return None
+    committer = table.new_committer()  # a one-off commit user: a delete is never replayed
+    try:
+        return committer.rewrite(messages, 0, rewritten=removed, properties=dict([OPERATION]))
+    except BaseException:
+        # an unknown outcome (or an interrupt during or after the publish) may have landed: delete nothing then
+        if not committer.may_have_landed:
+            table.discard(messages)
+        raise
+
+
+def delete_rows(table: Table, filter: pc.Expression) -> Snapshot | None:
+    """:meth:`lakefmt.Table.delete`: plan, rewrite in this process, commit.
+
+    Concurrency (Delta's WriteSerializable): appends committed meanwhile never conflict (their files are not among
+    those rewritten, so their rows stay, matching or not). A concurrent commit that removed a file this delete
+    rewrites makes it fail with :class:`RewriteConflictError` and nothing lands, unless only compactions removed
+    them: a compaction never fails a writer, so the delete is then planned and run once more on the new snapshot
+    (the same rows, in the compacted files, plus any appended since); a second such loss is reported."""
+    for attempt in (1, 2):
+        plan = plan_delete(table, filter)
+        if plan.nothing_to_do:
+            return None
+        result = delete_in_files(table, plan.candidates, plan.filter)
+        try:
+            return commit_delete(table, plan, [result])
+        except RewriteConflictError as exc:
+            if attempt == 2 or not _compacted_away(table, plan.snapshot, exc.gone):
+                raise
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+# -- helpers ------------------------------------------------------------------------------------------------------
+def _match_counts(table: Table, entries: pa.Table, filter: pc.Expression, schema: TableSchema) -> list[int]:
+    """How many rows of each file match ``filter``, reading only the columns it needs (in parallel on object
+    stores, where each read is a round trip)."""
+    columns = referenced_columns(filter, schema.arrow_schema)
+
+    def count(i: int) -> int:
+        one = entries.slice(i, 1)
+        return sum(pa.Table.from_batches([b]).filter(filter).num_rows
+                   for b in read_entries(table.io, one, schema, columns=columns))
+
+    n = entries.num_rows
+    if n <= 1 or table.io.protocol in ("file", "memory"):
+        return [count(i) for i in range(n)]
+    with ThreadPoolExecutor(max_workers=min(8, n)) as pool:
+        return list(pool.map(count, range(n)))
+
+
+def _classify(entries: pa.Table, filter: pc.Expression, schema: TableSchema) -> tuple[list[bool], list[bool]]:
+    """For each file of ``entries``, from its partition values and statistics alone: may ``filter`` be true for one
+    of its rows (else the delete leaves it alone), and is it proved true for every one (then it goes unread)?
+    Unsure answers are "may" and "not proved"."""
+    n = entries.num_rows
+    if n == 0:
+        return [], []
+    arrow = schema.arrow_schema
+    columns = referenced_columns(filter, arrow)
+    known = [_column_guarantees(entries, c, c in schema.partition_keys, arrow.field(c).type) for c in columns]
+    sound: list[pc.Expression] = []  # what is known of each file (a column with some nulls: range or null)
+    exact: list[int] = []  # files whose every column the filter touches has no nulls or only nulls, and bounds
+    for i in range(n):
+        out, strict = pc.scalar(True), True
+        for g in known:
+            guarantee, no_nulls = g[i]
+            strict = strict and no_nulls
+            if guarantee is not None:
+                out = out & guarantee
+        sound.append(out)
+        if strict:
+            exact.append(i)
+    if has_nan_literal(filter):  # the simplifier orders NaN above every number: neither prune nor prove
+        return [True] * n, [False] * n
+    may_match = _may_hold(filter, arrow, sound)
+    proved = [False] * n
+    tried = [i for i in exact if may_match[i]]
+    if tried:
+        may_keep = _may_hold(kept_rows(filter), arrow, [sound[i] for i in tried])
+        for i, keeps in zip(tried, may_keep, strict=True):
+            proved[i] = not keeps
+    return may_match, proved
+
+
+def _column_guarantees(
+    entries: pa.Table, column: str, is_key: bool, t: pa.DataType
+) -> list[tuple[pc.Expression | None, bool]]:
+    """Per file, what its metadata says of every value of ``column`` (None: nothing), and whether that is exact
+    enough to prove a filter true for every row (no nulls beside other values, and known bounds): ``c == v`` (a
+    partition value, or min = max), ``lo <= c <= hi``, ``c is null`` (exact); ``lo <= c <= hi or c is null``
+    (some nulls: not exact)."""
+    n = entries.num_rows
+    col = pc.field(column)
+    if is_key and ents.PARTITION in entries.column_names:
+        values = entries.column(ents.PARTITION).combine_chunks().field(column)
+        out: list[tuple[pc.Expression | None, bool]] = []
+        for v in values:
+            if not v.is_valid:
+                out.append((col.is_null(), True))
+            elif isinstance(v.as_py(), float) and v.as_py() != v.as_py():
+                out.append((None, False))  # a NaN partition value: the simplifier orders NaN above every number
+            else:
+                out.append((col == v, True))
+        return out
+    if ents.STATS not in entries.column_names:
+        return [(None, False)] * n
+    stats = entries.column(ents.STATS).combine_chunks()
+    names = [stats.type.field(i).name for i in range(stats.type.num_fields)]
+    if column not in names:
+        return [(None, False)] * n
+    child = stats.field(column)
+    lows, highs = child.field("min").cast(t), child.field("max").cast(t)
+    nulls = child.field("null_count").to_pylist()
+    rows = entries.column(ents.ROW_COUNT).to_pylist()
+    result: list[tuple[pc.Expression | None, bool]] = []
+    for lo, hi, null_count, row_count in zip(lows, highs, nulls, rows, strict=True):
+        if null_count is not None and row_count is not None and null_count >= row_count:
+            result.append((col.is_null(), True))
+        elif null_count is None or not lo.is_valid or not hi.is_valid:
+            result.append((None, False))
+        else:
+            rng = col == lo if lo == hi else (col >= lo) & (col <= hi)
+            result.append((rng, True) if null_count == 0 else (rng | col.is_null(), False))
+    return result
+
+
+def _may_hold(expr: pc.Expression, schema: pa.Schema, guarantees: Sequence[pc.Expression]) -> list[bool]:
+    """For each guarantee: can ``expr`` be true of a row it allows? (pyarrow's simplifier, as pruning uses it:
+    a fragment whose partition expression makes the filter literally false is skipped.)"""
+    dataset = ds.FileSystemDataset.from_paths(
+        [str(i) for i in range(len(guarantees))],
+        schema=schema,
+        format=ds.ParquetFileFormat(),
+        filesystem=pafs.LocalFileSystem(),
+        partitions=list(guarantees),
+    )
+    out = [False] * len(guarantees)
+    for fragment in dataset.get_fragments(filter=expr):
+        out[int(fragment.path)] = True
+    return out
+
+
+def _compacted_away(table: Table, since: Snapshot | None, gone: Sequence[str]) -> bool:
+    """Whether every file in ``gone`` was removed by a COMPACT snapshot after ``since`` and none by another kind.
+    False when unsure (a snapshot in between has expired, or metadata cannot be read)."""
+    latest = table.latest_snapshot()
+    if since is None or latest is None or not gone:
+        return False
+    wanted = set(gone)
+    compacted: set[str] = set()
+    store = table._store
+    with contextlib.suppress(LakefmtError, OSError):
+        for sid in range(since.id + 1, latest.id + 1):
+            snap = store.snapshot(sid)
+            metas = store.manifest_list(snap.delta_manifest_list)
+            removed = set()
+            for m in metas:
+                if m.num_deleted_files:
+                    removed |= set(ents.paths(ents.deletes(store.manifest(m.file_name)))) & wanted
+            if snap.commit_kind is not CommitKind.COMPACT and removed:
+                return False
+            compacted |= removed
+        return compacted == wanted
+    return False
