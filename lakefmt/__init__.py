@@ -39,6 +39,14 @@ from lakefmt.errors import (
     UnsupportedTypeError,
 )
 from lakefmt.io.paths import normalize_uri
+from lakefmt.maintenance.compact import (
+    CompactionGroup,
+    CompactionPlan,
+    CompactionReport,
+    commit_compaction,
+    plan_compaction,
+    rewrite_group,
+)
 from lakefmt.read.scan import FileTask, ReadTask, Scan
 from lakefmt.spec import FORMAT_VERSION, CommitKind, CommitMessage, Consumer, Snapshot, TableSchema
 from lakefmt.spec.scope import OverwriteScope
@@ -58,6 +66,9 @@ __all__ = [
     "CommitRetriesExhaustedError",
     "CommitStateUnknownError",
     "Committer",
+    "CompactionGroup",
+    "CompactionPlan",
+    "CompactionReport",
     "Consumer",
     "ConsumerNotFoundError",
     "CorruptMetadataError",
@@ -90,7 +101,10 @@ __all__ = [
     "UnknownOptionError",
     "UnsupportedFormatVersionError",
     "UnsupportedTypeError",
+    "commit_compaction",
     "create_table",
     "normalize_uri",
     "open_table",
+    "plan_compaction",
+    "rewrite_group",
 ]

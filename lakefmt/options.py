@@ -173,6 +173,18 @@ class TableOptions:
     #: ``consumer.expiration-time``: a consumer whose record has not been written for this long no longer
     #: holds snapshots back from expiration (and expiration deletes its record); unset = consumers never expire
     consumer_expiration_ms: int | None = None
+    #: ``compaction.min.file-num``: a partition is compacted once it holds this many small data files (files
+    #: under 3/4 of ``target-file-size``); also the least number of files one automatic compaction merges
+    compaction_min_file_num: int = 5
+    #: ``compaction.max.file-num``: a partition holding this many small files is compacted whole, however
+    #: small they are (automatic compaction merges size tiers below it)
+    compaction_max_file_num: int = 50
+    #: ``compaction.auto``: after each commit through a Table, compact the partitions it touched that hold
+    #: ``compaction.min.file-num`` small files, as a separate COMPACT snapshot (best effort)
+    compaction_auto: bool = False
+    #: ``write-only``: commits never compact automatically (Paimon's name: the writers of a table that one
+    #: dedicated compactor serves); per writer, ``Table.new_committer(write_only=True)``
+    write_only: bool = False
 
     _KEYS: ClassVar[dict[str, tuple[str, Callable[[str, str], Any]]]] = {
         "target-file-size": ("target_file_size", parse_size),
@@ -193,6 +205,10 @@ class TableOptions:
         "snapshot.num-retained.max": ("snapshot_retained_max", _int),
         "snapshot.time-retained": ("snapshot_time_retained_ms", parse_duration_ms),
         "consumer.expiration-time": ("consumer_expiration_ms", parse_duration_ms),
+        "compaction.min.file-num": ("compaction_min_file_num", _int),
+        "compaction.max.file-num": ("compaction_max_file_num", _int),
+        "compaction.auto": ("compaction_auto", _bool),
+        "write-only": ("write_only", _bool),
     }
     #: keys whose value may be 0 (sizes, never negative; every other integer must be positive)
     _ZERO_ALLOWED: ClassVar[frozenset[str]] = frozenset({"write.sync-ahead-bytes"})
@@ -236,6 +252,11 @@ class TableOptions:
             raise InvalidOptionError(
                 f"snapshot.num-retained.min ({self.snapshot_retained_min}) must not be larger than "
                 f"snapshot.num-retained.max ({self.snapshot_retained_max}); set both (the default min is 10)"
+            )
+        if self.compaction_min_file_num > self.compaction_max_file_num:
+            raise InvalidOptionError(
+                f"compaction.min.file-num ({self.compaction_min_file_num}) must not be larger than "
+                f"compaction.max.file-num ({self.compaction_max_file_num})"
             )
         return self
 

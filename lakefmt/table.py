@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime
+import functools
+import logging
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -13,29 +16,37 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakefmt.commit.committer import Committer
+from lakefmt.commit.restore import RestorePlan, commit_restore, plan_restore, restore_replans
 from lakefmt.errors import (
     ConsumerNotFoundError,
     InvalidSnapshotIdError,
     LakefmtError,
     LocationNotEmptyError,
+    SnapshotNotFoundError,
     TableAlreadyExistsError,
+    TagNotFoundError,
 )
 from lakefmt.io import FileIO, file_io_for
 from lakefmt.io.paths import is_temp_of
 from lakefmt.maintenance import MaintenanceReport, Progress, expire_snapshots, remove_orphan_files
+from lakefmt.maintenance.compact import CompactionReport, auto_compact, compact
 from lakefmt.meta import consumers as cons
 from lakefmt.meta import entries as ents
+from lakefmt.meta import tags as tags_store
 from lakefmt.meta.store import MetaStore
 from lakefmt.options import DEFAULT_ORPHAN_OLDER_THAN, Duration, TableOptions, duration_ms  # also importable here
-from lakefmt.read.scan import FileTask, Scan
-from lakefmt.spec import CommitMessage, Consumer, Snapshot, TableSchema, layout
+from lakefmt.read.scan import FileTask, Scan, check_snapshot_id
+from lakefmt.spec import CommitKind, CommitMessage, Consumer, Snapshot, TableSchema, layout
 from lakefmt.spec.consumer import MAX_SNAPSHOT_ID, check_consumer_id
 from lakefmt.spec.scope import OverwriteScope, check_partition_given
+from lakefmt.spec.tag import Tag, check_tag_name
 from lakefmt.spec.types import type_to_json
 from lakefmt.write.delete import delete_rows
 from lakefmt.write.writer import TableWriter, as_tables
 
 __all__ = ["Table", "create_table", "open_table"]
+
+log = logging.getLogger("lakefmt.table")
 
 
 def create_table(
@@ -132,25 +143,44 @@ class Table:
         return dict(self.table_schema().options)
 
     # -- writing ---------------------------------------------------------------------------------------
-    def new_writer(self, *, writer_id: str | None = None) -> TableWriter:
-        """A task-side writer: ``write`` batches, then ``prepare_commit()`` for a small, picklable message."""
-        return TableWriter(self.io, self.table_schema(), writer_id=writer_id, on_manifest=self._store.remember_manifest)
+    def new_writer(self, *, writer_id: str | None = None, target_file_size: int | None = None) -> TableWriter:
+        """A task-side writer: ``write`` batches, then ``prepare_commit()`` for a small, picklable message.
+        ``target_file_size`` (bytes) overrides the table option ``target-file-size`` for this writer."""
+        schema = self.table_schema()
+        if target_file_size is not None:
+            schema = dataclasses.replace(schema, options={**schema.options, "target-file-size": str(target_file_size)})
+        return TableWriter(self.io, schema, writer_id=writer_id, on_manifest=self._store.remember_manifest)
 
     def new_committer(
-        self, commit_user: str | None = None, *, clock: Callable[[], float] | None = None
+        self,
+        commit_user: str | None = None,
+        *,
+        clock: Callable[[], float] | None = None,
+        write_only: bool = False,
     ) -> Committer:
         """A committer; ``commit(messages, identifier=n)`` publishes exactly once per (commit user, n).
 
         ``commit_user`` must be stable across restarts of one logical writer (a non-empty string); None makes
-        a one-off user that is never remembered for dedup. ``clock`` (seconds since the epoch) is for tests."""
+        a one-off user that is never remembered for dedup. ``write_only=True``: its commits never compact
+        automatically, whatever ``compaction.auto`` says (one dedicated compactor serves many writers; Paimon's
+        ``write-only``). ``clock`` (seconds since the epoch) is for tests."""
         clock = clock if clock is not None else self._clock
-        return Committer(self.io, self._store, commit_user, after_commit=self._after_commit, clock=clock)
+        after = functools.partial(self._after_commit, compact=not write_only)
+        return Committer(self.io, self._store, commit_user, after_commit=after, clock=clock)
 
-    def _after_commit(self, snap: Snapshot) -> None:
-        """Expire snapshots after a commit when the table's options ask for it (``snapshot.num-retained.*``,
-        ``snapshot.time-retained``). Best effort: the commit has landed; a failed expiration is retried by the
-        next commit or by ``lakefmt expire``."""
+    def _after_commit(self, snap: Snapshot, *, compact: bool = True) -> None:
+        """After a commit landed: compact the partitions it touched when ``compaction.auto`` is set (unless the
+        committer or the table is ``write-only``), then expire snapshots when the table's options ask for it
+        (``snapshot.num-retained.*``, ``snapshot.time-retained``). Best effort: the commit has landed; an error
+        is logged, a failed compaction is retried after the next commit, a failed expiration by the next commit
+        or by ``lakefmt expire``; an interrupt propagates."""
         options = self.table_schema().table_options
+        auto = compact and options.compaction_auto and not options.write_only
+        if auto and snap.commit_kind is not CommitKind.COMPACT:
+            try:
+                auto_compact(self, snap)
+            except Exception as exc:  # the data commit has landed; compaction is optional
+                log.warning("automatic compaction after snapshot %d failed: %s: %s", snap.id, type(exc).__name__, exc)
         if not options.auto_expire:
             return
         with contextlib.suppress(Exception):  # botocore's connection errors are not OSErrors
@@ -257,10 +287,11 @@ class Table:
         *,
         from_snapshot: int | None = None,
         to_snapshot: int | None = None,
+        tag: str | None = None,
     ) -> Scan:
-        """Plan a read: the latest snapshot, one by id or timestamp (``as_of``), or what snapshots
-        ``from_snapshot+1 .. to_snapshot`` added. Then ``.to_arrow()``, ``.to_batches()``,
-        ``.to_dataset()`` or ``.files()``."""
+        """Plan a read: the latest snapshot, one by id or timestamp (``as_of``), one by tag (``tag``: it reads
+        after its snapshot expired), or what snapshots ``from_snapshot+1 .. to_snapshot`` added. Then
+        ``.to_arrow()``, ``.to_batches()``, ``.to_dataset()`` or ``.files()``."""
         return Scan(
             self.io,
             self._store,
@@ -270,6 +301,7 @@ class Table:
             as_of=as_of,
             from_snapshot=from_snapshot,
             to_snapshot=to_snapshot,
+            tag=tag,
         )
 
     def to_arrow(self, **kwargs: Any) -> pa.Table:
@@ -338,6 +370,44 @@ class Table:
             self.io, self._store, older_than_ms=duration_ms(older_than), dry_run=dry_run, progress=progress
         )
 
+    def compact(
+        self,
+        partition: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
+        *,
+        target_file_size: int | None = None,
+        min_files: int | None = None,
+        sort_by: Sequence[str] | str | None = None,
+        dry_run: bool = False,
+        parallelism: int | None = None,
+        progress: Progress | None = None,
+    ) -> CompactionReport:
+        """Rewrite small data files into files of about ``target_file_size`` bytes (default: the table option
+        ``target-file-size``), in one snapshot of kind COMPACT that changes no row and no commit user's dedup
+        state; incremental reads and streams skip it.
+
+        Per partition (``partition``: values of some or all partition keys, or a list of them; None: all), the
+        files under 3/4 of the target are bin-packed in commit order, once a partition holds ``min_files`` of
+        them (default: ``compaction.min.file-num``, 5); larger files are left alone. ``sort_by``: columns to sort
+        each partition's rewritten rows by, so that min/max pruning gets sharp. ``dry_run``: plan and report,
+        write nothing. ``parallelism``: rewrite this many groups at once (threads). ``progress(done, total,
+        what)`` is called per group rewritten.
+
+        Writers racing a compaction never fail. A compaction that loses input files to a concurrent commit
+        re-plans those partitions once, or gives them up (:attr:`CompactionReport.given_up`); it never raises
+        a conflict. An unknown partition (:class:`InvalidPartitionError`), ``target_file_size`` or ``min_files``
+        below 1 (:class:`InvalidOptionError`) or an unknown sort column (:class:`SchemaMismatchError`) is refused
+        before anything is written. The distributable steps: :mod:`lakefmt.maintenance.compact`."""
+        return compact(
+            self,
+            partition,
+            target_file_size=target_file_size,
+            min_files=min_files,
+            sort_by=sort_by,
+            dry_run=dry_run,
+            parallelism=parallelism,
+            progress=progress,
+        )
+
     # -- consumers -------------------------------------------------------------------------------------
     def set_consumer(self, consumer_id: str, next_snapshot: int) -> None:
         """Record that consumer ``consumer_id`` has finished reading every snapshot before ``next_snapshot``
@@ -381,6 +451,96 @@ class Table:
                 f"{self.uri} has no consumer {consumer_id!r} (its consumers: {known})"
             ) from None
         cons.delete_consumer(self.io, consumer_id)
+
+    # -- tags and restore ------------------------------------------------------------------------------
+    def create_tag(self, name: str, snapshot_id: int | None = None, *, retain: Duration | None = None) -> Tag:
+        """Name snapshot ``snapshot_id`` (the latest by default) ``name``: ``scan(tag=name)`` reads it, and
+        ``expire`` and ``orphan-clean`` keep every file it reads (also after its snapshot expired) until the tag
+        is deleted or ``retain`` (a ``timedelta``, ``"30d"`` or seconds) has passed since its creation. A tag never
+        holds other snapshots back from expiration. One exclusive create of ``tag/tag-<name>``.
+
+        ``name``: the rules of consumer ids (:class:`InvalidTagNameError`). :class:`TagAlreadyExistsError` if
+        the name is taken (of two racing creates, one wins); :class:`SnapshotNotFoundError` if the snapshot does
+        not exist, has expired, or expired while the tag was created."""
+        check_tag_name(name)
+        if snapshot_id is None:
+            snap = self._store.latest_snapshot()
+            if snap is None:
+                raise SnapshotNotFoundError(f"{self.uri} has no snapshot to tag yet")
+        else:
+            snap = self._store.snapshot(check_snapshot_id(snapshot_id))
+        retain_ms = None if retain is None else duration_ms(retain, "retain")
+        if retain_ms is not None and retain_ms < 1:
+            raise ValueError(f"retain must be a positive duration, got {retain!r}")
+        sync = self.table_schema().table_options.fsync
+        return tags_store.tag_snapshot(self._store, name, snap, retain_ms=retain_ms, now_ms=self._now_ms(), sync=sync)
+
+    def delete_tag(self, name: str) -> None:
+        """Delete tag ``name`` (also an unreadable or expired one). The files only it kept are left for
+        ``orphan-clean`` (expiration has already passed them). :class:`TagNotFoundError` if there is none."""
+        check_tag_name(name)
+        try:
+            self.io.read(layout.tag_path(name))
+        except FileNotFoundError:
+            known = ", ".join(repr(t.name) for t in tags_store.list_tags(self.io).tags) or "none"
+            raise TagNotFoundError(f"{self.uri} has no tag {name!r} (its tags: {known})") from None
+        tags_store.delete_tag(self.io, name)
+
+    def tags(self) -> list[Tag]:
+        """Every tag, by name (expired ones too: ``Tag.expired(now_ms)``). :class:`CorruptMetadataError` names
+        any tag file that cannot be read."""
+        return list(tags_store.list_tags(self.io).check().tags)
+
+    def plan_restore(
+        self,
+        snapshot_id: int | None = None,
+        *,
+        tag: str | None = None,
+        as_of: datetime.datetime | int | float | None = None,
+    ) -> RestorePlan:
+        """What :meth:`restore` would do now (reads metadata, writes nothing): the files (and rows) it would
+        remove and add again."""
+        target = self._restore_target(snapshot_id, tag, as_of)
+        return plan_restore(self._store, target, tag=tag)
+
+    def restore(
+        self,
+        snapshot_id: int | None = None,
+        *,
+        tag: str | None = None,
+        as_of: datetime.datetime | int | float | None = None,
+    ) -> Snapshot | None:
+        """Commit a new snapshot whose rows equal those of snapshot ``snapshot_id``, of tag ``tag`` or of the
+        snapshot current at ``as_of`` (give one). Newer snapshots stay, so a restore can be undone by restoring
+        again. No data file is copied: the target's files are added again. Kind OVERWRITE, with the properties
+        ``lakefmt.operation=restore`` and ``lakefmt.restored-snapshot=<id>``. Returns None (and commits nothing)
+        when the table already holds exactly the target's files.
+
+        Exactly-once is not rolled back: the commit-user map is carried forward from the latest snapshot, so a
+        replayed batch committed after the restored version is still recognised (and skipped). Raises
+        :class:`CommitConflictError` if another commit changes the table while the restore commits (nothing
+        lands; compactions alone are followed), :class:`SnapshotNotFoundError` or :class:`TagNotFoundError` for a
+        target that does not exist or stopped being kept meanwhile."""
+        target = self._restore_target(snapshot_id, tag, as_of)
+        return restore_replans(
+            lambda: plan_restore(self._store, target, tag=tag),
+            lambda plan: commit_restore(
+                self.io, self._store, plan, clock=self._clock or time.time, after_commit=self._after_commit
+            ),
+        )
+
+    def _restore_target(
+        self, snapshot_id: int | None, tag: str | None, as_of: datetime.datetime | int | float | None
+    ) -> Snapshot:
+        given = [n for n, v in (("snapshot_id", snapshot_id), ("tag", tag), ("as_of", as_of)) if v is not None]
+        if len(given) != 1:
+            raise ValueError(f"name the version to restore: one of snapshot_id, tag or as_of, got {given or 'none'}")
+        if tag is not None:
+            return tags_store.tagged_snapshot(self.io, check_tag_name(tag), self._now_ms()).snapshot
+        return self.scan(snapshot_id=snapshot_id, as_of=as_of).snapshot  # type: ignore[return-value]
+
+    def _now_ms(self) -> int:
+        return int((self._clock or time.time)() * 1000)
 
     def commit_user_identifier(self, commit_user: str) -> int | None:
         """The last identifier ``commit_user`` committed, as remembered by the latest snapshot."""

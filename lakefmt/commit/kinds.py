@@ -29,7 +29,14 @@ from lakefmt.spec import CommitKind, ManifestFileMeta, Snapshot, TableSchema
 from lakefmt.spec.manifest import ColumnStats
 from lakefmt.spec.scope import OverwriteScope
 
-__all__ = ["AppendProducer", "OverwriteProducer", "RewriteProducer", "compactions_only", "live_paths"]
+__all__ = [
+    "AppendProducer",
+    "CompactProducer",
+    "OverwriteProducer",
+    "RewriteProducer",
+    "compactions_only",
+    "live_paths",
+]
 
 
 class AppendProducer(SnapshotProducer):
@@ -143,6 +150,17 @@ class RewriteProducer(SnapshotProducer):
                 f"concurrent commit (the first: {gone[0]}); nothing was committed",
                 gone=gone,
             )
+
+
+class CompactProducer(RewriteProducer):
+    """A compaction: replaces live files with files holding exactly the same rows (kind COMPACT). It carries the
+    commit-user map forward unchanged (it is no writer's commit), and a writer that races it never fails
+    (:func:`compactions_only`). Planning and rewriting: :mod:`lakefmt.maintenance.compact`."""
+
+    kind = CommitKind.COMPACT
+
+    def carries_users_unchanged(self) -> bool:
+        return True
 
 
 def live_paths(store: MetaStore, snap: Snapshot | None, among: pa.Table) -> set[str]:

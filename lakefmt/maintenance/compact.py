@@ -1,0 +1,692 @@
+"""Compaction: rewrite a partition's small data files into files of about ``target-file-size``, as one COMPACT
+snapshot that changes no row (DELETE + ADD, every replaced file checked live; the commit-user map carried
+forward exactly, so dedup is unchanged; readers of history and incremental reads skip it).
+
+Three steps, so that an engine can run the middle one in its tasks:
+
+1. :func:`plan_compaction` (driver, metadata only): per partition, the small files (under 3/4 of the target,
+   as Iceberg's ``min-file-size-bytes``; larger ones are left alone), bin-packed in commit order into groups
+   of at most the target (:class:`CompactionGroup`, picklable). A partition is compacted once it holds
+   ``min_files`` small files (``compaction.min.file-num``, 5); a group of one file is never rewritten.
+2. :func:`rewrite_group` (any process): reads a group's rows through :func:`lakefmt.read.files.read_entries`
+   (sorted by ``sort_by`` if given) and writes them with the table's :class:`~lakefmt.write.writer.TableWriter`;
+   returns its :class:`CommitMessage` (writer id = the group's id).
+3. :func:`commit_compaction` (driver): one COMPACT snapshot for every group rewritten. If a concurrent commit
+   removed some input files (an overwrite, a delete, another compaction), the groups that lost them are
+   dropped (their new files deleted), their partitions re-planned once against the new latest snapshot and
+   rewritten, or given up with the reason in the report. A conflict never reaches the caller, and a writer
+   racing a compaction never fails (appends are not among the replaced files; an overwrite re-plans).
+
+Automatic compaction (table option ``compaction.auto``) plans *tiers* instead (:func:`plan_compaction` with
+``tiered=True``): from a partition's newest small file backwards, an older file joins while it is no larger
+than the newer ones together, and the run is merged once it holds ``min_files`` files; so each row is rewritten
+about log2(n) times as a stream adds n files, not n times. A partition that reaches ``compaction.max.file-num``
+small files is compacted whole.
+
+With ``sort_by``, a partition's small files form one group (its rows sorted together, so min/max pruning gets
+sharp across the new files; the group is held in memory while it is sorted), rolled into target-size files.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakefmt.commit.kinds import CompactProducer
+from lakefmt.commit.types import CommitOutcome, CommitRequest
+from lakefmt.errors import (
+    CommitError,
+    InvalidOptionError,
+    InvalidPartitionError,
+    RewriteConflictError,
+    SchemaMismatchError,
+    UnsupportedTypeError,
+)
+from lakefmt.maintenance.report import Progress
+from lakefmt.meta import entries as ents
+from lakefmt.read.files import read_entries
+from lakefmt.read.plan import select_manifests
+from lakefmt.spec import CommitMessage, Snapshot, TableSchema
+from lakefmt.spec.scope import normalize_partition
+
+if TYPE_CHECKING:  # annotations only: the table imports this module
+    from lakefmt.table import Table
+
+__all__ = [
+    "CompactionGroup",
+    "CompactionPlan",
+    "CompactionReport",
+    "GivenUp",
+    "commit_compaction",
+    "compact",
+    "plan_compaction",
+    "rewrite_group",
+    "touched_partitions",
+]
+
+log = logging.getLogger("lakefmt.compact")
+
+#: a file at least this fraction of the target is large enough: never rewritten (Iceberg's min-file-size-bytes)
+LARGE_ENOUGH = 0.75
+#: the snapshot property naming the operation (as delete and restore do)
+OPERATION = "lakefmt.operation"
+
+Partition = dict[str, Any]
+
+
+def _key(partition: Mapping[str, Any] | None) -> tuple[tuple[str, Any], ...]:
+    return tuple(sorted((partition or {}).items(), key=lambda kv: kv[0]))
+
+
+def _describe(partition: Mapping[str, Any]) -> str:
+    return ",".join(f"{k}={v}" for k, v in partition.items()) or "(unpartitioned)"
+
+
+@dataclass(frozen=True)
+class CompactionGroup:
+    """Input files rewritten together into new files: all in one partition. Picklable (the entries are an
+    Arrow table), so an engine ships it to the task that runs :func:`rewrite_group`."""
+
+    group_id: str  #: also the writer id of its commit message, which is how a commit finds the group's files
+    partition: Partition
+    entries: pa.Table  #: ADD entries of the input files (manifest schema)
+
+    @property
+    def paths(self) -> list[str]:
+        return ents.paths(self.entries)
+
+    @property
+    def num_files(self) -> int:
+        return int(self.entries.num_rows)
+
+    @property
+    def num_bytes(self) -> int:
+        return int(pc.sum(self.entries.column(ents.FILE_SIZE)).as_py() or 0)
+
+    @property
+    def num_rows(self) -> int:
+        return int(pc.sum(self.entries.column(ents.ROW_COUNT)).as_py() or 0)
+
+
+@dataclass(frozen=True)
+class CompactionPlan:
+    """What a compaction rewrites, planned on one snapshot: groups of input files, and the totals of the live
+    files in the planned scope (the partitions asked for, or the whole table) before it."""
+
+    snapshot_id: int | None
+    target_file_size: int
+    sort_by: tuple[str, ...]
+    groups: tuple[CompactionGroup, ...]
+    files_before: int
+    bytes_before: int
+    min_files: int = 5
+    tiered: bool = False
+
+    @property
+    def partitions(self) -> list[Partition]:
+        """The partitions the plan rewrites files of, each once, in plan order."""
+        seen: dict[tuple[tuple[str, Any], ...], Partition] = {}
+        for g in self.groups:
+            seen.setdefault(_key(g.partition), g.partition)
+        return list(seen.values())
+
+    @property
+    def num_files(self) -> int:
+        return sum(g.num_files for g in self.groups)
+
+    @property
+    def num_bytes(self) -> int:
+        return sum(g.num_bytes for g in self.groups)
+
+
+@dataclass(frozen=True)
+class GivenUp:
+    """A partition a compaction left as it was, and why (a concurrent commit removed its input files twice)."""
+
+    partition: Partition
+    reason: str
+
+
+@dataclass
+class CompactionReport:
+    """What a compaction did (or, with ``dry_run``, would do). ``files_before``/``bytes_before``: the live files
+    in the planned scope when it was planned; ``files_after``/``bytes_after``: the same, less the files rewritten
+    plus the files written (commits that landed meanwhile not counted)."""
+
+    dry_run: bool
+    snapshot: Snapshot | None = None
+    files_before: int = 0
+    bytes_before: int = 0
+    rewritten_files: int = 0
+    rewritten_bytes: int = 0
+    written_files: int = 0
+    written_bytes: int = 0
+    rows: int = 0
+    partitions: list[Partition] = field(default_factory=list)  #: the partitions compacted
+    given_up: list[GivenUp] = field(default_factory=list)
+    replanned: list[Partition] = field(default_factory=list)  #: partitions re-planned after losing a race
+    seconds: float = 0.0
+
+    @property
+    def files_after(self) -> int:
+        return self.files_before - self.rewritten_files + self.written_files
+
+    @property
+    def bytes_after(self) -> int:
+        return self.bytes_before - self.rewritten_bytes + self.written_bytes
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready summary (``--json``)."""
+        return {
+            "operation": "compact",
+            "dry_run": self.dry_run,
+            "snapshot": self.snapshot.id if self.snapshot else None,
+            "files_before": self.files_before,
+            "bytes_before": self.bytes_before,
+            "files_after": None if self.dry_run else self.files_after,
+            "bytes_after": None if self.dry_run else self.bytes_after,
+            "rewritten_files": self.rewritten_files,
+            "rewritten_bytes": self.rewritten_bytes,
+            "written_files": None if self.dry_run else self.written_files,
+            "written_bytes": None if self.dry_run else self.written_bytes,
+            "rows": self.rows,
+            "partitions": self.partitions,
+            "given_up": [{"partition": g.partition, "reason": g.reason} for g in self.given_up],
+            "replanned": self.replanned,
+            "seconds": round(self.seconds, 3),
+        }
+
+
+# -- planning --------------------------------------------------------------------------------------------------
+def _check_settings(
+    schema: TableSchema, target_file_size: int | None, min_files: int | None, sort_by: Sequence[str] | None
+) -> tuple[int, int, int, tuple[str, ...]]:
+    options = schema.table_options
+    target = options.target_file_size if target_file_size is None else target_file_size
+    if isinstance(target, bool) or not isinstance(target, int) or target < 1:
+        raise InvalidOptionError(f"target_file_size must be a positive number of bytes, got {target_file_size!r}")
+    least = options.compaction_min_file_num if min_files is None else min_files
+    if isinstance(least, bool) or not isinstance(least, int) or least < 1:
+        raise InvalidOptionError(f"min_files must be a positive whole number, got {min_files!r}")
+    columns = _check_sort_by(schema, sort_by)
+    return target, least, max(options.compaction_max_file_num, least), columns
+
+
+def _check_sort_by(schema: TableSchema, sort_by: Sequence[str] | str | None) -> tuple[str, ...]:
+    if sort_by is None:
+        return ()
+    if isinstance(sort_by, str):
+        sort_by = [sort_by]
+    names = schema.arrow_schema.names
+    unknown = [c for c in sort_by if c not in names]
+    if unknown:
+        raise SchemaMismatchError(
+            f"cannot sort by unknown column(s) {', '.join(map(repr, unknown))}; the table has {', '.join(names)}"
+        )
+    for c in sort_by:
+        t = schema.arrow_schema.field(c).type
+        if pa.types.is_nested(t) or pa.types.is_dictionary(t):
+            raise UnsupportedTypeError(f"cannot sort by {c!r}: its type {t} has no order")
+    if len(set(sort_by)) != len(sort_by):
+        raise SchemaMismatchError(f"sort_by names a column twice: {list(sort_by)}")
+    return tuple(sort_by)
+
+
+def _selected(schema: TableSchema, partitions: Sequence[Mapping[str, Any]] | None) -> list[Partition] | None:
+    if partitions is None:
+        return None
+    if not schema.partition_keys and any(partitions):
+        raise InvalidPartitionError("the table is not partitioned: compact it without a partition")
+    return [normalize_partition(p, schema) for p in partitions]
+
+
+def _partition_filter(schema: TableSchema, wanted: list[Partition]) -> pc.Expression | None:
+    """An expression over partition columns that selects ``wanted`` (for manifest pruning; None: read all)."""
+    if not wanted or len(wanted) > 64 or not schema.partition_keys:
+        return None
+    part_schema = schema.partition_schema
+    out: pc.Expression | None = None
+    for values in wanted:
+        expr: pc.Expression = pc.scalar(True)
+        for key, value in values.items():
+            col = pc.field(key)
+            expr = expr & (col.is_null() if value is None else col == pa.scalar(value, part_schema.field(key).type))
+        out = expr if out is None else out | expr
+    return out
+
+
+def _live_in_scope(table: Table, snap: Snapshot, schema: TableSchema, wanted: list[Partition] | None) -> pa.Table:
+    store = table._store
+    metas = store.snapshot_manifests(snap)
+    if wanted is not None:
+        metas = select_manifests(metas, _partition_filter(schema, wanted), schema)
+    live = ents.live_entries(store, snap, metas) if metas else ents.empty_entries_for(schema)
+    if wanted is None or not schema.partition_keys or live.num_rows == 0:
+        return live
+    parts = live.column(ents.PARTITION).to_pylist()
+    keep = [any(all(p.get(k) == v for k, v in w.items()) for w in wanted) for p in parts]
+    return live.filter(pa.array(keep, pa.bool_()))
+
+
+def _next_fit(sizes: Sequence[int], target: int) -> list[list[int]]:
+    """Indices of consecutive items packed into bins of at most ``target`` (an item alone may exceed it)."""
+    bins: list[list[int]] = []
+    current: list[int] = []
+    total = 0
+    for i, size in enumerate(sizes):
+        if current and total + size > target:
+            bins.append(current)
+            current, total = [], 0
+        current.append(i)
+        total += size
+    if current:
+        bins.append(current)
+    return bins
+
+
+def _tier(sizes: Sequence[int], min_files: int) -> int:
+    """How many of the newest files (``sizes`` oldest first) to merge: walking back from the newest, an older file
+    joins while it is no larger than the newer ones together; 0 unless the run reaches ``min_files``."""
+    if not sizes:
+        return 0
+    total, n = sizes[-1], 1
+    for size in reversed(sizes[:-1]):
+        if size > total:
+            break
+        total += size
+        n += 1
+    return n if n >= min_files else 0
+
+
+def _plan_partition(
+    files: pa.Table, target: int, min_files: int, max_files: int, sort_by: tuple[str, ...], tiered: bool
+) -> list[pa.Table]:
+    """The input groups of one partition's live files (entries)."""
+    sizes_all = files.column(ents.FILE_SIZE).to_pylist()
+    small_idx = [i for i, s in enumerate(sizes_all) if s < target * LARGE_ENOUGH]
+    if len(small_idx) < max(min_files, 2):
+        return []
+    small = files.take(pa.array(small_idx, pa.int64()))
+    order = pc.sort_indices(
+        small, sort_keys=[("creation_time_ms", "ascending"), (ents.PATH, "ascending")]
+    )  # commit order: a run of newest files is a suffix
+    small = small.take(order)
+    sizes = small.column(ents.FILE_SIZE).to_pylist()
+    if tiered and len(small_idx) < max_files:
+        n = _tier(sizes, min_files)
+        if not n:
+            return []
+        small, sizes = small.slice(len(sizes) - n), sizes[len(sizes) - n :]
+    if sort_by:
+        return [small]
+    bins = [b for b in _next_fit(sizes, target) if len(b) > 1]
+    return [small.take(pa.array(b, pa.int64())) for b in bins]
+
+
+def plan_compaction(
+    table: Table,
+    partition: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
+    *,
+    target_file_size: int | None = None,
+    min_files: int | None = None,
+    sort_by: Sequence[str] | str | None = None,
+    tiered: bool = False,
+    snapshot: Snapshot | None = None,
+    strict: bool = True,
+) -> CompactionPlan:
+    """Plan a compaction of the latest snapshot (or ``snapshot``): reads metadata only, writes nothing.
+
+    ``partition``: values of some or all partition keys (``{"dt": "2026-11-01"}``: every partition with that
+    ``dt``), or a list of them; None plans every partition. A key that is not a partition key, or values that
+    match no live file, are refused (:class:`InvalidPartitionError`). ``target_file_size`` (bytes) and
+    ``min_files`` default to the table options ``target-file-size`` and ``compaction.min.file-num``; a value
+    below 1 is :class:`InvalidOptionError`. ``sort_by``: columns to sort each partition's rows by
+    (:class:`SchemaMismatchError` for an unknown one). ``tiered``: the automatic compaction's size tiers
+    (see the module's docstring) instead of every small file. ``strict=False`` plans nothing, instead of
+    refusing, for partitions that hold no live file (automatic compaction, and a re-plan after a race)."""
+    schema = table.table_schema()
+    target, least, most, columns = _check_settings(schema, target_file_size, min_files, sort_by)
+    asked: list[Mapping[str, Any]] | None
+    if partition is None:
+        asked = None
+    elif isinstance(partition, Mapping):
+        if not partition:
+            raise InvalidPartitionError("an empty partition names no partition; leave partition out for all")
+        asked = [partition]
+    else:
+        asked = list(partition)
+    wanted = _selected(schema, asked)
+    snap = snapshot if snapshot is not None else table.latest_snapshot()
+    if snap is None:
+        if wanted:
+            raise InvalidPartitionError(f"the table has no partition {_describe(wanted[0])}: it has no data yet")
+        return CompactionPlan(None, target, columns, (), 0, 0, least, tiered)
+    schema = table._store.schema_for(snap)
+    live = _live_in_scope(table, snap, schema, wanted)
+    by_part = _by_partition(live, schema)
+    if wanted:
+        missing = [w for w in wanted if not any(all(p.get(k) == v for k, v in w.items()) for p, _ in by_part)]
+        if missing and strict:
+            known = ", ".join(_describe(p) for p, _ in by_part[:5]) or "none"
+            raise InvalidPartitionError(
+                f"the table has no live file in partition {_describe(missing[0])} (partitions found: {known}); "
+                "nothing was compacted"
+            )
+    groups = []
+    for part, files in by_part:
+        for g in _plan_partition(files, target, least, most, columns, tiered):
+            groups.append(CompactionGroup(uuid.uuid4().hex, part, g))
+    size = int(pc.sum(live.column(ents.FILE_SIZE)).as_py() or 0)
+    return CompactionPlan(snap.id, target, columns, tuple(groups), live.num_rows, size, least, tiered)
+
+
+def _by_partition(live: pa.Table, schema: TableSchema) -> list[tuple[Partition, pa.Table]]:
+    if live.num_rows == 0:
+        return []
+    if not schema.partition_keys:
+        return [({}, live)]
+    idx: dict[tuple[tuple[str, Any], ...], tuple[Partition, list[int]]] = {}
+    for i, p in enumerate(live.column(ents.PARTITION).to_pylist()):
+        part = dict(p or {})
+        idx.setdefault(_key(part), (part, []))[1].append(i)
+    return [(part, live.take(pa.array(rows, pa.int64()))) for part, rows in idx.values()]
+
+
+def touched_partitions(table: Table, snap: Snapshot) -> list[Partition]:
+    """The partitions of the files ``snap`` added (from its delta manifests)."""
+    store = table._store
+    metas = [m for m in store.manifest_list(snap.delta_manifest_list) if m.num_added_files]
+    if not metas:
+        return []
+    added = ents.adds(ents.concat_entries(ents.read_manifests(store, metas)))
+    if ents.PARTITION not in added.column_names:
+        return [{}]
+    seen: dict[tuple[tuple[str, Any], ...], Partition] = {}
+    for p in added.column(ents.PARTITION).to_pylist():
+        seen.setdefault(_key(p), dict(p or {}))
+    return list(seen.values())
+
+
+# -- rewriting -------------------------------------------------------------------------------------------------
+def rewrite_group(
+    table: Table, group: CompactionGroup, sort_by: Sequence[str] | None = None, *, target_file_size: int | None = None
+) -> CommitMessage:
+    """Read a group's rows and write them as new files (nothing is committed): the task-side step, runnable in
+    any process that can open the table. Returns the writer's message, whose ``writer_id`` is the group's id.
+    On an error, the files written so far are deleted."""
+    schema = table.table_schema()
+    columns = _check_sort_by(schema, sort_by)
+    # one output per group: the group is at most the target in input bytes, and a sorted group rolls at it
+    with table.new_writer(writer_id=group.group_id, target_file_size=target_file_size) as writer:
+        batches = read_entries(table.io, group.entries, schema)
+        if columns:
+            rows = pa.Table.from_batches(list(batches), schema=schema.arrow_schema)
+            writer.write(rows.sort_by([(c, "ascending") for c in columns]))
+        else:
+            for chunk in _chunks(batches, schema.table_options.row_group_rows):
+                writer.write(chunk)
+        return writer.prepare_commit()
+
+
+def _chunks(batches: Iterable[pa.RecordBatch], rows: int) -> Iterable[pa.Table]:
+    """Batches gathered into tables of about ``rows`` rows (the writer's per-call work is per table)."""
+    buf: list[pa.RecordBatch] = []
+    n = 0
+    for b in batches:
+        buf.append(b)
+        n += b.num_rows
+        if n >= rows:
+            yield pa.Table.from_batches(buf)
+            buf, n = [], 0
+    if buf:
+        yield pa.Table.from_batches(buf)
+
+
+# -- committing ------------------------------------------------------------------------------------------------
+Rewriter = Callable[[Sequence[CompactionGroup]], Sequence[CommitMessage]]
+
+
+def commit_compaction(
+    table: Table,
+    plan: CompactionPlan,
+    messages: Sequence[CommitMessage],
+    *,
+    replan: bool = True,
+    rewrite: Rewriter | None = None,
+    after_commit: bool = True,
+) -> CompactionReport:
+    """Commit the rewritten groups of ``plan`` (``messages``: one per group, matched by writer id; a group
+    without a message is left out) as one COMPACT snapshot.
+
+    If a concurrent commit removed input files of some groups, those groups are dropped and their written files
+    deleted; with ``replan`` (default) their partitions are planned again on the latest snapshot, rewritten by
+    ``rewrite`` (default: here, one group after another; an engine passes its own) and committed; a partition
+    that loses again is given up (:attr:`CompactionReport.given_up`). A conflict never raises. Other failures do
+    (:class:`CommitStateUnknownError`: nothing is deleted then). ``after_commit``: once the snapshot landed, run
+    the table's after-commit work (snapshot expiration, when the table's options ask for it)."""
+    started = time.monotonic()
+    report = CompactionReport(dry_run=False, files_before=plan.files_before, bytes_before=plan.bytes_before)
+    by_id = {m.writer_id: m for m in messages}
+    ready = [g for g in plan.groups if g.group_id in by_id]
+    for g in plan.groups:
+        if g.group_id not in by_id:
+            report.given_up.append(GivenUp(g.partition, "its files were not rewritten (no commit message)"))
+    replanned: set[tuple[tuple[str, Any], ...]] = set()
+    rewriter = rewrite if rewrite is not None else _local_rewriter(table, plan)
+    while ready:
+        written = {g.group_id: _written(table, by_id[g.group_id]) for g in ready}  # (the commit drops the manifests)
+        try:
+            snap = _commit_groups(table, ready, by_id, after_commit)
+        except RewriteConflictError as exc:
+            gone = set(exc.gone)
+            lost = [g for g in ready if gone.intersection(g.paths)]
+            if not lost:  # cannot happen (gone names files of ready groups); never loop on it
+                raise
+            ready = [g for g in ready if g not in lost]
+            table.discard([by_id.pop(g.group_id) for g in lost])  # known not to have landed
+            parts = {_key(g.partition): g.partition for g in lost}
+            again = {k: p for k, p in parts.items() if replan and k not in replanned}
+            for k, p in parts.items():
+                if k not in again:
+                    report.given_up.append(
+                        GivenUp(p, f"a concurrent commit removed {len(gone)} of its input files ({sorted(gone)[0]})")
+                    )
+            if again:
+                replanned.update(again)
+                report.replanned.extend(again.values())
+                ready.extend(_replan(table, plan, list(again.values()), rewriter, by_id, ready))
+            continue
+        _fill(report, ready, written, snap)
+        break
+    report.seconds = time.monotonic() - started
+    return report
+
+
+def _local_rewriter(table: Table, plan: CompactionPlan) -> Rewriter:
+    def run(groups: Sequence[CompactionGroup]) -> list[CommitMessage]:
+        return [rewrite_group(table, g, plan.sort_by, target_file_size=plan.target_file_size) for g in groups]
+
+    return run
+
+
+def _replan(
+    table: Table,
+    plan: CompactionPlan,
+    partitions: list[Partition],
+    rewriter: Rewriter,
+    by_id: dict[str, CommitMessage],
+    ready: list[CompactionGroup],
+) -> list[CompactionGroup]:
+    """Plan ``partitions`` again on the latest snapshot, leaving out files that groups still ``ready`` hold."""
+    fresh = plan_compaction(
+        table,
+        partitions,
+        target_file_size=plan.target_file_size,
+        min_files=plan.min_files,
+        sort_by=plan.sort_by or None,
+        tiered=plan.tiered,
+        strict=False,
+    )
+    held = {p for g in ready for p in g.paths}
+    groups = [g for g in fresh.groups if not held.intersection(g.paths)]
+    if not groups:
+        return []
+    for m in rewriter(groups):
+        by_id[m.writer_id] = m
+    return [g for g in groups if g.group_id in by_id]
+
+
+def _written(table: Table, message: CommitMessage) -> tuple[int, int]:
+    """Files and bytes a message adds (read from its manifests, which the commit then reads from the cache)."""
+    files = size = 0
+    for meta in message.manifests:
+        files += meta.num_added_files
+        with contextlib.suppress(Exception):  # for the report only
+            size += int(pc.sum(table._store.manifest(meta.file_name).column(ents.FILE_SIZE)).as_py() or 0)
+    return files, size
+
+
+def _commit_groups(
+    table: Table, groups: Sequence[CompactionGroup], by_id: Mapping[str, CommitMessage], after_commit: bool
+) -> Snapshot:
+    store = table._store
+    added = [meta for g in groups for meta in by_id[g.group_id].manifests]
+    rewritten = ents.concat_entries([g.entries for g in groups])
+    request = CommitRequest(None, f"compact-{uuid.uuid4().hex}", 0, added, properties={OPERATION: "compact"})
+    after = functools.partial(table._after_commit, compact=False) if after_commit else None
+    clock = table._clock or time.time
+    producer = CompactProducer(table.io, store, request, clock=clock, after_commit=after, rewritten=rewritten)
+    try:
+        result = producer.commit()
+    except RewriteConflictError:
+        raise  # the caller drops the groups that lost and deletes their files
+    except BaseException:
+        if not producer.in_doubt:  # known not to have landed: the written files are garbage
+            table.discard([by_id[g.group_id] for g in groups])
+        raise
+    if result.outcome is not CommitOutcome.COMMITTED or result.snapshot is None:  # pragma: no cover - has work
+        raise CommitError(f"a compaction with {len(groups)} group(s) committed nothing ({result.outcome})")
+    return result.snapshot
+
+
+def _fill(
+    report: CompactionReport,
+    groups: Sequence[CompactionGroup],
+    written: Mapping[str, tuple[int, int]],
+    snap: Snapshot,
+) -> None:
+    report.snapshot = snap
+    report.rewritten_files = sum(g.num_files for g in groups)
+    report.rewritten_bytes = sum(g.num_bytes for g in groups)
+    report.rows = sum(g.num_rows for g in groups)
+    seen: dict[tuple[tuple[str, Any], ...], Partition] = {}
+    for g in groups:
+        seen.setdefault(_key(g.partition), g.partition)
+    report.partitions = list(seen.values())
+    for g in groups:
+        files, size = written[g.group_id]
+        report.written_files += files
+        report.written_bytes += size
+
+
+# -- all three -------------------------------------------------------------------------------------------------
+def compact(
+    table: Table,
+    partition: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
+    *,
+    target_file_size: int | None = None,
+    min_files: int | None = None,
+    sort_by: Sequence[str] | str | None = None,
+    dry_run: bool = False,
+    parallelism: int | None = None,
+    progress: Progress | None = None,
+    tiered: bool = False,
+) -> CompactionReport:
+    """Plan, rewrite (``parallelism`` groups at a time in threads; pyarrow releases the GIL) and commit a
+    compaction; see :meth:`lakefmt.Table.compact`."""
+    started = time.monotonic()
+    plan = plan_compaction(
+        table, partition, target_file_size=target_file_size, min_files=min_files, sort_by=sort_by, tiered=tiered
+    )
+    if dry_run or not plan.groups:
+        report = CompactionReport(
+            dry_run=dry_run,
+            files_before=plan.files_before,
+            bytes_before=plan.bytes_before,
+            rewritten_files=plan.num_files,
+            rewritten_bytes=plan.num_bytes,
+            rows=sum(g.num_rows for g in plan.groups),
+            partitions=plan.partitions,
+        )
+        report.seconds = time.monotonic() - started
+        return report
+    bad = isinstance(parallelism, bool) or not isinstance(parallelism, int) or parallelism < 1
+    if parallelism is not None and bad:
+        raise ValueError(f"parallelism must be a positive whole number, got {parallelism!r}")
+    report = _run(table, plan, parallelism, progress)
+    report.seconds = time.monotonic() - started
+    return report
+
+
+def _run(
+    table: Table, plan: CompactionPlan, parallelism: int | None, progress: Progress | None, after_commit: bool = True
+) -> CompactionReport:
+    """Rewrite every group of ``plan`` here (in threads with ``parallelism``), then commit."""
+    total = len(plan.groups)
+    done = 0
+    if progress:
+        progress(0, total, "rewriting")
+
+    def one(group: CompactionGroup) -> CommitMessage:
+        return rewrite_group(table, group, plan.sort_by, target_file_size=plan.target_file_size)
+
+    messages: list[CommitMessage] = []
+    try:
+        if parallelism is None or parallelism <= 1 or total == 1:
+            for g in plan.groups:
+                messages.append(one(g))
+                done += 1
+                if progress:
+                    progress(done, total, _describe(g.partition))
+        else:
+            with ThreadPoolExecutor(max_workers=min(parallelism, total), thread_name_prefix="lakefmt-compact") as pool:
+                for g, m in zip(plan.groups, pool.map(one, plan.groups), strict=True):
+                    messages.append(m)
+                    done += 1
+                    if progress:
+                        progress(done, total, _describe(g.partition))
+    except BaseException:
+        table.discard(messages)  # nothing was committed: the groups already written are garbage
+        raise
+    return commit_compaction(table, plan, messages, after_commit=after_commit)
+
+
+def auto_compact(table: Table, snap: Snapshot) -> CompactionReport | None:
+    """The automatic compaction after ``snap`` (a commit that landed): the partitions it touched, in size tiers.
+    None when nothing qualified."""
+    parts = touched_partitions(table, snap)
+    if not parts:
+        return None
+    plan = plan_compaction(table, parts if table.partition_keys else None, tiered=True, strict=False)
+    if not plan.groups:
+        return None
+    report = _run(table, plan, None, None, after_commit=False)  # the data commit's own after-commit work follows
+    if report.snapshot is not None:
+        log.info(
+            "compacted %d file(s) into %d in %d partition(s): snapshot %d",
+            report.rewritten_files,
+            report.written_files,
+            len(report.partitions),
+            report.snapshot.id,
+        )
+    return report
