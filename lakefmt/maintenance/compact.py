@@ -426,16 +426,31 @@ def rewrite_group(
     On an error, the files written so far are deleted."""
     schema = table.table_schema()
     columns = _check_sort_by(schema, sort_by)
-    # one output per group: the group is at most the target in input bytes, and a sorted group rolls at it
-    with table.new_writer(writer_id=group.group_id, target_file_size=target_file_size) as writer:
-        batches = read_entries(table.io, group.entries, schema)
-        if columns:
-            rows = pa.Table.from_batches(list(batches), schema=schema.arrow_schema)
-            writer.write(rows.sort_by([(c, "ascending") for c in columns]))
-        else:
+    batches = read_entries(table.io, group.entries, schema)
+    if not columns:  # one output: the group is at most the target in input bytes
+        with table.new_writer(writer_id=group.group_id, target_file_size=target_file_size) as writer:
             for chunk in _chunks(batches, schema.table_options.row_group_rows):
                 writer.write(chunk)
-        return writer.prepare_commit()
+            return writer.prepare_commit()
+    # sorted: the whole group in order, cut into about input bytes / target slices of consecutive rows, one file
+    # each (a writer rolls files only between row groups, which would make one file of a sorted table)
+    rows = pa.Table.from_batches(list(batches), schema=schema.arrow_schema)
+    rows = rows.sort_by([(c, "ascending") for c in columns])
+    target = schema.table_options.target_file_size if target_file_size is None else target_file_size
+    outputs = max(1, -(-group.num_bytes // target))
+    step = max(1, -(-rows.num_rows // outputs))
+    manifests: list[Any] = []
+    written: list[CommitMessage] = []
+    try:
+        for start in range(0, max(rows.num_rows, 1), step):
+            with table.new_writer(writer_id=group.group_id, target_file_size=target_file_size) as writer:
+                writer.write(rows.slice(start, step))
+                written.append(writer.prepare_commit())
+            manifests.extend(written[-1].manifests)
+    except BaseException:
+        table.discard(written)  # nothing was committed
+        raise
+    return CommitMessage(group.group_id, tuple(manifests))
 
 
 def _chunks(batches: Iterable[pa.RecordBatch], rows: int) -> Iterable[pa.Table]:

@@ -18,6 +18,7 @@ from lakefmt.errors import InvalidSnapshotIdError, InvalidTimestampError, Schema
 from lakefmt.io import FileIO
 from lakefmt.meta import entries as ents
 from lakefmt.meta.store import MetaStore
+from lakefmt.read.incremental import through_compactions
 from lakefmt.read.plan import (
     has_nan_literal,
     live_entries,
@@ -208,12 +209,15 @@ class Scan:
         return self._entries
 
     def _added_between(self, start: int, end: Snapshot) -> pa.Table:
-        """Files added by snapshots start+1..end (and not deleted again within that range)."""
-        tables = []
+        """Files added by snapshots start+1..end (and not deleted again within that range); a compaction's moves
+        are followed (:mod:`lakefmt.read.incremental`)."""
+        deltas = []
         for sid in range(start + 1, end.id + 1):
             snap = end if sid == end.id else self._store.snapshot(sid)
-            for m in self._store.manifest_list(snap.delta_manifest_list):
-                tables.append(self._store.manifest(m.file_name))
+            parts = [self._store.manifest(m.file_name) for m in self._store.manifest_list(snap.delta_manifest_list)]
+            if parts:
+                deltas.append((snap.commit_kind, ents.concat_entries(parts)))
+        tables = through_compactions(deltas)  # a compaction moves rows: none is read twice
         if not tables:
             return manifest_schema(self.schema.arrow_schema, self.schema.partition_keys).empty_table()
         added = ents.live(ents.concat_entries(tables))
