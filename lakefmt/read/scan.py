@@ -14,11 +14,18 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from lakefmt.binpack import pack
-from lakefmt.errors import InvalidSnapshotIdError, InvalidTimestampError, SchemaMismatchError, SnapshotNotFoundError
+from lakefmt.errors import (
+    InvalidSnapshotIdError,
+    InvalidTimestampError,
+    SchemaMismatchError,
+    SnapshotNotFoundError,
+    UnsupportedFilterError,
+)
 from lakefmt.io import FileIO
 from lakefmt.meta import entries as ents
 from lakefmt.meta.store import MetaStore
 from lakefmt.read.incremental import through_compactions
+from lakefmt.read import engines
 from lakefmt.read.plan import (
     has_nan_literal,
     live_entries,
@@ -259,7 +266,28 @@ class Scan:
 
     # -- reading ----------------------------------------------------------------------------------------
     def to_dataset(self) -> ds.Dataset:
-        """A ``pyarrow.dataset`` over exactly the planned files (filter not yet applied to rows)."""
+        """A ``pyarrow.dataset`` over exactly the planned files that carries the scan's filter, so every read of
+        it (``to_table``, ``to_batches``, ``count_rows``, DuckDB, Polars) returns only the rows the filter keeps.
+        It has every column of the table (pass ``columns=`` to its reads to project).
+
+        A filter on a floating-point column (or with a NaN literal) is refused with
+        :class:`~lakefmt.errors.UnsupportedFilterError`: pyarrow's Parquet scan would drop NaN rows such a filter
+        keeps (see :meth:`_pushdown_safe`). Read such a scan with :meth:`to_arrow`, :meth:`to_batches`,
+        ``pyarrow.table(scan)`` or an engine (:meth:`to_duckdb`, :meth:`to_polars`), which apply it exactly."""
+        dataset = self._files_dataset()
+        if self.filter is None:
+            return dataset
+        if not self._pushdown_safe():
+            raise UnsupportedFilterError(
+                f"to_dataset() cannot carry the filter {self.filter}: it reads a floating-point column or a NaN "
+                "literal, and pyarrow's Parquet scan drops NaN rows such a filter keeps; read this scan with "
+                "to_arrow(), to_batches(), pyarrow.table(scan), to_duckdb() or to_polars(), which apply it exactly"
+            )
+        return dataset.filter(self.filter)
+
+    def _files_dataset(self) -> ds.Dataset:
+        """A ``pyarrow.dataset`` over exactly the planned files, the filter not applied to rows (internal: every
+        caller applies it)."""
         full = self._full_paths(ents.paths(self.entries()))
         return ds.FileSystemDataset.from_paths(
             full,
@@ -284,9 +312,9 @@ class Scan:
     def to_batches(self) -> Iterator[pa.RecordBatch]:
         """Record batches of the rows matching the filter, projected to the columns asked for."""
         if self._pushdown_safe():
-            yield from self.to_dataset().to_batches(columns=self.columns, filter=self.filter)
+            yield from self._files_dataset().to_batches(columns=self.columns, filter=self.filter)
             return
-        for batch in self.to_dataset().to_batches(columns=self.columns_to_read()):
+        for batch in self._files_dataset().to_batches(columns=self.columns_to_read()):
             kept = pa.Table.from_batches([batch]).filter(self.filter)
             yield from (kept if self.columns is None else kept.select(self.columns)).to_batches()
 
@@ -300,9 +328,32 @@ class Scan:
     def to_arrow(self) -> pa.Table:
         """The rows matching the filter as one Arrow table."""
         if self._pushdown_safe():
-            return self.to_dataset().to_table(columns=self.columns, filter=self.filter)
-        kept = self.to_dataset().to_table(columns=self.columns_to_read()).filter(self.filter)
+            return self._files_dataset().to_table(columns=self.columns, filter=self.filter)
+        kept = self._files_dataset().to_table(columns=self.columns_to_read()).filter(self.filter)
         return kept if self.columns is None else kept.select(self.columns)
+
+    # -- engines (lakefmt.read.engines) ------------------------------------------------------------------
+    def __arrow_c_stream__(self, requested_schema: object | None = None) -> object:
+        """The Arrow PyCapsule stream interface: ``pyarrow.table(scan)``, ``polars.DataFrame(scan)``,
+        ``duckdb.sql("select * from scan")`` and any engine that speaks it read the rows of :meth:`to_arrow`,
+        batch by batch."""
+        return engines.arrow_stream(self, requested_schema)
+
+    def to_duckdb(self, connection: Any = None, name: str | None = None) -> Any:
+        """The scan as a DuckDB relation on ``connection`` (default: DuckDB's default connection, the one
+        ``duckdb.sql`` uses), and with ``name`` also a temporary view of that name. Only the planned files are
+        read; DuckDB pushes its projection and filters into the read. Needs ``lakefmt[duckdb]``."""
+        return engines.to_duckdb(self, connection, name)
+
+    def to_polars(self) -> Any:
+        """The scan as a Polars ``LazyFrame``: Polars pushes its projection, predicate (which also prunes the
+        planned files) and row limit into the read. Needs ``lakefmt[polars]``."""
+        return engines.to_polars(self)
+
+    def to_pandas(self, **kwargs: Any) -> Any:
+        """The rows of :meth:`to_arrow` as a pandas ``DataFrame`` (``kwargs`` go to
+        ``pyarrow.Table.to_pandas``). Needs ``lakefmt[pandas]``."""
+        return engines.to_pandas(self, **kwargs)
 
     def count(self) -> int:
         """Number of matching rows (from metadata alone when there is no filter)."""
@@ -310,7 +361,7 @@ class Scan:
             return int(pc.sum(self.entries().column("row_count")).as_py() or 0)
         if not self._pushdown_safe():
             return sum(b.num_rows for b in self.to_batches())
-        return int(self.to_dataset().count_rows(filter=self.filter))
+        return int(self._files_dataset().count_rows(filter=self.filter))
 
 
 def _has_float(t: pa.DataType) -> bool:

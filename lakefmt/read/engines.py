@@ -1,0 +1,266 @@
+"""Reading a scan from an engine: the Arrow PyCapsule stream (any engine), DuckDB, Polars and pandas.
+
+Every form returns exactly the rows of :meth:`Scan.to_arrow` (the scan's filter applied to rows, its projection)
+and reads only the files the scan planned. Where it can, an engine reads those files with its own Parquet
+reader, which is as fast as the engine over the same files listed by hand:
+
+* the files are on local disk, every one was written under the scan's schema (no mapping of older files), and
+  the scan's filter holds for every row of every planned file (a partition filter, or a column filter that the
+  files' statistics decide), so no row has to be dropped for it;
+
+otherwise the rows come from lakefmt's own reader (a ``pyarrow.dataset`` carrying the filter for DuckDB, the
+scan's record batches for Polars and for a filter on a floating-point column). Either way the engine's own
+projection and predicate are pushed down: DuckDB pushes them into its Parquet reader or into the dataset;
+Polars hands them to :func:`polars.io.plugins.register_io_source`, and a predicate on columns other than
+floating-point ones also prunes the scan's files by partition values and column statistics before any is
+opened.
+
+The engines are optional dependencies: a missing one raises :class:`~lakefmt.errors.MissingDependencyError`
+naming the extra that installs it (``pip install 'lakefmt[duckdb]'``).
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import functools
+import importlib
+import re
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.fs as pafs
+
+from lakefmt.errors import MissingDependencyError, SchemaMismatchError
+from lakefmt.meta import entries as ents
+from lakefmt.read.plan import has_nan_literal, prune_entries
+
+if TYPE_CHECKING:
+    from lakefmt.read.scan import Scan
+
+__all__ = ["arrow_stream", "narrow", "native_paths", "output_schema", "require", "to_duckdb", "to_pandas", "to_polars"]
+
+#: characters DuckDB reads as a glob pattern in a path
+_GLOB = re.compile(r"[*?\[\]{}]")
+
+
+def require(module: str, extra: str, what: str) -> Any:
+    """Import the optional dependency ``module`` for ``what``, or raise :class:`MissingDependencyError` naming
+    the extra that installs it."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise MissingDependencyError(
+            f"{what} needs the optional dependency {module}, which cannot be imported ({exc}): "
+            f"pip install 'lakefmt[{extra}]'"
+        ) from exc
+
+
+def output_schema(scan: Scan) -> pa.Schema:
+    """The Arrow schema of the scan's rows: the table's columns, or the projection."""
+    schema = scan.schema.arrow_schema
+    if scan.columns is None:
+        return schema
+    return pa.schema([schema.field(c) for c in scan.columns])
+
+
+def narrow(scan: Scan, prune: pc.Expression | None = None, columns: Sequence[str] | None = None) -> Scan:
+    """``scan`` (same snapshot, same row filter) with its planned files pruned further by ``prune`` (only files
+    whose partition values and statistics allow a row where it holds are kept; it is not applied to rows) and
+    only ``columns`` read."""
+    out = copy.copy(scan)
+    if prune is not None:
+        out._entries = prune_entries(scan.entries(), prune, scan.schema)
+    if columns is not None:
+        unknown = [c for c in columns if c not in scan.schema.arrow_schema.names]
+        if unknown:
+            raise SchemaMismatchError(f"unknown column(s) {', '.join(unknown)}")
+        out.columns = list(columns)
+    return out
+
+
+def _filter_decided(scan: Scan) -> bool:
+    """Whether the scan's filter holds (true, not null) for every row of every planned file, as the files'
+    partition values and statistics prove: then a reader need not apply it. Never for a filter pyarrow's
+    simplifier cannot judge exactly (a floating-point column, whose statistics leave NaN out, or a NaN
+    literal)."""
+    if scan.filter is None:
+        return True
+    if not scan._pushdown_safe():
+        return False
+    entries = scan.entries()
+    return bool(entries.num_rows == 0 or prune_entries(entries, ~scan.filter, scan.schema).num_rows == 0)
+
+
+def native_paths(scan: Scan, entries: pa.Table | None = None) -> list[str] | None:
+    """The local paths of the files of ``entries`` (default: the scan's planned files) when an engine may read
+    them with its own Parquet reader and return the scan's rows: local disk, every file written under the
+    scan's schema, and the scan's filter decided for every row (:func:`_filter_decided`); else None."""
+    if not isinstance(scan._io.arrow_filesystem(), pafs.LocalFileSystem):
+        return None
+    entries = scan.entries() if entries is None else entries
+    if entries.num_rows and not bool(pc.all(pc.equal(entries.column("schema_id"), scan.schema.id)).as_py()):
+        return None
+    if not _filter_decided(scan):
+        return None
+    paths = scan._full_paths(ents.paths(entries))
+    return None if any(_GLOB.search(p) for p in paths) else paths
+
+
+# -- the Arrow PyCapsule stream ----------------------------------------------------------------------------------
+def arrow_stream(scan: Scan, requested_schema: object | None = None) -> object:
+    """An ``ArrowArrayStream`` PyCapsule of the scan's rows (``__arrow_c_stream__``): filtered and projected as
+    :meth:`Scan.to_arrow`, read lazily batch by batch as the consumer pulls."""
+    schema = output_schema(scan)
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        for batch in scan.to_batches():
+            yield batch if batch.schema.equals(schema) else batch.cast(schema)
+
+    reader = pa.RecordBatchReader.from_batches(schema, batches())
+    return reader.__arrow_c_stream__(requested_schema)
+
+
+# -- DuckDB ------------------------------------------------------------------------------------------------------
+def to_duckdb(scan: Scan, connection: Any = None, name: str | None = None) -> Any:
+    """The scan as a DuckDB relation on ``connection`` (default: DuckDB's default connection, the one
+    ``duckdb.sql`` uses); with ``name``, also a temporary view of that name. DuckDB pushes its projection and
+    filters into the read."""
+    duckdb = require("duckdb", "duckdb", "Scan.to_duckdb()")
+    con = connection if connection is not None else duckdb.default_connection()
+    paths = native_paths(scan)
+    if paths is not None:
+        if paths:
+            relation = con.read_parquet(paths, hive_partitioning=False, union_by_name=False)
+        else:
+            relation = con.from_arrow(scan.schema.arrow_schema.empty_table())
+        if scan.columns is not None:
+            relation = relation.select(*[duckdb.ColumnExpression(c) for c in scan.columns])
+    elif scan._pushdown_safe():
+        relation = con.from_arrow(scan.to_dataset())  # carries the filter; DuckDB adds its own to the scan
+        if scan.columns is not None:
+            relation = relation.select(*[duckdb.ColumnExpression(c) for c in scan.columns])
+    else:  # a filter pyarrow's scan cannot apply exactly: lakefmt's reader filters, DuckDB reads the stream
+        relation = con.from_arrow(scan)
+    if name is not None:
+        relation.create_view(name, replace=True)
+    return relation
+
+
+# -- Polars ------------------------------------------------------------------------------------------------------
+def _conjuncts(node: ast.expr) -> list[ast.expr]:
+    """The top-level ``a & b & ...`` terms of a parsed expression."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitAnd):
+        return [*_conjuncts(node.left), *_conjuncts(node.right)]
+    return [node]
+
+
+def _prunable(node: ast.expr, schema: pa.Schema) -> bool:
+    """Whether a term of a translated Polars predicate may prune files: it names columns of the table, none of
+    them floating-point (statistics leave NaN out, and Polars orders NaN above every number), and holds no
+    boolean constant (Polars' own caution: one may stand for an expression that is null for null rows)."""
+    from lakefmt.read.scan import _has_float
+
+    names = []
+    for call in ast.walk(node):
+        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)):
+            continue
+        first = call.args[0] if call.args else None
+        if call.func.attr == "scalar" and isinstance(first, ast.Constant) and isinstance(first.value, bool):
+            return False
+        if call.func.attr == "field":
+            if not (isinstance(first, ast.Constant) and isinstance(first.value, str)):
+                return False
+            names.append(first.value)
+    return bool(names) and all(n in schema.names and not _has_float(schema.field(n).type) for n in names)
+
+
+def _arrow_predicate(pl: Any, predicate: Any, scan: Scan) -> pc.Expression | None:
+    """The terms of a Polars predicate (``a & b & ...``) that translate to pyarrow expressions able to prune the
+    scan's files, and-ed (None when there is none). Used only to choose files, never to filter rows: Polars
+    applies its own predicate to the rows, with its own semantics."""
+    schema = scan.schema.arrow_schema
+    try:
+        # the text Polars itself builds (and evaluates) to push a predicate into a pyarrow dataset
+        text = predicate._pyexpr.to_pyarrow_predicate(pl.DataFrame(schema.empty_table()).schema)
+        terms = [t for t in _conjuncts(ast.parse(text, mode="eval").body) if _prunable(t, schema)] if text else []
+        exprs = [eval(compile(ast.Expression(t), "<polars predicate>", "eval"), {"pa": pa}) for t in terms]
+    except Exception:  # an expression Polars cannot translate: no file pruning, the rows are still filtered
+        return None
+    exprs = [e for e in exprs if isinstance(e, pc.Expression) and not has_nan_literal(e)]
+    return functools.reduce(lambda a, b: a & b, exprs) if exprs else None
+
+
+def _polars_frames(
+    pl: Any,
+    scan: Scan,
+    with_columns: list[str] | None,
+    predicate: Any,
+    n_rows: int | None,
+    batch_size: int | None,
+) -> Iterator[Any]:
+    """The frames of the IO source: the scan narrowed by what Polars pushed down, read natively or by lakefmt."""
+    names = output_schema(scan).names
+    columns = list(with_columns) if with_columns is not None else names
+    needed = list(columns)
+    if predicate is not None:
+        needed = list(dict.fromkeys([*needed, *predicate.meta.root_names()]))
+    prune = _arrow_predicate(pl, predicate, scan) if predicate is not None else None
+    narrowed = narrow(scan, prune, columns=needed or names[:1])  # no column asked (a count): read one
+    paths = native_paths(scan, narrowed.entries())
+    if paths is not None:
+        if not paths:
+            return
+        lazy = pl.scan_parquet(paths, hive_partitioning=False, glob=False).select(narrowed.columns)
+        if predicate is not None:
+            lazy = lazy.filter(predicate)
+        lazy = lazy.select(columns)
+        if n_rows is not None:
+            lazy = lazy.head(n_rows)
+        yield from lazy.collect_batches(chunk_size=batch_size)
+        return
+    remaining = n_rows
+    for batch in narrowed.to_batches():
+        frame = pl.from_arrow(batch)
+        if predicate is not None:
+            frame = frame.filter(predicate)
+        frame = frame.select(columns)
+        if remaining is not None:
+            frame = frame.head(remaining)
+            remaining -= frame.height
+        if frame.height:
+            yield frame
+        if remaining == 0:
+            return
+
+
+def to_polars(scan: Scan) -> Any:
+    """The scan as a Polars ``LazyFrame``: Polars pushes its projection, predicate and row limit into the read
+    (an IO plugin, :func:`polars.io.plugins.register_io_source`)."""
+    pl = require("polars", "polars", "Scan.to_polars()")
+    from polars.io.plugins import register_io_source
+
+    schema = pl.DataFrame(output_schema(scan).empty_table()).schema
+    snap = f"snapshot {scan.snapshot.id}" if scan.snapshot is not None else "empty"
+
+    def source(
+        with_columns: list[str] | None, predicate: Any, n_rows: int | None, batch_size: int | None
+    ) -> Iterator[Any]:
+        return _polars_frames(pl, scan, with_columns, predicate, n_rows, batch_size)
+
+    return register_io_source(
+        source,
+        schema=schema,
+        is_pure=True,
+        explain_name="lakefmt",
+        explain_detail=f"{scan._io.uri} {snap}, {scan.entries().num_rows} planned file(s)",
+    )
+
+
+# -- pandas ------------------------------------------------------------------------------------------------------
+def to_pandas(scan: Scan, **kwargs: Any) -> Any:
+    """The scan's rows as a pandas ``DataFrame`` (``kwargs`` go to ``pyarrow.Table.to_pandas``)."""
+    require("pandas", "pandas", "Scan.to_pandas()")
+    return scan.to_arrow().to_pandas(**kwargs)
