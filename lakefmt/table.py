@@ -301,6 +301,12 @@ class Table:
         """Shorthand for ``scan(**kwargs).to_arrow()``."""
         return self.scan(**kwargs).to_arrow()
 
+    def __arrow_c_stream__(self, requested_schema: object | None = None) -> object:
+        """The latest snapshot's rows as an Arrow PyCapsule stream, so ``polars.DataFrame(table)``,
+        ``pyarrow.table(table)`` and ``duckdb.sql("select * from table")`` read the table (a scan does the same
+        for a filter, a projection or another snapshot: :meth:`scan`)."""
+        return self.scan().__arrow_c_stream__(requested_schema)
+
     def files(self, snapshot_id: int | None = None) -> list[FileTask]:
         """The live data files of a snapshot (the latest by default)."""
         return self.scan(snapshot_id=snapshot_id).files()

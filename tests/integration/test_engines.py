@@ -146,6 +146,9 @@ def test_pycapsule_stream(tmp_path: Any) -> None:
     t = _table(str(tmp_path / "schema"))
     reader = pa.RecordBatchReader.from_stream(t.scan(columns=["name", "id"]))
     assert reader.schema == pa.schema([("name", pa.string()), ("id", pa.int64())])
+    # a table is a stream of its latest snapshot
+    everything = _rows(t.scan().to_arrow())
+    assert _rows(pa.table(t)) == _rows(pl.DataFrame(t)) == _rows(duckdb.sql("select * from t")) == everything
 
 
 def test_engines_off_local_disk() -> None:
