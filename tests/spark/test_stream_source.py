@@ -20,7 +20,6 @@ from pyspark_lakefmt.options import TableRef
 from pyspark_lakefmt.stream_reader import KIND_RULES, PENDING, KindRule, StreamReader, plan_read_tasks
 
 import lakefmt
-from lakefmt.commit.kinds import OverwriteProducer
 
 FMT = "lakefmt"
 SCHEMA = pa.schema([("id", pa.int64()), ("dt", pa.string())])
@@ -38,20 +37,10 @@ def append(table: lakefmt.Table, ids: range | list[int], parts: tuple[str, ...] 
     return ids
 
 
-class _CompactProducer(OverwriteProducer):
-    kind = lakefmt.CommitKind.COMPACT
-
-
 def compact(table: lakefmt.Table) -> None:
-    """A COMPACT snapshot as compaction writes one: every live row rewritten into new files, the old ones
-    replaced (test-only, until the core has its own compaction)."""
-    writer = table.new_writer()
-    with writer:
-        for batch in table.to_arrow().to_batches():
-            writer.write(batch)
-        message = writer.prepare_commit()
-    table.new_committer()._run(_CompactProducer, [message], 0, None, None, partition={})
-    assert table.latest_snapshot().commit_kind is lakefmt.CommitKind.COMPACT  # type: ignore[union-attr]
+    """A COMPACT snapshot: the table's compaction, merging every partition's files (two or more) into one."""
+    report = table.compact(min_files=2)
+    assert report.snapshot is not None and report.snapshot.commit_kind is lakefmt.CommitKind.COMPACT
 
 
 def reader(table: lakefmt.Table, **options: object) -> StreamReader:
@@ -135,15 +124,16 @@ def test_compact_is_skipped_overwrite_fails_unless_skip_change_commits(tmp_path:
     }
     table = new_table(tmp_path)
     rows = append(table, range(0, 4))  # 1
-    compact(table)  # 2: the same rows in new files
-    rows += append(table, range(4, 6))  # 3
-    table.overwrite(pa.table({"id": [100], "dt": ["a"]}, schema=SCHEMA))  # 4
-    after = append(table, range(6, 8))  # 5
+    rows += append(table, range(4, 8))  # 2
+    compact(table)  # 3: the same rows in new files
+    rows += append(table, range(8, 10))  # 4
+    table.overwrite(pa.table({"id": [100], "dt": ["a"]}, schema=SCHEMA))  # 5
+    after = append(table, range(10, 12))  # 6
 
     r = reader(table, startingSnapshot=1)
     end, ids = batch(r, PENDING)  # what came before the overwrite, each row once
-    assert (end["snapshot"], ids) == (4, rows)
-    with pytest.raises(lakefmt.LakefmtError, match=r"snapshot 4 is an OVERWRITE commit.*skipChangeCommits"):
+    assert (end["snapshot"], ids) == (5, rows)
+    with pytest.raises(lakefmt.LakefmtError, match=r"snapshot 5 is an OVERWRITE commit.*skipChangeCommits"):
         r.latestOffset(end, ReadAllAvailable())
 
     skipping = reader(table, startingSnapshot=1, skipChangeCommits="true")
