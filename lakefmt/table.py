@@ -16,12 +16,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakefmt.commit.committer import Committer
+from lakefmt.commit.restore import RestorePlan, commit_restore, plan_restore, restore_replans
 from lakefmt.errors import (
     ConsumerNotFoundError,
     InvalidSnapshotIdError,
     LakefmtError,
     LocationNotEmptyError,
+    SnapshotNotFoundError,
     TableAlreadyExistsError,
+    TagNotFoundError,
 )
 from lakefmt.io import FileIO, file_io_for
 from lakefmt.io.paths import is_temp_of
@@ -29,12 +32,14 @@ from lakefmt.maintenance import MaintenanceReport, Progress, expire_snapshots, r
 from lakefmt.maintenance.compact import CompactionReport, auto_compact, compact
 from lakefmt.meta import consumers as cons
 from lakefmt.meta import entries as ents
+from lakefmt.meta import tags as tags_store
 from lakefmt.meta.store import MetaStore
 from lakefmt.options import DEFAULT_ORPHAN_OLDER_THAN, Duration, TableOptions, duration_ms  # also importable here
-from lakefmt.read.scan import FileTask, Scan
+from lakefmt.read.scan import FileTask, Scan, check_snapshot_id
 from lakefmt.spec import CommitKind, CommitMessage, Consumer, Snapshot, TableSchema, layout
 from lakefmt.spec.consumer import MAX_SNAPSHOT_ID, check_consumer_id
 from lakefmt.spec.scope import OverwriteScope, check_partition_given
+from lakefmt.spec.tag import Tag, check_tag_name
 from lakefmt.spec.types import type_to_json
 from lakefmt.write.delete import delete_rows
 from lakefmt.write.writer import TableWriter, as_tables
@@ -282,10 +287,11 @@ class Table:
         *,
         from_snapshot: int | None = None,
         to_snapshot: int | None = None,
+        tag: str | None = None,
     ) -> Scan:
-        """Plan a read: the latest snapshot, one by id or timestamp (``as_of``), or what snapshots
-        ``from_snapshot+1 .. to_snapshot`` added. Then ``.to_arrow()``, ``.to_batches()``,
-        ``.to_dataset()`` or ``.files()``."""
+        """Plan a read: the latest snapshot, one by id or timestamp (``as_of``), one by tag (``tag``: it reads
+        after its snapshot expired), or what snapshots ``from_snapshot+1 .. to_snapshot`` added. Then
+        ``.to_arrow()``, ``.to_batches()``, ``.to_dataset()`` or ``.files()``."""
         return Scan(
             self.io,
             self._store,
@@ -295,6 +301,7 @@ class Table:
             as_of=as_of,
             from_snapshot=from_snapshot,
             to_snapshot=to_snapshot,
+            tag=tag,
         )
 
     def to_arrow(self, **kwargs: Any) -> pa.Table:
@@ -450,6 +457,96 @@ class Table:
                 f"{self.uri} has no consumer {consumer_id!r} (its consumers: {known})"
             ) from None
         cons.delete_consumer(self.io, consumer_id)
+
+    # -- tags and restore ------------------------------------------------------------------------------
+    def create_tag(self, name: str, snapshot_id: int | None = None, *, retain: Duration | None = None) -> Tag:
+        """Name snapshot ``snapshot_id`` (the latest by default) ``name``: ``scan(tag=name)`` reads it, and
+        ``expire`` and ``orphan-clean`` keep every file it reads (also after its snapshot expired) until the tag
+        is deleted or ``retain`` (a ``timedelta``, ``"30d"`` or seconds) has passed since its creation. A tag never
+        holds other snapshots back from expiration. One exclusive create of ``tag/tag-<name>``.
+
+        ``name``: the rules of consumer ids (:class:`InvalidTagNameError`). :class:`TagAlreadyExistsError` if
+        the name is taken (of two racing creates, one wins); :class:`SnapshotNotFoundError` if the snapshot does
+        not exist, has expired, or expired while the tag was created."""
+        check_tag_name(name)
+        if snapshot_id is None:
+            snap = self._store.latest_snapshot()
+            if snap is None:
+                raise SnapshotNotFoundError(f"{self.uri} has no snapshot to tag yet")
+        else:
+            snap = self._store.snapshot(check_snapshot_id(snapshot_id))
+        retain_ms = None if retain is None else duration_ms(retain, "retain")
+        if retain_ms is not None and retain_ms < 1:
+            raise ValueError(f"retain must be a positive duration, got {retain!r}")
+        sync = self.table_schema().table_options.fsync
+        return tags_store.tag_snapshot(self._store, name, snap, retain_ms=retain_ms, now_ms=self._now_ms(), sync=sync)
+
+    def delete_tag(self, name: str) -> None:
+        """Delete tag ``name`` (also an unreadable or expired one). The files only it kept are left for
+        ``orphan-clean`` (expiration has already passed them). :class:`TagNotFoundError` if there is none."""
+        check_tag_name(name)
+        try:
+            self.io.read(layout.tag_path(name))
+        except FileNotFoundError:
+            known = ", ".join(repr(t.name) for t in tags_store.list_tags(self.io).tags) or "none"
+            raise TagNotFoundError(f"{self.uri} has no tag {name!r} (its tags: {known})") from None
+        tags_store.delete_tag(self.io, name)
+
+    def tags(self) -> list[Tag]:
+        """Every tag, by name (expired ones too: ``Tag.expired(now_ms)``). :class:`CorruptMetadataError` names
+        any tag file that cannot be read."""
+        return list(tags_store.list_tags(self.io).check().tags)
+
+    def plan_restore(
+        self,
+        snapshot_id: int | None = None,
+        *,
+        tag: str | None = None,
+        as_of: datetime.datetime | int | float | None = None,
+    ) -> RestorePlan:
+        """What :meth:`restore` would do now (reads metadata, writes nothing): the files (and rows) it would
+        remove and add again."""
+        target = self._restore_target(snapshot_id, tag, as_of)
+        return plan_restore(self._store, target, tag=tag)
+
+    def restore(
+        self,
+        snapshot_id: int | None = None,
+        *,
+        tag: str | None = None,
+        as_of: datetime.datetime | int | float | None = None,
+    ) -> Snapshot | None:
+        """Commit a new snapshot whose rows equal those of snapshot ``snapshot_id``, of tag ``tag`` or of the
+        snapshot current at ``as_of`` (give one). Newer snapshots stay, so a restore can be undone by restoring
+        again. No data file is copied: the target's files are added again. Kind OVERWRITE, with the properties
+        ``lakefmt.operation=restore`` and ``lakefmt.restored-snapshot=<id>``. Returns None (and commits nothing)
+        when the table already holds exactly the target's files.
+
+        Exactly-once is not rolled back: the commit-user map is carried forward from the latest snapshot, so a
+        replayed batch committed after the restored version is still recognised (and skipped). Raises
+        :class:`CommitConflictError` if another commit changes the table while the restore commits (nothing
+        lands; compactions alone are followed), :class:`SnapshotNotFoundError` or :class:`TagNotFoundError` for a
+        target that does not exist or stopped being kept meanwhile."""
+        target = self._restore_target(snapshot_id, tag, as_of)
+        return restore_replans(
+            lambda: plan_restore(self._store, target, tag=tag),
+            lambda plan: commit_restore(
+                self.io, self._store, plan, clock=self._clock or time.time, after_commit=self._after_commit
+            ),
+        )
+
+    def _restore_target(
+        self, snapshot_id: int | None, tag: str | None, as_of: datetime.datetime | int | float | None
+    ) -> Snapshot:
+        given = [n for n, v in (("snapshot_id", snapshot_id), ("tag", tag), ("as_of", as_of)) if v is not None]
+        if len(given) != 1:
+            raise ValueError(f"name the version to restore: one of snapshot_id, tag or as_of, got {given or 'none'}")
+        if tag is not None:
+            return tags_store.tagged_snapshot(self.io, check_tag_name(tag), self._now_ms()).snapshot
+        return self.scan(snapshot_id=snapshot_id, as_of=as_of).snapshot  # type: ignore[return-value]
+
+    def _now_ms(self) -> int:
+        return int((self._clock or time.time)() * 1000)
 
     def commit_user_identifier(self, commit_user: str) -> int | None:
         """The last identifier ``commit_user`` committed, as remembered by the latest snapshot."""

@@ -6,11 +6,19 @@ contiguous run ``e .. k-1``; ``k`` becomes the earliest.
 
 What goes with them, in this order (so a crash anywhere leaves a readable table and a rerun finishes):
 
-1. data files deleted by the snapshots ``e+1 .. k``: a file no longer live at ``k`` can be reached only by an
-   expired snapshot (file names are never reused), whatever the order of overwrites;
-2. manifests and manifest lists that expired snapshots use and no retained snapshot does;
+1. data files deleted by the snapshots ``e+1 .. k``, except those a restore after ``e`` adds again (the only
+   commit that ADDs a path DELETEd before: a file deleted in the window is live in a retained snapshot only if a
+   restore brought it back) and those live in a tagged snapshot (:mod:`lakefmt.maintenance.keep`);
+2. manifests and manifest lists that expired snapshots use and no retained or tagged snapshot does;
 3. the snapshot files, oldest first; 4. the EARLIEST hint (also written before step 1, as an announcement
-   that orphan-clean honours); 5. the records of consumers past ``consumer.expiration-time``.
+   that orphan-clean, tag creation and restores honour); 5. the records of consumers past
+   ``consumer.expiration-time``; 6. the tags (and restores' pins) past their ``retain`` time.
+
+**Tags and restores that arrive while it runs.** The plan reads the tags before the snapshots. After the
+announcement (step 4's first write) and before deleting anything, the tags are listed again and then the latest
+snapshot read again: what a tag created since keeps, and what a restore published since adds again, is spared.
+A tag's creator and a restore check the announcement after creating their tag (or pin): either they see it and
+give up, or this run sees their tag, pin or restore.
 
 *Holds* (:mod:`lakefmt.maintenance.holds`) cap the run: no snapshot at or after a hold's snapshot expires. By
 default the holds are the table's live consumers; a consumer file that cannot be read stops the expiration
@@ -30,11 +38,13 @@ from typing import NamedTuple
 from lakefmt.errors import CorruptMetadataError, LakefmtError
 from lakefmt.io import FileIO
 from lakefmt.maintenance.holds import HeldBack, Hold, TableHolds, apply_holds, table_holds
+from lakefmt.maintenance.keep import readded_paths, tag_references
 from lakefmt.maintenance.report import FileClass, MaintenanceReport, Progress
 from lakefmt.meta import entries as ents
 from lakefmt.meta.consumers import delete_consumer_if_unchanged
 from lakefmt.meta.store import MetaStore
-from lakefmt.spec import Consumer, Snapshot, layout
+from lakefmt.meta.tags import delete_tag_if_unchanged, list_tags
+from lakefmt.spec import Consumer, Snapshot, Tag, layout
 
 __all__ = [
     "ExpirationPlan",
@@ -83,6 +93,11 @@ class ExpirationPlan:
     held: tuple[HeldBack, ...] = ()
     #: consumers past ``consumer.expiration-time``: they hold nothing, and their records are deleted last
     expired_consumers: tuple[Consumer, ...] = ()
+    #: tags (and restores' pins) past their ``retain`` time: they keep nothing, and their files are deleted last
+    expired_tags: tuple[Tag, ...] = ()
+    #: the latest snapshot and the live tags (and pins) the plan saw: what arrives after them is spared
+    planned_latest: int | None = None
+    planned_tags: frozenset[tuple[str, bool]] = frozenset()
 
     @property
     def new_earliest(self) -> int | None:
@@ -125,17 +140,20 @@ def plan_expiration(
     now = int(time.time() * 1000) if now_ms is None else now_ms
     # the holds are read before the snapshots: a consumer only moves forward, so an earlier read is the safe one
     own = table_holds(store, now) if holds is None else TableHolds(tuple(holds))
+    tags = list_tags(store.io).check()  # before the snapshots too; an unreadable tag stops the expiration
+    live_tags, expired_tags = tags.live(now), tags.expired(now)
     latest = store.latest_snapshot(strict=True)  # never a stale answer before deleting
     if latest is None:
-        return ExpirationPlan(expired_consumers=own.expired_consumers)
+        return ExpirationPlan(expired_consumers=own.expired_consumers, expired_tags=expired_tags)
     ids = [i for i in store.snapshot_ids() if i <= latest.id]
     snaps = [s for s in (store.try_snapshot(i) for i in ids) if s is not None]
     count = select_expired(snaps, retain_min, retain_max, older_than_ms, now)
     count, held = apply_holds(snaps, count, own.holds)
     expired, retained = snaps[:count], snaps[count:]
     kept = (retained[0].id, retained[-1].id) if retained else None
+    seen_tags = frozenset((t.name, t.pin) for t in live_tags)
     if not expired:
-        return ExpirationPlan((), kept, (), held, own.expired_consumers)
+        return ExpirationPlan((), kept, (), held, own.expired_consumers, expired_tags, latest.id, seen_tags)
     sizes: dict[str, int] = {}
 
     # 1. data files deleted at or before the new earliest snapshot k
@@ -160,9 +178,14 @@ def plan_expiration(
                 paths = ents.paths(dels)
                 deletable.update(paths)
                 sizes.update(zip(paths, dels.column(ents.FILE_SIZE).to_pylist(), strict=True))
-    # 2. metadata only expired snapshots use
-    used_lists: set[str] = set()
-    used_manifests: set[str] = set()
+    # ... but not a path a restore after e adds again, nor one a tag keeps
+    tagged = tag_references(store, live_tags, data=bool(deletable))
+    if deletable:
+        deletable -= readded_paths(store, snaps[1:])
+        deletable -= tagged.data
+    # 2. metadata only expired snapshots use (and no tag does)
+    used_lists: set[str] = set(tagged.lists)
+    used_manifests: set[str] = set(tagged.manifests)
     for s in retained:
         for name in (s.base_manifest_list, s.delta_manifest_list):
             used_lists.add(name)
@@ -195,7 +218,16 @@ def plan_expiration(
         ]
         + [PlannedDeletion(FileClass.SNAPSHOT, layout.snapshot_path(s.id), len(s.to_json())) for s in expired]
     )
-    return ExpirationPlan(tuple(s.id for s in expired), kept, tuple(deletions), held, own.expired_consumers)
+    return ExpirationPlan(
+        tuple(s.id for s in expired),
+        kept,
+        tuple(deletions),
+        held,
+        own.expired_consumers,
+        expired_tags,
+        latest.id,
+        seen_tags,
+    )
 
 
 def apply_expiration(
@@ -221,7 +253,27 @@ def apply_expiration(
         if dry_run or delete_consumer_if_unchanged(io, consumer):
             report.expired_consumers.append(consumer.consumer_id)
             report.add(FileClass.CONSUMER, path, len(consumer.to_json()))
+    for tag in plan.expired_tags:
+        path = layout.pin_path(tag.name) if tag.pin else layout.tag_path(tag.name)
+        if dry_run or delete_tag_if_unchanged(io, tag):
+            if not tag.pin:
+                report.expired_tags.append(tag.name)
+            report.add(FileClass.TAG, path, len(tag.to_json()))
     return report
+
+
+def _arrived_since(store: MetaStore, plan: ExpirationPlan) -> set[str]:
+    """After the announcement: the files that tags (and pins) created since the plan keep, and the paths that
+    restores published since the plan add again. Tags first, then the latest snapshot: a restore deletes its pin
+    only after it published."""
+    now = int(time.time() * 1000)
+    new_tags = [t for t in list_tags(store.io).check().live(now) if (t.name, t.pin) not in plan.planned_tags]
+    spared = tag_references(store, new_tags).paths() if new_tags else set()
+    latest = store.latest_snapshot(strict=True)
+    if latest is not None and plan.planned_latest is not None and latest.id > plan.planned_latest:
+        newer = [latest if i == latest.id else store.snapshot(i) for i in range(plan.planned_latest + 1, latest.id + 1)]
+        spared |= readded_paths(store, newer)
+    return spared
 
 
 def _expire(
@@ -237,7 +289,10 @@ def _expire(
         # announce the decision before deleting anything: orphan-clean ignores snapshots below EARLIEST, so
         # one running meanwhile never trips over a half-expired snapshot (and it is written again at the end)
         store.write_hint(layout.EARLIEST, earliest)
+    spared = set() if dry_run else _arrived_since(store, plan)
     for done, (kind, path, size) in enumerate(plan.deletions, 1):
+        if path in spared:
+            continue
         report.add(kind, path, size)
         if not dry_run:
             io.delete(path)

@@ -3,10 +3,11 @@ than a threshold (so files of a commit still in flight are never touched).
 
 The listing is taken *before* the references are read: a commit that lands in between references only files
 that are young (written just before it), which the age threshold protects. Referenced: every schema file, the
-hints, every file directly in ``consumer/`` but temp files (consumer records, whatever their content or name:
-a record is the consumer's to delete, never orphan-clean's), every retained snapshot file, its manifest lists
-and their manifests, and every data file live in any retained snapshot (live in the earliest, or added by a
-later one). Only files under the root are ever
+hints, every file directly in ``consumer/`` or ``tag/`` but temp files (consumer records and tags, whatever their
+content or name: a record is the consumer's to delete, a tag its owner's or expiration's, never orphan-clean's),
+every retained snapshot file, its manifest lists and their manifests, every data file live in any retained
+snapshot (live in the earliest, or added by a later one), and the manifest lists, manifests and live data files
+of every tagged snapshot (tags and restores' pins not past their ``retain`` time). Only files under the root are ever
 listed (symlinks are not followed, and a symlink is deleted as a link, never its target).
 """
 
@@ -19,9 +20,11 @@ from collections.abc import Iterable
 from lakefmt.errors import LakefmtError, MissingMetadataError
 from lakefmt.io import FileIO
 from lakefmt.io.paths import is_temp
+from lakefmt.maintenance.keep import tag_references
 from lakefmt.maintenance.report import MaintenanceReport, Progress, classify
 from lakefmt.meta import entries as ents
 from lakefmt.meta.store import MetaStore
+from lakefmt.meta.tags import list_tags
 from lakefmt.options import DEFAULT_ORPHAN_OLDER_THAN_MS
 from lakefmt.spec import layout
 
@@ -43,6 +46,9 @@ def referenced_files(store: MetaStore) -> set[str]:
     refs.update(
         f"{layout.CONSUMER_DIR}/{name}" for name in store.io.list(layout.CONSUMER_DIR) if not is_temp(name)
     )
+    refs.update(f"{layout.TAG_DIR}/{name}" for name in store.io.list(layout.TAG_DIR) if not is_temp(name))
+    tags = list_tags(store.io).check().live(int(time.time() * 1000))  # an unreadable tag: delete nothing
+    refs.update(tag_references(store, tags).paths())
     latest = store.latest_snapshot(strict=True)  # never a stale answer before deleting
     if latest is None:
         return refs

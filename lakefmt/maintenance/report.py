@@ -24,6 +24,7 @@ class FileClass(enum.Enum):
     MANIFEST = "manifests"
     DATA = "data_files"
     CONSUMER = "consumers"
+    TAG = "tags"
     TEMP = "temp_files"
     OTHER = "other_files"
 
@@ -37,6 +38,8 @@ def classify(rel_path: str) -> FileClass:
         return FileClass.SNAPSHOT
     if rel_path.startswith("consumer/") and name.startswith("consumer-"):
         return FileClass.CONSUMER
+    if rel_path.startswith("tag/") and name.startswith(("tag-", "pin-")):
+        return FileClass.TAG
     if rel_path.startswith("manifest/"):
         return FileClass.MANIFEST_LIST if name.startswith("manifest-list-") else FileClass.MANIFEST
     if name.endswith(".parquet"):
@@ -55,6 +58,7 @@ class MaintenanceReport:
     kept_snapshots: tuple[int, int] | None = None  #: (earliest, latest) retained
     held_back: list[HeldBack] = field(default_factory=list)  #: expire: every hold and what it kept
     expired_consumers: list[str] = field(default_factory=list)  #: expire: consumers whose records went
+    expired_tags: list[str] = field(default_factory=list)  #: expire: tags past their retain time, deleted
 
     def add(self, kind: FileClass, path: str, size: int) -> None:
         self.deleted.setdefault(kind, []).append((path, size))
@@ -88,6 +92,7 @@ class MaintenanceReport:
         if self.operation == "expire":
             out["held_back"] = [h.to_dict() for h in self.held_back]
             out["expired_consumers"] = self.expired_consumers
+            out["expired_tags"] = self.expired_tags
         out.update(
             {
                 "files": {k.value: {"count": self.count(k), "bytes": self.bytes(k)} for k in FileClass},

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 import math
 import numbers
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +25,7 @@ from lakefmt.errors import (
 from lakefmt.io import FileIO
 from lakefmt.meta import entries as ents
 from lakefmt.meta.store import MetaStore
+from lakefmt.meta.tags import tagged_snapshot
 from lakefmt.read.incremental import through_compactions
 from lakefmt.read import engines
 from lakefmt.read.plan import (
@@ -157,9 +159,12 @@ class Scan:
         as_of: datetime.datetime | int | float | None = None,
         from_snapshot: int | None = None,
         to_snapshot: int | None = None,
+        tag: str | None = None,
     ) -> None:
         if snapshot_id is not None and as_of is not None:
             raise ValueError("pass snapshot_id or as_of, not both")
+        if tag is not None and (snapshot_id, as_of, from_snapshot, to_snapshot) != (None, None, None, None):
+            raise ValueError("pass tag alone: it names the snapshot to read")
         if from_snapshot is not None and (snapshot_id is not None or as_of is not None):
             raise ValueError("an incremental scan (from_snapshot/to_snapshot) takes no snapshot_id or as_of")
         # checked before any metadata is read: snapshot -1 is not "expired", it never can exist
@@ -177,6 +182,8 @@ class Scan:
         self._incremental = from_snapshot is not None or to_snapshot is not None
         if self._incremental:
             self.snapshot = self._resolve_range(from_snapshot, to_snapshot)
+        elif tag is not None:  # the tag's copy of its snapshot: it reads after the snapshot file expired
+            self.snapshot = tagged_snapshot(store.io, tag, int(time.time() * 1000)).snapshot
         elif snapshot_id is not None:
             self.snapshot = store.snapshot(snapshot_id)
         elif as_of_millis is not None:
@@ -227,7 +234,7 @@ class Scan:
         tables = through_compactions(deltas)  # a compaction moves rows: none is read twice
         if not tables:
             return manifest_schema(self.schema.arrow_schema, self.schema.partition_keys).empty_table()
-        added = ents.live(ents.concat_entries(tables))
+        added = ents.net_added(tables)  # a path a restore added again after its DELETE counts as added
         ents.check_data_paths(added, f"a manifest of snapshots {start + 1}..{end.id}")
         return added
 

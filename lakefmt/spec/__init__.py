@@ -6,6 +6,7 @@ from lakefmt.spec.manifest import ColumnStats, DataFile, FileKind, ManifestFileM
 from lakefmt.spec.message import CommitMessage
 from lakefmt.spec.schema import TableSchema
 from lakefmt.spec.snapshot import CommitKind, Snapshot, UserMark
+from lakefmt.spec.tag import Tag
 
 __all__ = [
     "FORMAT_VERSION",
@@ -18,5 +19,6 @@ __all__ = [
     "ManifestFileMeta",
     "Snapshot",
     "TableSchema",
+    "Tag",
     "UserMark",
 ]

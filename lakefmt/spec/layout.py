@@ -11,13 +11,16 @@ __all__ = [
     "MANIFEST_DIR",
     "SCHEMA_DIR",
     "SNAPSHOT_DIR",
+    "TAG_DIR",
     "consumer_path",
     "data_file_name",
     "manifest_list_path",
     "manifest_path",
     "parse_numbered",
+    "pin_path",
     "schema_path",
     "snapshot_path",
+    "tag_path",
 ]
 
 SCHEMA_DIR = "schema"
@@ -25,6 +28,9 @@ SNAPSHOT_DIR = "snapshot"
 MANIFEST_DIR = "manifest"
 CONSUMER_DIR = "consumer"
 CONSUMER_PREFIX = "consumer-"
+TAG_DIR = "tag"
+TAG_PREFIX = "tag-"
+PIN_PREFIX = "pin-"
 LATEST = f"{SNAPSHOT_DIR}/LATEST"
 EARLIEST = f"{SNAPSHOT_DIR}/EARLIEST"
 
@@ -42,6 +48,16 @@ def snapshot_path(snapshot_id: int) -> str:
 def consumer_path(consumer_id: str) -> str:
     """``consumer/consumer-<id>`` (the id is checked by :func:`lakefmt.spec.consumer.check_consumer_id`)."""
     return f"{CONSUMER_DIR}/{CONSUMER_PREFIX}{consumer_id}"
+
+
+def tag_path(name: str) -> str:
+    """``tag/tag-<name>`` (the name is checked by :func:`lakefmt.spec.tag.check_tag_name`)."""
+    return f"{TAG_DIR}/{TAG_PREFIX}{name}"
+
+
+def pin_path(pin_id: str) -> str:
+    """``tag/pin-<id>``: a short-lived tag a restore holds on its target while it commits (not a user's tag)."""
+    return f"{TAG_DIR}/{PIN_PREFIX}{pin_id}"
 
 
 def manifest_path(name: str) -> str:

@@ -38,7 +38,8 @@ REPORT_KEYS = {
     "total_bytes",
     "paths",
 }
-EXPIRE_KEYS = {"held_back", "expired_consumers"}  #: an expire report also says what held snapshots back
+#: an expire report also says what held snapshots back, and which records and tags it deleted
+EXPIRE_KEYS = {"held_back", "expired_consumers", "expired_tags"}
 
 Result = subprocess.CompletedProcess[str]
 
