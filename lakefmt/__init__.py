@@ -8,6 +8,7 @@
 """
 
 from lakefmt.commit.committer import Committer
+from lakefmt.commit.restore import RestorePlan
 from lakefmt.commit.types import CommitOutcome, CommitResult
 from lakefmt.errors import (
     CommitConflictError,
@@ -23,6 +24,7 @@ from lakefmt.errors import (
     InvalidPartitionError,
     InvalidPredicateError,
     InvalidSnapshotIdError,
+    InvalidTagNameError,
     InvalidTimestampError,
     LakefmtError,
     LocationNotEmptyError,
@@ -35,6 +37,8 @@ from lakefmt.errors import (
     SchemaMismatchError,
     SnapshotNotFoundError,
     TableAlreadyExistsError,
+    TagAlreadyExistsError,
+    TagNotFoundError,
     UnknownOptionError,
     UnsupportedFilterError,
     UnsupportedFormatVersionError,
@@ -52,6 +56,7 @@ from lakefmt.maintenance.compact import (
 from lakefmt.read.scan import FileTask, ReadTask, Scan
 from lakefmt.spec import FORMAT_VERSION, CommitKind, CommitMessage, Consumer, Snapshot, TableSchema
 from lakefmt.spec.scope import OverwriteScope
+from lakefmt.spec.tag import Tag
 from lakefmt.table import Table, create_table, open_table
 from lakefmt.write.writer import TableWriter
 
@@ -82,6 +87,7 @@ __all__ = [
     "InvalidPartitionError",
     "InvalidPredicateError",
     "InvalidSnapshotIdError",
+    "InvalidTagNameError",
     "InvalidTimestampError",
     "LakefmtError",
     "LocationNotEmptyError",
@@ -92,6 +98,7 @@ __all__ = [
     "OverwriteScope",
     "PathOutsideTableError",
     "ReadTask",
+    "RestorePlan",
     "RewriteConflictError",
     "Scan",
     "SchemaMismatchError",
@@ -101,6 +108,9 @@ __all__ = [
     "TableAlreadyExistsError",
     "TableSchema",
     "TableWriter",
+    "Tag",
+    "TagAlreadyExistsError",
+    "TagNotFoundError",
     "UnknownOptionError",
     "UnsupportedFilterError",
     "UnsupportedFormatVersionError",
