@@ -37,6 +37,8 @@ __all__ = [
     "NotATableError",
     "PathOutsideTableError",
     "RewriteConflictError",
+    "SchemaConflictError",
+    "SchemaEvolutionError",
     "SchemaMismatchError",
     "SnapshotNotFoundError",
     "TableAlreadyExistsError",
@@ -193,3 +195,15 @@ class UnsupportedFilterError(LakefmtError, ValueError):
     """A scan's filter that the form of read asked for cannot apply exactly: ``Scan.to_dataset()`` refuses a
     filter on a floating-point column (or with a NaN literal), which pyarrow's Parquet scan would get wrong for
     NaN rows; the message names the forms that apply it exactly."""
+
+
+class SchemaEvolutionError(LakefmtError, ValueError):
+    """A schema change the format does not allow (narrowing a type, changing or dropping a partition column, a
+    name already used, ...; docs/format.md lists the rules). Raised before anything is written: the table is
+    unchanged."""
+
+
+class SchemaConflictError(CommitConflictError):
+    """The table's schema changed concurrently in a way this commit cannot follow: a schema change whose changes
+    no longer apply to the new schema, or a write whose files hold a column the new schema dropped. Nothing was
+    committed."""

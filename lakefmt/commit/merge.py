@@ -103,7 +103,7 @@ class ManifestMerger:
         out = []
         for start in range(0, entries.num_rows, per_file):
             chunk = entries.slice(start, per_file)
-            data = encode_manifest(chunk)
+            data = encode_manifest(chunk, self._schema.format_version)
             name = self.next_name()
             self._io.write(layout.manifest_path(name), data, sync=self._policy.fsync)
             self._store.remember_manifest(name, data)

@@ -2,7 +2,9 @@
 
     a. dedup      the latest snapshot remembers each recent commit user's last identifier: if this
                   identifier is not greater, the commit already happened -> ALREADY_COMMITTED
-    b. latest     LATEST hint, then probe snapshot-(L+1) until absent
+    b. latest     LATEST hint, then probe snapshot-(L+1) until absent; the schema to record: the newest known
+                  (a schema change publishes a snapshot too), the writers' files readable under it
+                  (:mod:`lakefmt.commit.schemas`)
     c. delta      merge the writers' per-task manifests (+ DELETE entries of what the commit replaces)
     d. base       L's base + L's delta, minor/full merged -> base list
     e. publish    create snapshot-(L+1) exclusively; exactly one racing committer wins
@@ -41,6 +43,7 @@ import pyarrow as pa
 from lakefmt import hooks
 from lakefmt.commit.history import verify_in_history
 from lakefmt.commit.merge import ManifestMerger, MergePolicy
+from lakefmt.commit.schemas import commit_schema
 from lakefmt.commit.types import CommitOutcome, CommitRequest, CommitResult, ListRef
 from lakefmt.commit.users import already_committed, next_commit_users
 from lakefmt.errors import (
@@ -67,6 +70,8 @@ class SnapshotProducer:
     """Runs the protocol for one :class:`CommitRequest`. Subclasses set :attr:`kind` and override hooks."""
 
     kind: ClassVar[CommitKind]
+    #: whether a snapshot that adds and removes no file is published all the same (a schema change's)
+    empty_ok: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -99,23 +104,23 @@ class SnapshotProducer:
         re-plans when only compactions moved its files: the rows it replaces are the same, in other files)."""
         return None
 
-    def base_manifests(self, merger: ManifestMerger, latest: Snapshot) -> list[ManifestFileMeta]:
-        """(d) The manifests of the base list: ``latest``'s base and delta, minor or full merged. A kind that must
-        rewrite entries of the base overrides it (a restore drops the entries of the paths it adds again)."""
-        return merger.merge_base(self.store.snapshot_manifests(latest))
-
     def carries_users_unchanged(self) -> bool:
         """Whether the snapshot carries the commit-user map forward exactly as it is (a compaction: it is no
         writer's commit and must not age anyone's dedup mark out)."""
+        return False
+
+    def superseded(self, latest: Snapshot | None) -> bool:
+        """Whether ``latest`` already does what this commit would (a schema change's snapshot, once the latest
+        records that schema): the commit then ends as ALREADY_COMMITTED."""
         return False
 
     # -- the protocol -----------------------------------------------------------------------------------
     def commit(self) -> CommitResult:
         req = self.request
         latest = self.store.latest_snapshot()  # (b)
-        if already_committed(latest, req.user, req.identifier):  # (a)
+        if already_committed(latest, req.user, req.identifier) or self.superseded(latest):  # (a)
             return CommitResult(CommitOutcome.ALREADY_COMMITTED)
-        schema = self.store.schema_for(latest)
+        schema = commit_schema(self.store, latest, req.added)
         options = schema.table_options
         if not self.io.atomic_publish and not options.allow_non_atomic_publish:
             raise NonAtomicStorageError(
@@ -142,10 +147,10 @@ class SnapshotProducer:
                     if replaced is not None and replaced.num_rows:
                         removals = merger.write_entries(entries.as_deletes(replaced), 100.0)
                         delta, delta_list = adds + removals, None
-                if not delta:
+                if not delta and not self.empty_ok:
                     return CommitResult(CommitOutcome.NOTHING_TO_COMMIT)
                 delta_list = delta_list or self._write_list(merger, delta, schema, options)
-                base = self.base_manifests(merger, latest) if latest else []  # (d)
+                base = merger.merge_base(self.store.snapshot_manifests(latest)) if latest else []  # (d)
             except MissingMetadataError:  # latest's metadata is gone: expired, if latest is no longer latest
                 newer = self.store.latest_snapshot()
                 if latest is None or newer is None or newer.id == latest.id:
@@ -166,8 +171,9 @@ class SnapshotProducer:
                 )
             time.sleep(delay)  # back off first, then re-read: a latest read before the sleep would be stale
             latest = self.store.latest_snapshot()  # (f)
-            if already_committed(latest, req.user, req.identifier):
+            if already_committed(latest, req.user, req.identifier) or self.superseded(latest):
                 return CommitResult(CommitOutcome.ALREADY_COMMITTED)
+            schema = commit_schema(self.store, latest, req.added)  # a schema change may have landed meanwhile
             if replaced is not None and (again := self.check_conflict(latest, schema, replaced)) is not None:
                 # re-planned (only compactions moved the replaced files): the old removal manifests and lists
                 # become orphans, never deleted here (nothing of an attempt is deleted once a publish was tried)
@@ -205,7 +211,7 @@ class SnapshotProducer:
     def _write_list(
         self, merger: ManifestMerger, metas: Sequence[ManifestFileMeta], schema: TableSchema, options: TableOptions
     ) -> ListRef:
-        data = encode_manifest_list(metas, schema.partition_schema)
+        data = encode_manifest_list(metas, schema.partition_schema, schema.format_version)
         name = merger.next_name(list_file=True)
         self.io.write(layout.manifest_list_path(name), data, sync=options.fsync)
         self.store.remember_list(name, list(metas))
@@ -256,6 +262,7 @@ class SnapshotProducer:
             properties=dict(req.properties),
             commit_users=users,
             nonce=uuid.uuid4().hex,
+            version=schema.format_version,
         )
 
     def _publish(self, snap: Snapshot, sync: bool) -> bool:

@@ -33,7 +33,6 @@ __all__ = [
     "empty_entries_for",
     "live",
     "live_entries",
-    "net_added",
     "paths",
     "read_manifests",
 ]
@@ -43,7 +42,9 @@ PARTITION = "partition"
 PATH = "path"
 FILE_SIZE = "file_size"
 ROW_COUNT = "row_count"
-STATS = "stats"
+STATS = "stats"  #: column statistics keyed by column name (format version 1)
+FIELD_STATS = "field_stats"  #: keyed by field id (format version 2); read both with lakefmt.read.bounds
+SCHEMA_ID = "schema_id"
 
 #: data files never live in the metadata folders (a DELETE entry naming schema/schema-0 would make expire
 #: delete the schema)
@@ -102,20 +103,6 @@ def cancel_pairs(entries: pa.Table) -> pa.Table:
     return concat_entries([added, dels])
 
 
-def net_added(tables: Sequence[pa.Table]) -> pa.Table:
-    """The ADD entries of files that ``tables`` (entries of consecutive snapshots' deltas, oldest first) leave
-    added: for each path the last entry decides. A path DELETEd and ADDed again later (a restore) counts as
-    added; one ADDed and then DELETEd does not."""
-    if not tables:
-        raise ValueError("net_added needs at least one entries table")
-    entries = concat_entries(tables)
-    if entries.num_rows == 0 or pc.max(entries.column(KIND)).as_py() == int(FileKind.ADD):
-        return entries  # no DELETE: every path is added once
-    order = pa.table({PATH: entries.column(PATH), "i": pa.array(range(entries.num_rows), pa.int64())})
-    last = order.group_by(PATH, use_threads=False).aggregate([("i", "max")]).column("i_max")
-    return adds(entries.take(pc.take(last, pc.sort_indices(last))))  # in order
-
-
 def concat_entries(tables: Sequence[pa.Table]) -> pa.Table:
     """Concatenate manifest entry tables (unifying schemas written by different schema versions)."""
     if len(tables) == 1:
@@ -148,7 +135,7 @@ def read_manifests(store: MetaStore, metas: Sequence[ManifestFileMeta]) -> list[
 
 def empty_entries_for(schema: TableSchema) -> pa.Table:
     """No entries, with the manifest schema of a table schema."""
-    return manifest_schema(schema.arrow_schema, schema.partition_keys).empty_table()
+    return manifest_schema(schema.arrow_schema, schema.partition_keys, ids=schema.stats_ids).empty_table()
 
 
 def empty_entries(store: MetaStore, snap: Snapshot) -> pa.Table:

@@ -80,6 +80,12 @@ class MetaStore:
             self._latest_schema_id = ids[-1]
         return self.schema(self._latest_schema_id)
 
+    def remember_schema(self, schema: TableSchema) -> None:
+        """Record a schema this process just published: it is the newest from now on (for this store)."""
+        self._schemas[schema.id] = schema
+        if self._latest_schema_id is None or schema.id > self._latest_schema_id:
+            self._latest_schema_id = schema.id
+
     def schema_for(self, snap: Snapshot | None) -> TableSchema:
         """The schema to commit on top of ``snap``: the newest known, or the snapshot's if that is newer."""
         schema = self.latest_schema()

@@ -15,6 +15,9 @@ import pyarrow.dataset as ds
 
 from lakefmt.io import FileIO
 from lakefmt.meta import entries as ents
+from lakefmt.meta.store import MetaStore
+from lakefmt.read.bounds import SchemaLookup
+from lakefmt.read.evolve import read_evolved, runs
 from lakefmt.read.plan import referenced_columns
 from lakefmt.spec import TableSchema
 
@@ -22,7 +25,9 @@ __all__ = ["entries_dataset", "read_entries"]
 
 
 def entries_dataset(io: FileIO, entries: pa.Table, schema: TableSchema) -> ds.Dataset:
-    """A ``pyarrow.dataset`` over exactly the files of ``entries``, in their order, with ``schema``'s columns."""
+    """A ``pyarrow.dataset`` over exactly the files of ``entries``, in their order, with ``schema``'s columns,
+    matched **by name**: right for files written under ``schema`` or one that agrees with it by name
+    (:func:`lakefmt.read.evolve.name_compatible`); :func:`read_entries` reads any file right."""
     rel = ents.paths(entries)
     full = [io.full_path(p) for p in rel]
     return ds.FileSystemDataset.from_paths(
@@ -37,22 +42,33 @@ def read_entries(
     *,
     columns: Sequence[str] | None = None,
     filter: pc.Expression | None = None,
+    schemas: SchemaLookup | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """The rows of the files of ``entries`` (file by file, in order), as ``schema``'s columns (or ``columns``),
     keeping only rows where ``filter`` is true (a null counts as false, as in ``Scan``).
+
+    Files written under another schema are matched to ``schema`` by field id (:mod:`lakefmt.read.evolve`): a
+    column they lack reads as null, a widened one is cast, a renamed one takes its new name. ``schemas`` gives
+    those schemas by id (default: read from the table's schema folder, once per call).
 
     The filter is applied to the rows read, never pushed into the Parquet reader: its row-group pruning leaves
     NaN out of min/max (see ``Scan._pushdown_safe``), and a rewrite must not lose a row to that."""
     if entries.num_rows == 0:
         return
-    dataset = entries_dataset(io, entries, schema)
     cols = list(columns) if columns is not None else None
-    if filter is None:
-        yield from dataset.to_batches(columns=cols)
-        return
-    needed = None if cols is None else list(dict.fromkeys([*cols, *referenced_columns(filter, schema.arrow_schema)]))
-    for batch in dataset.to_batches(columns=needed):
-        kept = pa.Table.from_batches([batch]).filter(filter)
-        if cols is not None:
-            kept = kept.select(cols)
-        yield from kept.to_batches()
+    used = referenced_columns(filter, schema.arrow_schema)
+    for old, run in runs(entries, schema, schemas or MetaStore(io).schema):
+        if old is not None:
+            for table in read_evolved(io, run, old, schema, columns=cols, filter=filter, filter_columns=used):
+                yield from table.to_batches()
+            continue
+        dataset = entries_dataset(io, run, schema)
+        if filter is None:
+            yield from dataset.to_batches(columns=cols)
+            continue
+        needed = None if cols is None else list(dict.fromkeys([*cols, *used]))
+        for batch in dataset.to_batches(columns=needed):
+            kept = pa.Table.from_batches([batch]).filter(filter)
+            if cols is not None:
+                kept = kept.select(cols)
+            yield from kept.to_batches()

@@ -19,12 +19,14 @@ import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 
 from lakefmt.meta import entries as meta_entries
-from lakefmt.meta.entries import PARTITION, PATH, ROW_COUNT, STATS
+from lakefmt.meta.entries import PARTITION, PATH, ROW_COUNT
 from lakefmt.meta.store import MetaStore
+from lakefmt.read.bounds import SchemaLookup, column_bounds
 from lakefmt.spec import ManifestFileMeta, Snapshot, TableSchema
 from lakefmt.spec.manifest import ColumnStats
 
 __all__ = ["has_nan_literal", "live_entries", "prune_entries", "referenced_columns", "select_manifests"]
+
 
 def referenced_columns(filter: pc.Expression | None, schema: pa.Schema) -> list[str]:
     """Columns the filter may reference. A superset is harmless (it only costs pruning time)."""
@@ -118,8 +120,12 @@ def live_entries(
     return meta_entries.live_entries(store, snap, select_manifests(store.snapshot_manifests(snap), filter, schema))
 
 
-def prune_entries(entries: pa.Table, filter: pc.Expression | None, schema: TableSchema) -> pa.Table:
-    """Entries whose partition values and column ranges may hold rows matching ``filter``."""
+def prune_entries(
+    entries: pa.Table, filter: pc.Expression | None, schema: TableSchema, schemas: SchemaLookup | None = None
+) -> pa.Table:
+    """Entries whose partition values and column ranges may hold rows matching ``filter``. Column ranges are
+    taken by field id from each entry's own statistics (:func:`~lakefmt.read.bounds.column_bounds`); ``schemas``
+    gives the schemas of entries written under another one (without it, their ranges are unknown)."""
     cols = referenced_columns(filter, schema.arrow_schema)
     if filter is None or not cols or entries.num_rows == 0:
         return entries
@@ -128,17 +134,15 @@ def prune_entries(entries: pa.Table, filter: pc.Expression | None, schema: Table
     if part_cols:
         keep = pc.and_(keep, _prune_partitions(entries, filter, schema, part_cols))
     stat_cols = [c for c in cols if c not in schema.partition_keys]
-    if stat_cols and STATS in entries.column_names:
+    if stat_cols:
         candidates = entries.filter(keep)
-        stats = candidates.column(STATS).combine_chunks()
-        names = [stats.type.field(i).name for i in range(stats.type.num_fields)]
-        stat_cols = [c for c in stat_cols if c in names]
-        if stat_cols and candidates.num_rows:
+        per_col = []
+        for c in stat_cols if candidates.num_rows else []:
+            bounds = column_bounds(candidates, c, schema, schemas)
+            if bounds is not None:
+                per_col.append((c, bounds[0], bounds[1], bounds[2].to_pylist()))
+        if per_col:
             rows = candidates.column(ROW_COUNT).to_pylist()
-            per_col = []
-            for c in stat_cols:
-                child = stats.field(c)
-                per_col.append((c, child.field("min"), child.field("max"), child.field("null_count").to_pylist()))
             guarantees = []
             for i in range(candidates.num_rows):
                 parts = []

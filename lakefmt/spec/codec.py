@@ -20,8 +20,10 @@ __all__ = [
     "write_arrow_file",
 ]
 
-#: The format version this library writes and the newest it reads.
-FORMAT_VERSION = 1
+#: The newest format version this library reads, and the one it creates tables with. A table's files are written
+#: with the table's own version (its current schema's): a version-1 table stays readable by version-1 readers
+#: until it is upgraded (docs/format.md, "Compatibility rules").
+FORMAT_VERSION = 2
 
 VERSION_KEY = b"lakefmt.format-version"
 KIND_KEY = b"lakefmt.kind"
@@ -76,12 +78,12 @@ def decode_json(data: bytes, what: str) -> dict[str, Any]:
     return obj
 
 
-def write_arrow_file(table: pa.Table, kind: str) -> bytes:
+def write_arrow_file(table: pa.Table, kind: str, version: int = FORMAT_VERSION) -> bytes:
     """Encode ``table`` as a metadata file: an Arrow IPC stream in one zstd frame (with its content size and
-    checksum), its schema tagged with its kind and the format version."""
+    checksum), its schema tagged with its kind and the format version (the table's)."""
     meta = dict(table.schema.metadata or {})
     meta[KIND_KEY] = kind.encode()
-    meta[VERSION_KEY] = str(FORMAT_VERSION).encode()
+    meta[VERSION_KEY] = str(version).encode()
     table = table.replace_schema_metadata(meta)
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, table.schema) as writer:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lakefmt.errors import CorruptMetadataError, InvalidConsumerIdError
-from lakefmt.spec.codec import FORMAT_VERSION, check_version, decode_json, encode_json
+from lakefmt.spec.codec import check_version, decode_json, encode_json
 from lakefmt.spec.layout import CONSUMER_PREFIX
 
 __all__ = ["MAX_CONSUMER_ID_LENGTH", "MAX_SNAPSHOT_ID", "Consumer", "check_consumer_id", "parse_consumer_name"]
@@ -19,6 +19,10 @@ __all__ = ["MAX_CONSUMER_ID_LENGTH", "MAX_SNAPSHOT_ID", "Consumer", "check_consu
 MAX_CONSUMER_ID_LENGTH = 200
 #: the largest id a consumer may record (a signed 64-bit integer, as every id of the format)
 MAX_SNAPSHOT_ID = (1 << 63) - 1
+
+#: consumer files are the same in every format version: written as version 1, so that a version-1 reader of a
+#: version-1 table reads them
+CONSUMER_FILE_VERSION = 1
 
 _ID = re.compile(rf"[A-Za-z0-9_][A-Za-z0-9._-]{{0,{MAX_CONSUMER_ID_LENGTH - 1}}}", re.ASCII)
 
@@ -68,7 +72,7 @@ class Consumer:
         """The consumer file's bytes."""
         return encode_json(
             {
-                "version": FORMAT_VERSION,
+                "version": CONSUMER_FILE_VERSION,
                 "consumerId": self.consumer_id,
                 "nextSnapshot": self.next_snapshot,
                 "timeMillis": self.time_millis,

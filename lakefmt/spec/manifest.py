@@ -17,9 +17,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakefmt.errors import CorruptMetadataError
-from lakefmt.spec.codec import read_arrow_file, write_arrow_file
+from lakefmt.spec.codec import FORMAT_VERSION, read_arrow_file, write_arrow_file
 
 __all__ = [
+    "FIELD_STATS",
+    "STATS",
     "ColumnStats",
     "DataFile",
     "FileKind",
@@ -82,19 +84,33 @@ def is_stats_type(t: pa.DataType) -> bool:
     ) and not pa.types.is_float16(t)
 
 
-def stats_type(columns: pa.Schema) -> pa.StructType:
-    """``struct<col: struct<min, max, null_count>>`` over the stat-able columns of ``columns``."""
+def stats_type(columns: pa.Schema, ids: Mapping[str, int] | None = None) -> pa.StructType:
+    """``struct<col: struct<min, max, null_count>>`` over the stat-able columns of ``columns``, each child named
+    after its column, or after its field id (``"3"``) when ``ids`` maps column names to ids."""
     return pa.struct(
         [
-            pa.field(f.name, pa.struct([("min", f.type), ("max", f.type), ("null_count", pa.int64())]))
+            pa.field(
+                f.name if ids is None else str(ids[f.name]),
+                pa.struct([("min", f.type), ("max", f.type), ("null_count", pa.int64())]),
+            )
             for f in columns
             if is_stats_type(f.type)
         ]
     )
 
 
-def manifest_schema(table_schema: pa.Schema, partition_keys: Sequence[str]) -> pa.Schema:
-    """The Arrow schema of a manifest file for a table with these columns and partition keys."""
+#: the stats column of format version 1 (children named after columns) and of version 2 (after field ids): two
+#: columns, so that entries of both kinds can share a merged manifest without a name meeting an id
+STATS = "stats"
+FIELD_STATS = "field_stats"
+
+
+def manifest_schema(
+    table_schema: pa.Schema, partition_keys: Sequence[str], *, ids: Mapping[str, int] | None = None
+) -> pa.Schema:
+    """The Arrow schema of a manifest file for a table with these columns and partition keys. With ``ids``
+    (column name -> field id: format version 2) the column statistics are ``field_stats``, keyed by field id;
+    without, ``stats``, keyed by column name (version 1)."""
     fields = [pa.field("kind", pa.int8(), nullable=False)]
     if partition_keys:
         fields.append(pa.field("partition", pa.struct([table_schema.field(k) for k in partition_keys])))
@@ -105,17 +121,24 @@ def manifest_schema(table_schema: pa.Schema, partition_keys: Sequence[str]) -> p
         pa.field("schema_id", pa.int64(), nullable=False),
         pa.field("creation_time_ms", pa.int64(), nullable=False),
     ]
-    st = stats_type(table_schema)
+    st = stats_type(table_schema, ids)
     if st.num_fields:
-        fields.append(pa.field("stats", st))
+        fields.append(pa.field(STATS if ids is None else FIELD_STATS, st))
     return pa.schema(fields)
 
 
 def entries_table(
-    kind: FileKind, files: Sequence[DataFile], table_schema: pa.Schema, partition_keys: Sequence[str]
+    kind: FileKind,
+    files: Sequence[DataFile],
+    table_schema: pa.Schema,
+    partition_keys: Sequence[str],
+    *,
+    ids: Mapping[str, int] | None = None,
 ) -> pa.Table:
-    """Build manifest entries (all of one kind) for ``files``."""
-    schema = manifest_schema(table_schema, partition_keys)
+    """Build manifest entries (all of one kind) for ``files`` (``ids``: see :func:`manifest_schema`)."""
+    schema = manifest_schema(table_schema, partition_keys, ids=ids)
+    stats_column = STATS if ids is None else FIELD_STATS
+    names = {str(i): n for n, i in (ids or {}).items()}
     n = len(files)
     columns: dict[str, pa.Array] = {"kind": pa.array([int(kind)] * n, pa.int8())}
     if partition_keys:
@@ -127,24 +150,24 @@ def entries_table(
     columns["row_count"] = pa.array([f.row_count for f in files], pa.int64())
     columns["schema_id"] = pa.array([f.schema_id for f in files], pa.int64())
     columns["creation_time_ms"] = pa.array([f.creation_time_ms for f in files], pa.int64())
-    if "stats" in schema.names:
-        st: pa.StructType = schema.field("stats").type
+    if stats_column in schema.names:
+        st: pa.StructType = schema.field(stats_column).type
         children = []
         for i in range(st.num_fields):
-            name = st.field(i).name
+            name = names.get(st.field(i).name, st.field(i).name)
             col_type = st.field(i).type.field("min").type
             per_file = [f.stats.get(name) for f in files]
             mins = pa.array([s.min if s else None for s in per_file], col_type)
             maxs = pa.array([s.max if s else None for s in per_file], col_type)
             nulls = pa.array([s.null_count if s else None for s in per_file], pa.int64())
             children.append(pa.StructArray.from_arrays([mins, maxs, nulls], names=["min", "max", "null_count"]))
-        columns["stats"] = pa.StructArray.from_arrays(children, fields=list(st))
+        columns[stats_column] = pa.StructArray.from_arrays(children, fields=list(st))
     return pa.table(columns, schema=schema)
 
 
-def encode_manifest(entries: pa.Table) -> bytes:
-    """A manifest file's bytes."""
-    return write_arrow_file(entries, MANIFEST_KIND)
+def encode_manifest(entries: pa.Table, version: int = FORMAT_VERSION) -> bytes:
+    """A manifest file's bytes (``version``: the table's format version)."""
+    return write_arrow_file(entries, MANIFEST_KIND, version)
 
 
 #: Columns every reader relies on; a manifest without them (e.g. a corrupted column name) is refused here.

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import pyarrow as pa
 
 from lakefmt.errors import CorruptMetadataError
-from lakefmt.spec.codec import read_arrow_file, write_arrow_file
+from lakefmt.spec.codec import FORMAT_VERSION, read_arrow_file, write_arrow_file
 from lakefmt.spec.manifest import ColumnStats, ManifestFileMeta, stats_type
 
 __all__ = ["decode_manifest_list", "encode_manifest_list"]
@@ -26,8 +26,10 @@ _BASE_FIELDS = [
 ]
 
 
-def encode_manifest_list(metas: Sequence[ManifestFileMeta], partition_schema: pa.Schema) -> bytes:
-    """A manifest list file's bytes."""
+def encode_manifest_list(
+    metas: Sequence[ManifestFileMeta], partition_schema: pa.Schema, version: int = FORMAT_VERSION
+) -> bytes:
+    """A manifest list file's bytes (``version``: the table's format version)."""
     columns: dict[str, pa.Array] = {f.name: pa.array([getattr(m, f.name) for m in metas], f.type) for f in _BASE_FIELDS}
     fields = list(_BASE_FIELDS)
     if len(partition_schema):
@@ -48,7 +50,7 @@ def encode_manifest_list(metas: Sequence[ManifestFileMeta], partition_schema: pa
             )
         columns["partition_stats"] = pa.StructArray.from_arrays(children, fields=list(st))
     table = pa.table(columns, schema=pa.schema(fields))
-    return write_arrow_file(table, MANIFEST_LIST_KIND)
+    return write_arrow_file(table, MANIFEST_LIST_KIND, version)
 
 
 def decode_manifest_list(data: bytes, what: str = "manifest list") -> list[ManifestFileMeta]:

@@ -12,6 +12,7 @@ import pyarrow as pa
 from lakefmt.errors import CorruptMetadataError, UnsupportedTypeError
 from lakefmt.options import TableOptions
 from lakefmt.spec.codec import FORMAT_VERSION, check_version, decode_json, encode_json
+from lakefmt.spec.fields import FieldNode, annotate, assign_ids, flat_ids, index_nodes, make_nodes, walk
 from lakefmt.spec.types import field_from_json, field_to_json
 
 __all__ = ["PARTITION_TYPES", "TableSchema"]
@@ -32,20 +33,76 @@ PARTITION_TYPES = "string, integer, date32 or boolean"
 
 @dataclass(frozen=True)
 class TableSchema:
-    """One version of the table's schema (``schema/schema-<id>``)."""
+    """One version of the table's schema (``schema/schema-<id>``).
+
+    ``field_ids`` are the ids of every field, nested ones included, in pre-order (see :mod:`lakefmt.spec.fields`);
+    empty means fresh ones (1, 2, ... in column order: a version-1 schema's implied ids). ``highest_field_id`` is
+    the highest id the table ever assigned (0: the highest of ``field_ids``); a new field takes the next one.
+    ``format_version`` is the table's format version while this is its current schema: a version-1 schema file
+    stores no ids, and a version-1 table's writers write version-1 files."""
 
     id: int
     arrow_schema: pa.Schema
     partition_keys: tuple[str, ...] = ()
     options: Mapping[str, str] = field(default_factory=dict)
     time_millis: int = 0
+    field_ids: tuple[int, ...] = ()
+    highest_field_id: int = 0
+    format_version: int = FORMAT_VERSION
 
     @functools.cached_property
     def table_options(self) -> TableOptions:
         """The options, parsed once per schema (:class:`InvalidOptionError` names a bad one)."""
         return TableOptions.from_map(self.options)
 
+    @functools.cached_property
+    def nodes(self) -> tuple[FieldNode, ...]:
+        """The top-level fields with their ids (and their children's)."""
+        return make_nodes(self.arrow_schema, self.field_ids)
+
+    @functools.cached_property
+    def by_id(self) -> dict[int, tuple[tuple[str, ...], FieldNode]]:
+        """Every field by id, with its path of names."""
+        return index_nodes(self.nodes)
+
+    @functools.cached_property
+    def column_ids(self) -> dict[str, int]:
+        """Top-level column name -> field id."""
+        return {n.name: n.id for n in self.nodes}
+
+    @property
+    def stats_ids(self) -> dict[str, int] | None:
+        """How manifests written under this schema key column statistics: by field id (version 2, see
+        :func:`~lakefmt.spec.manifest.manifest_schema`), or None: by column name (version 1)."""
+        return self.column_ids if self.format_version >= 2 else None
+
+    @functools.cached_property
+    def id_schema(self) -> pa.Schema:
+        """The Arrow schema with each field's id as ``PARQUET:field_id`` metadata: what version-2 data files are
+        written with."""
+        return annotate(self.nodes)
+
     def __post_init__(self) -> None:
+        if self.format_version not in (1, FORMAT_VERSION):
+            raise CorruptMetadataError(f"schema {self.id}: unknown format version {self.format_version}")
+        if not self.field_ids:
+            object.__setattr__(self, "field_ids", tuple(flat_ids(assign_ids(list(self.arrow_schema)))))
+        else:
+            object.__setattr__(self, "field_ids", tuple(self.field_ids))
+        try:
+            nodes = make_nodes(self.arrow_schema, self.field_ids)
+        except ValueError as exc:
+            raise CorruptMetadataError(f"schema {self.id}: field ids do not match its fields ({exc})") from exc
+        ids = [n.id for n in walk(nodes)]
+        if len(set(ids)) != len(ids) or any(i < 1 for i in ids):
+            raise CorruptMetadataError(f"schema {self.id}: field ids must be unique and positive, got {ids}")
+        highest = max(ids, default=0)
+        if self.highest_field_id == 0:
+            object.__setattr__(self, "highest_field_id", highest)
+        elif self.highest_field_id < highest:
+            raise CorruptMetadataError(
+                f"schema {self.id}: highestFieldId {self.highest_field_id} is below a field's id ({highest})"
+            )
         names = self.arrow_schema.names
         if len(set(names)) != len(names):
             dupes = sorted({n for n in names if names.count(n) > 1})
@@ -67,33 +124,83 @@ class TableSchema:
         return pa.schema([self.arrow_schema.field(k) for k in self.partition_keys])
 
     def to_json(self) -> bytes:
-        """The schema file's bytes."""
-        return encode_json(
+        """The schema file's bytes (version 1: no field ids; version 2: an ``id`` in every field object and the
+        table's ``highestFieldId``)."""
+        fields = [field_to_json(f) for f in self.arrow_schema]
+        obj: dict[str, Any] = {"version": self.format_version, "id": self.id, "fields": fields}
+        if self.format_version >= 2:
+            ids = iter(self.field_ids)
+            for f in fields:
+                _put_ids(f, ids)
+            obj["highestFieldId"] = self.highest_field_id
+        obj.update(
             {
-                "version": FORMAT_VERSION,
-                "id": self.id,
-                "fields": [field_to_json(f) for f in self.arrow_schema],
                 "partitionKeys": list(self.partition_keys),
                 "options": dict(self.options),
                 "timeMillis": self.time_millis,
             }
         )
+        return encode_json(obj)
 
     @classmethod
     def from_json(cls, data: bytes, what: str = "schema file") -> TableSchema:
         """Parse a schema file; :class:`CorruptMetadataError` if it is malformed."""
         obj = decode_json(data, what)
-        check_version(obj.get("version"), what)
+        version = check_version(obj.get("version"), what)
         try:
             fields: Sequence[Any] = obj["fields"]
             if not isinstance(fields, list):
                 raise TypeError("fields is not a list")
+            ids: list[int] = []
+            highest = 0
+            if version >= 2:
+                for f in fields:
+                    _take_ids(f, ids)
+                highest = _int(obj["highestFieldId"])
             return cls(
                 id=int(obj["id"]),
                 arrow_schema=pa.schema([field_from_json(f) for f in fields]),
                 partition_keys=tuple(str(k) for k in obj.get("partitionKeys", [])),
                 options={str(k): str(v) for k, v in (obj.get("options") or {}).items()},
                 time_millis=int(obj.get("timeMillis", 0)),
+                field_ids=tuple(ids),
+                highest_field_id=highest,
+                format_version=version,
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise CorruptMetadataError(f"{what} is malformed: {exc!r}") from exc
+
+
+def _nested(j: dict[str, Any]) -> list[dict[str, Any]]:
+    """The field objects nested in a field object's type, in :func:`~lakefmt.spec.fields.child_fields` order."""
+    t = j.get("type")
+    if not isinstance(t, dict):
+        return []
+    kind = t.get("type")
+    if kind == "struct":
+        return list(t["fields"])
+    if kind in ("list", "large_list"):
+        return [t["element"]]
+    if kind == "map":
+        return [t["key"], t["value"]]
+    return []
+
+
+def _put_ids(j: dict[str, Any], ids: Any) -> None:
+    j["id"] = next(ids)
+    for child in _nested(j):
+        _put_ids(child, ids)
+
+
+def _take_ids(j: Any, out: list[int]) -> None:
+    if not isinstance(j, dict):
+        raise TypeError(f"field {j!r} is not an object")
+    out.append(_int(j["id"]))
+    for child in _nested(j):
+        _take_ids(child, out)
+
+
+def _int(v: Any) -> int:
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise TypeError(f"expected an integer, got {v!r}")
+    return v

@@ -1,4 +1,16 @@
-"""Checking incoming data against the table schema, with errors that name the offending columns."""
+"""Checking incoming data against the table schema, with errors that name the offending columns.
+
+Two kinds of type difference are accepted and cast:
+
+* representation only (:func:`_castable`): string/large_string, binary/large_binary, list/large_list, a
+  timestamp's time zone name, nested fields' nullability;
+* value-checked coercions (:func:`_coercible`): a view type or dictionary-encoded column into its plain type, a
+  narrower integer into a wider one, and any other cast within one family of types (numbers, strings,
+  binaries, timestamps, dates, times) that Arrow's ``safe=True`` cast accepts for every value written (an int64
+  column of small values into an int32 column, ``2.0`` into an integer column); a value that does not fit (a
+  ``2**40`` into int32, ``1.5`` into an integer, a float64 into a float32 column at all: it would round) is
+  refused with :class:`SchemaMismatchError` naming the column.
+"""
 
 from __future__ import annotations
 
@@ -37,11 +49,57 @@ def _castable(src: pa.DataType, dst: pa.DataType) -> bool:
     return False
 
 
+def _family(t: pa.DataType) -> str | None:
+    """The family of values a type holds, for value-checked coercions."""
+    if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t):
+        return "number"
+    checks = {
+        "string": (pa.types.is_string, pa.types.is_large_string, pa.types.is_string_view),
+        "binary": (pa.types.is_binary, pa.types.is_large_binary, pa.types.is_binary_view),
+        "timestamp": (pa.types.is_timestamp,),
+        "date": (pa.types.is_date,),
+        "time": (pa.types.is_time,),
+        "boolean": (pa.types.is_boolean,),
+    }
+    return next((name for name, tests in checks.items() if any(test(t) for test in tests)), None)
+
+
+def _coercible(src: pa.DataType, dst: pa.DataType) -> bool:
+    """Whether data of type ``src`` may be cast to ``dst`` with Arrow's ``safe=True`` cast deciding per value
+    (see the module docstring). Floats never narrow and numbers never cross between floats and decimals: Arrow
+    calls those casts safe although they round."""
+    if _castable(src, dst):
+        return True
+    if pa.types.is_dictionary(src):
+        return _coercible(src.value_type, dst)
+    if pa.types.is_floating(src) and pa.types.is_floating(dst):
+        return bool(src.bit_width <= dst.bit_width)
+    if (pa.types.is_floating(src) and pa.types.is_decimal(dst)) or (
+        pa.types.is_decimal(src) and pa.types.is_floating(dst)
+    ):
+        return False
+    if pa.types.is_timestamp(src) and pa.types.is_timestamp(dst):
+        return (src.tz is None) == (dst.tz is None)  # naive and zoned instants mean different things
+    if (pa.types.is_list(src) or pa.types.is_large_list(src)) and (
+        pa.types.is_list(dst) or pa.types.is_large_list(dst)
+    ):
+        return _coercible(src.value_type, dst.value_type)
+    if pa.types.is_map(src) and pa.types.is_map(dst):
+        return _coercible(src.key_type, dst.key_type) and _coercible(src.item_type, dst.item_type)
+    if pa.types.is_struct(src) and pa.types.is_struct(dst):
+        if [src.field(i).name for i in range(src.num_fields)] != [dst.field(i).name for i in range(dst.num_fields)]:
+            return False
+        return all(_coercible(src.field(i).type, dst.field(i).type) for i in range(src.num_fields))
+    family = _family(src)
+    return family is not None and family == _family(dst)
+
+
 def conform(data: pa.Table, schema: pa.Schema) -> pa.Table:
     """Return ``data`` with exactly the table's columns, order and types, or raise SchemaMismatchError.
 
-    Columns are matched by name (order may differ). Representation-only type differences are cast; anything
-    else (a missing, extra or mistyped column; nulls in a non-nullable column) is refused.
+    Columns are matched by name (order may differ). Representation-only type differences are cast, and so are
+    values that fit the table's type exactly (see the module docstring); anything else (a missing, extra or
+    mistyped column, a value that does not fit, nulls in a non-nullable column) is refused.
     """
     if data.schema.equals(schema, check_metadata=False):
         # Arrow lets a table declare a column not null and still hold nulls in it
@@ -66,8 +124,16 @@ def conform(data: pa.Table, schema: pa.Schema) -> pa.Table:
             continue
         col = data.column(f.name)
         if not _castable(col.type, f.type):
-            problems.append(f"column {f.name!r} has type {col.type}, the table expects {f.type}")
-            continue
+            if not _coercible(col.type, f.type):
+                problems.append(f"column {f.name!r} has type {col.type}, the table expects {f.type}")
+                continue
+            try:  # a value-checked coercion: Arrow's safe cast refuses any value the table's type cannot hold
+                col = pc.cast(col, f.type, safe=True)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+                problems.append(
+                    f"column {f.name!r} has type {col.type} and values the table's {f.type} cannot hold ({exc})"
+                )
+                continue
         nulls = _null_problems(f, col)  # before the cast, which fails on them or, for some types, lets them by
         if nulls:
             problems += nulls

@@ -144,8 +144,11 @@ class TableWriter:
         self._closed = True
         if not self._done:
             return CommitMessage(self.writer_id, ())
-        entries = entries_table(FileKind.ADD, self._done, self._schema.arrow_schema, self._schema.partition_keys)
-        data = encode_manifest(entries)
+        schema = self._schema
+        entries = entries_table(
+            FileKind.ADD, self._done, schema.arrow_schema, schema.partition_keys, ids=schema.stats_ids
+        )
+        data = encode_manifest(entries, schema.format_version)
         name = layout.manifest_name(self._file_id, self._next())
         self._io.write(layout.manifest_path(name), data, sync=self._options.fsync)
         if self._on_manifest is not None:
@@ -248,7 +251,9 @@ class TableWriter:
         rel = f"{state.folder}/{name}" if state.folder else name
         stream = self._io.open_output(rel)
         compression = None if self._options.compression == "none" else self._options.compression
-        writer = pq.ParquetWriter(stream, self._schema.arrow_schema, compression=compression)
+        # version 2: the Parquet schema carries each field's id (PARQUET:field_id), so any reader can match by id
+        file_schema = self._schema.id_schema if self._schema.format_version >= 2 else self._schema.arrow_schema
+        writer = pq.ParquetWriter(stream, file_schema, compression=compression)
         state.file = _OpenFile(rel, stream, writer, StatsCollector(self._schema.arrow_schema))
         return state.file
 

@@ -130,7 +130,9 @@ MISMATCHES: dict[str, tuple[Callable[[], pa.Table], str]] = {
     "missing": (lambda: _data([5]).drop_columns(["v"]), "v"),
     "extra": (lambda: _data([5]).append_column("surprise", pa.array([1])), "surprise"),
     "wrong-type": (lambda: _data([5]).set_column(2, "v", pa.array(["1.0"])), "v"),
-    "wrong-type-int": (lambda: _data([5]).set_column(0, "id", pa.array([5], pa.int32())), "id"),
+    # a narrower integer is written (safe coercion); a value the table's type cannot hold is not
+    "wrong-type-int": (lambda: _data([5]).set_column(0, "id", pa.array([5.5])), "id"),
+    "too-large-int": (lambda: _data([5]).set_column(0, "id", pa.array([2**63], pa.uint64())), "id"),
     "nulls-in-required": (
         lambda: pa.table({"id": pa.array([5, None], pa.int64()), "dt": ["a", "a"], "v": [1.0, 2.0]}),
         "id",

@@ -76,7 +76,7 @@ def test_hostile_consumer_files_are_corrupt_never_a_position(data: bytes) -> Non
 
 def test_a_newer_format_version_is_refused_as_such() -> None:
     with pytest.raises(UnsupportedFormatVersionError, match="upgrade lakefmt"):
-        Consumer.from_json(b'{"version":2,"consumerId":"a","nextSnapshot":3,"timeMillis":1}')
+        Consumer.from_json(b'{"version":99,"consumerId":"a","nextSnapshot":3,"timeMillis":1}')
 
 
 def test_extreme_but_valid_positions_parse() -> None:

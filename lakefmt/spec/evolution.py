@@ -1,0 +1,383 @@
+"""Schema evolution rules (format version 2): which changes a schema may take, applied to a :class:`TableSchema`.
+
+Pure: no I/O. :class:`SchemaEditor` applies changes in order to a working copy of a schema and refuses, with
+:class:`SchemaEvolutionError`, any change a reader could not follow by field id; :func:`readable_under` says
+whether files written under one schema are read whole under another (a writer whose schema was replaced while
+it ran); :func:`describe_changes` says what changed between two schemas (``lakefmt schema --history``).
+
+The rules (docs/format.md, "Schema evolution"), each with its reason:
+
+* add a nullable column, at the top level or inside a struct: older files have no value for it, so they read
+  it as null; a new id, so no older file's column is taken for it;
+* drop a column: older files keep it, readers no longer read it; its id is never reused;
+* rename: files are matched by id, never by name;
+* reorder: files are matched by id, never by position;
+* widen int8 -> int16 -> int32 -> int64 (and unsigned the same), float32 -> float64, decimal precision up with
+  the same scale: every old value is exactly representable in the new type, so old files and their min/max are
+  cast losslessly;
+* make a column nullable: every old value is still allowed.
+
+Refused: narrowing or any other type change (old values might not fit), a change to a partition column other
+than making it nullable or moving it (its values name the data files' folders and the manifests' partition
+ranges, by name and type), dropping a partition column, a name already used by a sibling, a new column that
+is not nullable, and changes to a list's element, a map's key or value other than widening and nullability.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+from lakefmt.errors import SchemaEvolutionError, UnsupportedTypeError
+from lakefmt.spec.fields import FieldNode, assign_ids, child_fields, walk, with_children
+from lakefmt.spec.schema import TableSchema
+from lakefmt.spec.types import type_to_json
+
+__all__ = [
+    "Path",
+    "SchemaEditor",
+    "as_path",
+    "describe_changes",
+    "is_promotion",
+    "readable_under",
+]
+
+#: a column's path of names: ``("info", "city")`` is field ``city`` of struct column ``info``; a plain string
+#: names a top-level column (a name may contain dots)
+Path = tuple[str, ...]
+
+_INT_ORDER = {
+    True: [pa.int8(), pa.int16(), pa.int32(), pa.int64()],
+    False: [pa.uint8(), pa.uint16(), pa.uint32(), pa.uint64()],
+}
+
+
+def as_path(path: str | Sequence[str]) -> Path:
+    """A column path from a name or a sequence of names (``TypeError`` / :class:`SchemaEvolutionError`)."""
+    parts: Path = (path,) if isinstance(path, str) else tuple(path)
+    if not parts or not all(isinstance(p, str) for p in parts):
+        raise TypeError(f"a column path is a name or a sequence of names, got {path!r}")
+    return parts
+
+
+def is_promotion(src: pa.DataType, dst: pa.DataType) -> bool:
+    """Whether ``src`` widens losslessly into ``dst`` (the type changes the rules allow; equal types are not)."""
+    if src == dst:
+        return False
+    if pa.types.is_integer(src) and pa.types.is_integer(dst):
+        signed = pa.types.is_signed_integer(src)
+        if signed != pa.types.is_signed_integer(dst):
+            return False
+        order = _INT_ORDER[signed]
+        return order.index(src) < order.index(dst)
+    if pa.types.is_float32(src) and pa.types.is_float64(dst):
+        return True
+    if pa.types.is_decimal(src) and pa.types.is_decimal(dst):
+        return bool(src.scale == dst.scale and src.precision < dst.precision and src.bit_width <= dst.bit_width)
+    return False
+
+
+def _kind(t: pa.DataType) -> str:
+    if pa.types.is_struct(t):
+        return "struct"
+    if pa.types.is_large_list(t):
+        return "large_list"
+    if pa.types.is_list(t):
+        return "list"
+    if pa.types.is_map(t):
+        return "map"
+    return "primitive"
+
+
+@dataclass
+class _Field:
+    """A mutable field of the schema being edited."""
+
+    id: int
+    name: str
+    type: pa.DataType  # for a nested field: its kind (and a map's keys_sorted); children live in ``children``
+    nullable: bool
+    children: list[_Field] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, node: FieldNode) -> _Field:
+        return cls(node.id, node.name, node.type, node.field.nullable, [cls.of(c) for c in node.children])
+
+    def to_arrow(self) -> pa.Field:
+        t = with_children(self.type, [c.to_arrow() for c in self.children]) if self.children else self.type
+        return pa.field(self.name, t, nullable=self.nullable)
+
+    def ids(self) -> list[int]:
+        return [self.id, *(i for c in self.children for i in c.ids())]
+
+
+class SchemaEditor:
+    """Applies schema changes, in order, to a copy of ``base``; :meth:`result` is the next schema.
+
+    Each change sees the result of the ones before it (rename a column, then refer to it by its new name).
+    Every refused change raises :class:`SchemaEvolutionError` at once and leaves the editor as it was."""
+
+    def __init__(self, base: TableSchema) -> None:
+        self.base = base
+        self._root = _Field(0, "", pa.struct([]), True, [_Field.of(n) for n in base.nodes])
+        self._highest = base.highest_field_id
+        self.changes: list[str] = []  #: what each change did, in words
+
+    # -- lookups ----------------------------------------------------------------------------------------
+    def _find(self, path: Path) -> tuple[_Field, int]:
+        """The parent of ``path`` and the index of its last part there."""
+        parent = self._root
+        for depth, name in enumerate(path):
+            names = [c.name for c in parent.children]
+            if name not in names:
+                where = "the table" if depth == 0 else f"{_show(path[:depth])}"
+                known = ", ".join(repr(n) for n in names) or "none"
+                raise SchemaEvolutionError(f"{where} has no column {name!r} (its columns: {known})")
+            i = names.index(name)
+            if depth == len(path) - 1:
+                return parent, i
+            parent = parent.children[i]
+        raise SchemaEvolutionError("an empty column path names no column")
+
+    def _get(self, path: Path) -> _Field:
+        parent, i = self._find(path)
+        return parent.children[i]
+
+    def _struct(self, path: Path) -> _Field:
+        """The struct (or the top level, for ``()``) that holds the columns of ``path``'s level."""
+        if not path:
+            return self._root
+        f = self._get(path)
+        if _kind(f.type) != "struct":
+            raise SchemaEvolutionError(f"{_show(path)} is a {f.type}, not a struct: it holds no columns")
+        return f
+
+    def _check_not_element(self, parent: _Field, what: str, path: Path) -> None:
+        if parent is not self._root and _kind(parent.type) != "struct":
+            raise SchemaEvolutionError(
+                f"cannot {what} {_show(path)}: it is the element of a list or the key or value of a map, not a column"
+            )
+
+    def _partition(self, path: Path) -> bool:
+        return len(path) == 1 and path[0] in self.base.partition_keys
+
+    def _free_name(self, parent: _Field, name: str, path: Path) -> None:
+        if not isinstance(name, str) or not name:
+            raise SchemaEvolutionError(f"a column name must be a non-empty string, got {name!r}")
+        if any(c.name == name for c in parent.children):
+            where = "the table" if parent is self._root else "its struct"
+            raise SchemaEvolutionError(f"cannot name {_show(path)} {name!r}: {where} already has a column {name!r}")
+
+    # -- changes ----------------------------------------------------------------------------------------
+    def add_column(self, path: str | Sequence[str], type: pa.DataType) -> None:
+        """Add a nullable column (the last part of ``path``) at the end of its struct (or of the table)."""
+        path = as_path(path)
+        parent = self._struct(path[:-1])
+        self._free_name(parent, path[-1], path)
+        if not isinstance(type, pa.DataType):
+            raise TypeError(f"a column type must be a pyarrow DataType, got {type!r}")
+        try:
+            type_to_json(type)
+        except UnsupportedTypeError as exc:
+            raise SchemaEvolutionError(f"cannot add {_show(path)}: {exc}") from exc
+        nodes = assign_ids([pa.field(path[-1], type, nullable=True)], start=self._highest + 1)
+        self._highest = max(walk(nodes), key=lambda n: n.id).id
+        parent.children.append(_Field.of(nodes[0]))
+        self.changes.append(f"add {_show(path)} {type} (field id {nodes[0].id})")
+
+    def drop_column(self, path: str | Sequence[str]) -> None:
+        """Drop a column (files keep it; readers no longer read it)."""
+        path = as_path(path)
+        parent, i = self._find(path)
+        self._check_not_element(parent, "drop", path)
+        if self._partition(path):
+            raise SchemaEvolutionError(
+                f"cannot drop partition column {path[0]!r}: the table's files and folders are partitioned by it"
+            )
+        if len(parent.children) == 1:
+            what = "the table's only column" if parent is self._root else "the only field of its struct"
+            raise SchemaEvolutionError(f"cannot drop {_show(path)}: it is {what}")
+        gone = parent.children.pop(i)
+        self.changes.append(f"drop {_show(path)} (field id {gone.id})")
+
+    def rename_column(self, path: str | Sequence[str], new_name: str) -> None:
+        """Rename a column (files are matched by id: no file changes)."""
+        path = as_path(path)
+        parent, i = self._find(path)
+        self._check_not_element(parent, "rename", path)
+        if self._partition(path):
+            raise SchemaEvolutionError(
+                f"cannot rename partition column {path[0]!r}: partition folders and the manifests' partition "
+                "values are keyed by its name"
+            )
+        f = parent.children[i]
+        if new_name == f.name:
+            return
+        self._free_name(parent, new_name, path)
+        f.name = new_name
+        self.changes.append(f"rename {_show(path)} to {new_name!r} (field id {f.id})")
+
+    def update_column(self, path: str | Sequence[str], type: pa.DataType) -> None:
+        """Widen a column's type: int8 -> int16 -> int32 -> int64 (unsigned likewise), float32 -> float64,
+        decimal precision up with the same scale. Anything else is refused."""
+        path = as_path(path)
+        f = self._get(path)
+        if not isinstance(type, pa.DataType):
+            raise TypeError(f"a column type must be a pyarrow DataType, got {type!r}")
+        if f.type == type and not f.children:
+            return
+        if self._partition(path):
+            raise SchemaEvolutionError(
+                f"cannot change the type of partition column {path[0]!r} ({f.type} to {type}): its values name "
+                "the table's folders and the manifests' partition ranges"
+            )
+        if f.children or not is_promotion(f.type, type):
+            raise SchemaEvolutionError(
+                f"cannot change {_show(path)} from {f.to_arrow().type} to {type}: only widening is allowed "
+                "(int8 -> int16 -> int32 -> int64, float32 -> float64, decimal precision up with the same scale)"
+            )
+        old, f.type = f.type, type
+        self.changes.append(f"widen {_show(path)} from {old} to {type} (field id {f.id})")
+
+    def make_nullable(self, path: str | Sequence[str]) -> None:
+        """Let a column (or a list's element, a map's value) hold nulls."""
+        path = as_path(path)
+        parent, i = self._find(path)
+        f = parent.children[i]
+        if _kind(parent.type) == "map" and i == 0:
+            raise SchemaEvolutionError(f"cannot make {_show(path)} nullable: a map's keys are never null")
+        if f.nullable:
+            return
+        f.nullable = True
+        self.changes.append(f"make {_show(path)} nullable (field id {f.id})")
+
+    def move(
+        self, path: str | Sequence[str], *, first: bool = False, after: str | None = None, before: str | None = None
+    ) -> None:
+        """Move a column within its struct (or the table): first, or right after or before a sibling."""
+        path = as_path(path)
+        parent, i = self._find(path)
+        self._check_not_element(parent, "move", path)
+        f = parent.children.pop(i)
+        try:
+            if first:
+                parent.children.insert(0, f)
+                where = "first"
+            else:
+                other = after if after is not None else before
+                names = [c.name for c in parent.children]
+                if other not in names:
+                    raise SchemaEvolutionError(
+                        f"cannot move {_show(path)} next to {other!r}: "
+                        + ("it is the column itself" if other == f.name else "no such column beside it")
+                    )
+                j = names.index(other) + (1 if after is not None else 0)
+                parent.children.insert(j, f)
+                where = f"after {other!r}" if after is not None else f"before {other!r}"
+        except BaseException:
+            parent.children.insert(i, f)
+            raise
+        self.changes.append(f"move {_show(path)} {where} (field id {f.id})")
+
+    def union_by_name(self, schema: pa.Schema) -> None:
+        """Add the columns of ``schema`` the table lacks, and the fields its struct columns lack (at any depth):
+        what a write with ``schema_mode="merge"`` does. Types of existing columns are left as they are."""
+        self._union(self._root, (), list(schema))
+
+    def _union(self, parent: _Field, prefix: Path, fields: list[pa.Field]) -> None:
+        for f in fields:
+            mine = next((c for c in parent.children if c.name == f.name), None)
+            if mine is None:
+                self.add_column((*prefix, f.name), f.type)
+            elif _kind(mine.type) == "struct" and pa.types.is_struct(f.type):
+                self._union(mine, (*prefix, f.name), child_fields(f.type))
+
+    # -- result -----------------------------------------------------------------------------------------
+    def result(self, *, upgrade: bool = False, time_millis: int | None = None) -> TableSchema | None:
+        """The next schema (id + 1, format version 2), or None if nothing changed and no upgrade is asked for
+        (a version-1 base is upgraded by any change)."""
+        if not self.changes and not (upgrade and self.base.format_version < 2):
+            return None
+        fields = [c.to_arrow() for c in self._root.children]
+        ids = [i for c in self._root.children for i in c.ids()]
+        keys = self.base.partition_keys
+        return TableSchema(
+            id=self.base.id + 1,
+            arrow_schema=pa.schema(fields),
+            partition_keys=keys,
+            options=dict(self.base.options),
+            time_millis=int(time.time() * 1000) if time_millis is None else time_millis,
+            field_ids=tuple(ids) if ids else (),
+            highest_field_id=self._highest,
+        )
+
+
+def _show(path: Path) -> str:
+    return repr(".".join(path)) if len(path) > 1 else repr(path[0]) if path else "the table"
+
+
+def readable_under(old: TableSchema, new: TableSchema) -> str | None:
+    """None when files written under ``old`` are read whole under ``new`` (every field they hold is still in it,
+    by id, with the same type or a widening of it); else why not (a field they hold was dropped). Used when a
+    writer's schema was replaced while it ran: committing files whose columns the table no longer has would drop
+    their values without a word."""
+    if old.id == new.id:
+        return None
+    for fid, (path, node) in old.by_id.items():
+        now = new.by_id.get(fid)
+        if now is None:
+            return f"column {_show(path)} (field id {fid}) that they hold is not in schema {new.id}"
+        t_old, t_new = node.type, now[1].type
+        if _kind(t_old) != _kind(t_new) or (
+            _kind(t_old) == "primitive" and t_old != t_new and not is_promotion(t_old, t_new)
+        ):
+            return (
+                f"column {_show(path)} (field id {fid}) is a {t_old} in their schema and a {t_new} in schema {new.id}"
+            )
+    return None
+
+
+def describe_changes(old: TableSchema | None, new: TableSchema) -> list[str]:
+    """What changed from ``old`` to ``new``, by field id, in words (``lakefmt schema --history``)."""
+    if old is None:
+        return [f"created with {len(new.arrow_schema)} column(s)"]
+    out = []
+    if old.format_version < new.format_version:
+        out.append(f"upgraded to format version {new.format_version} (field ids assigned in column order)")
+    before, after = old.by_id, new.by_id
+    for fid, (path, node) in after.items():
+        if fid not in before:
+            parent = _parent_id(new, path)
+            if parent is not None and parent not in before:
+                continue  # inside a column added at the same time
+            out.append(f"added {_show(path)} {node.type} (field id {fid})")
+            continue
+        old_path, old_node = before[fid]
+        if old_path[-1] != path[-1]:
+            out.append(f"renamed {_show(old_path)} to {path[-1]!r} (field id {fid})")
+        if _kind(node.type) == "primitive" and node.type != old_node.type:
+            out.append(f"widened {_show(path)} from {old_node.type} to {node.type} (field id {fid})")
+        if node.field.nullable and not old_node.field.nullable:
+            out.append(f"made {_show(path)} nullable (field id {fid})")
+    for fid, (path, _node) in before.items():
+        if fid not in after and (len(path) == 1 or _parent_id(old, path) in after):
+            out.append(f"dropped {_show(path)} (field id {fid})")
+    old_order = [n.id for n in old.nodes if n.id in after]
+    new_order = [n.id for n in new.nodes if n.id in before]
+    if old_order != new_order:
+        out.append("reordered columns: " + ", ".join(repr(n.name) for n in new.nodes))
+    return out
+
+
+def _parent_id(schema: TableSchema, path: Path) -> int | None:
+    node: FieldNode | None = None
+    nodes: Sequence[FieldNode] = schema.nodes
+    for name in path[:-1]:
+        node = next((n for n in nodes if n.name == name), None)
+        if node is None:
+            return None
+        nodes = node.children
+    return None if node is None else node.id
