@@ -9,6 +9,7 @@
 
 from lakefmt.commit.committer import Committer
 from lakefmt.commit.restore import RestorePlan
+from lakefmt.commit.schema_change import UpdateSchema
 from lakefmt.commit.types import CommitOutcome, CommitResult
 from lakefmt.errors import (
     CommitConflictError,
@@ -34,6 +35,8 @@ from lakefmt.errors import (
     NotATableError,
     PathOutsideTableError,
     RewriteConflictError,
+    SchemaConflictError,
+    SchemaEvolutionError,
     SchemaMismatchError,
     SnapshotNotFoundError,
     TableAlreadyExistsError,
@@ -101,6 +104,8 @@ __all__ = [
     "RestorePlan",
     "RewriteConflictError",
     "Scan",
+    "SchemaConflictError",
+    "SchemaEvolutionError",
     "SchemaMismatchError",
     "Snapshot",
     "SnapshotNotFoundError",
@@ -115,6 +120,7 @@ __all__ = [
     "UnsupportedFilterError",
     "UnsupportedFormatVersionError",
     "UnsupportedTypeError",
+    "UpdateSchema",
     "commit_compaction",
     "create_table",
     "normalize_uri",

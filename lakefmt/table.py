@@ -6,17 +6,19 @@ import contextlib
 import dataclasses
 import datetime
 import functools
+import itertools
 import logging
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakefmt.commit.committer import Committer
 from lakefmt.commit.restore import RestorePlan, commit_restore, plan_restore, restore_replans
+from lakefmt.commit.schema_change import UpdateSchema
 from lakefmt.errors import (
     ConsumerNotFoundError,
     InvalidSnapshotIdError,
@@ -126,13 +128,42 @@ class Table:
         return self.io.uri
 
     # -- schema ----------------------------------------------------------------------------------------
-    def table_schema(self) -> TableSchema:
-        """The current schema with partition keys and options."""
-        return self._store.latest_schema()
+    def table_schema(self, snapshot_id: int | None = None) -> TableSchema:
+        """The current schema with partition keys, options and field ids; with ``snapshot_id``, the schema that
+        snapshot was committed under (what time travel to it reads with)."""
+        if snapshot_id is None:
+            return self._store.latest_schema()
+        return self._store.schema(self._store.snapshot(check_snapshot_id(snapshot_id)).schema_id)
 
-    def schema(self) -> pa.Schema:
-        """The current Arrow schema."""
-        return self.table_schema().arrow_schema
+    def schema(self, snapshot_id: int | None = None) -> pa.Schema:
+        """The current Arrow schema; with ``snapshot_id``, the one that snapshot was committed under."""
+        return self.table_schema(snapshot_id).arrow_schema
+
+    def schemas(self) -> list[TableSchema]:
+        """Every schema the table has had, oldest first (``schema/schema-<id>``; a fresh listing)."""
+        ids = self._store.schema_ids()
+        if ids:
+            self._store.latest_schema(refresh=True)
+        return [self._store.schema(i) for i in ids]
+
+    def update_schema(self) -> UpdateSchema:
+        """Change the schema: ``with t.update_schema() as u: u.add_column("country", pa.string())`` (also
+        ``drop_column``, ``rename_column``, ``update_column`` to widen a type, ``make_nullable``, ``move_first``,
+        ``move_before``, ``move_after``, ``union_by_name``). The changes apply in order and commit together as
+        the next schema when the block ends; a refused change raises :class:`SchemaEvolutionError` and the table
+        stays as it was. Files are never rewritten: readers match them by field id. The first change of a
+        format-version-1 table upgrades it to version 2."""
+        return UpdateSchema(self.io, self._store, clock=self._clock, after_commit=self._after_commit)
+
+    def upgrade(self, *, dry_run: bool = False) -> TableSchema:
+        """Upgrade a format-version-1 table to version 2: a new schema with the same columns and field ids
+        assigned in column order (``schema/schema-<n+1>``), and a snapshot that records it. Version-1 readers can
+        no longer read the table's new snapshots afterwards. Returns the new schema (``dry_run``: the schema it
+        would publish, nothing written); a version-2 table is returned as it is."""
+        update = UpdateSchema(self.io, self._store, clock=self._clock, upgrade=True, after_commit=self._after_commit)
+        if dry_run:
+            return update.preview() or update.base
+        return update.commit()
 
     @property
     def partition_keys(self) -> tuple[str, ...]:
@@ -192,9 +223,13 @@ class Table:
                 else datetime.timedelta(milliseconds=options.snapshot_time_retained_ms),
             )
 
-    def append(self, data: Any) -> Snapshot | None:
-        """Append rows (Table, RecordBatch, RecordBatchReader or iterable of batches) in one snapshot."""
-        return self._write_and_commit(data, None)
+    def append(self, data: Any, *, schema_mode: Literal["merge"] | None = None) -> Snapshot | None:
+        """Append rows (Table, RecordBatch, RecordBatchReader or iterable of batches) in one snapshot.
+
+        ``schema_mode="merge"``: first add the columns of the data (its first batch's schema) that the table
+        lacks, as nullable columns (and the fields its struct columns lack), in a schema change of their own;
+        without it, a column the table does not have is refused (:class:`SchemaMismatchError`)."""
+        return self._write_and_commit(data, None, schema_mode=schema_mode)
 
     def overwrite(
         self,
@@ -242,11 +277,21 @@ class Table:
         check_partition_given(partition)
         return OverwriteScope.bind(self.table_schema(), partition=partition, where=where, dynamic=dynamic)
 
-    def _write_and_commit(self, data: Any, overwrite: dict[str, Any] | None) -> Snapshot | None:
+    def _write_and_commit(
+        self, data: Any, overwrite: dict[str, Any] | None, *, schema_mode: str | None = None
+    ) -> Snapshot | None:
+        parts = as_tables(data)
+        if schema_mode is not None:
+            if schema_mode != "merge":
+                raise ValueError(f"schema_mode must be 'merge' or None, got {schema_mode!r}")
+            first = next(iter(parts), None)
+            if first is not None:
+                self.update_schema().union_by_name(first.schema).commit()
+                parts = itertools.chain([first], parts)
         scope = self.overwrite_scope(**overwrite) if overwrite is not None else None
         writer = self.new_writer()
         with writer:  # an error here deletes what the writer wrote
-            for part in as_tables(data):
+            for part in parts:
                 if scope is not None:
                     scope.check_rows(part)
                 writer.write(part)

@@ -26,8 +26,9 @@ from lakefmt.io import FileIO
 from lakefmt.meta import entries as ents
 from lakefmt.meta.store import MetaStore
 from lakefmt.meta.tags import tagged_snapshot
-from lakefmt.read.incremental import through_compactions
 from lakefmt.read import engines
+from lakefmt.read.evolve import dataset_for, read_evolved, runs
+from lakefmt.read.incremental import through_compactions
 from lakefmt.read.plan import (
     has_nan_literal,
     live_entries,
@@ -35,7 +36,6 @@ from lakefmt.read.plan import (
     referenced_columns,
 )
 from lakefmt.spec import Snapshot, TableSchema
-from lakefmt.spec.manifest import manifest_schema
 
 __all__ = ["FileTask", "ReadTask", "Scan", "check_snapshot_id", "parse_as_of", "snapshot_as_of"]
 
@@ -190,7 +190,13 @@ class Scan:
             self.snapshot = snapshot_as_of(store, as_of_millis)
         else:
             self.snapshot = store.latest_snapshot()
-        self.schema: TableSchema = store.schema(self.snapshot.schema_id) if self.snapshot else store.latest_schema()
+        # a read of the latest snapshot uses the current schema; time travel uses the schema its snapshot was
+        # committed under (files written under other schemas are mapped to it by field id: lakefmt.read.evolve)
+        pinned = (snapshot_id, as_of, tag, to_snapshot) != (None, None, None, None)
+        self.schema: TableSchema = (
+            store.schema(self.snapshot.schema_id) if pinned and self.snapshot else store.schema_for(self.snapshot)
+        )
+        self._runs: list[tuple[TableSchema | None, pa.Table]] | None = None
         if self.columns is not None:
             unknown = [c for c in self.columns if c not in self.schema.arrow_schema.names]
             if unknown:
@@ -214,12 +220,12 @@ class Scan:
         """The manifest entries (ADD) of the files this scan reads, after pruning."""
         if self._entries is None:
             if self.snapshot is None:
-                entries = manifest_schema(self.schema.arrow_schema, self.schema.partition_keys).empty_table()
+                entries = ents.empty_entries_for(self.schema)
             elif self._incremental:
                 entries = self._added_between(self._from, self.snapshot)
             else:
                 entries = live_entries(self._store, self.snapshot, self.schema, self.filter)
-            self._entries = prune_entries(entries, self.filter, self.schema)
+            self._entries = prune_entries(entries, self.filter, self.schema, self._store.schema)
         return self._entries
 
     def _added_between(self, start: int, end: Snapshot) -> pa.Table:
@@ -233,7 +239,7 @@ class Scan:
                 deltas.append((snap.commit_kind, ents.concat_entries(parts)))
         tables = through_compactions(deltas)  # a compaction moves rows: none is read twice
         if not tables:
-            return manifest_schema(self.schema.arrow_schema, self.schema.partition_keys).empty_table()
+            return ents.empty_entries_for(self.schema)
         added = ents.net_added(tables)  # a path a restore added again after its DELETE counts as added
         ents.check_data_paths(added, f"a manifest of snapshots {start + 1}..{end.id}")
         return added
@@ -294,7 +300,18 @@ class Scan:
 
     def _files_dataset(self) -> ds.Dataset:
         """A ``pyarrow.dataset`` over exactly the planned files, the filter not applied to rows (internal: every
-        caller applies it)."""
+        caller applies it). Files that need mapping by field id (:mod:`lakefmt.read.evolve`: written before a
+        rename, say) cannot be part of a Parquet dataset: they are read here, mapped, and joined in memory."""
+        if self._mapped():
+            parts = [
+                dataset_for(self._io, run, self.schema, self._full_paths(ents.paths(run)))
+                if old is None
+                else ds.InMemoryDataset(
+                    self._read_mapped(old, run, columns=None, filter=None), schema=self.schema.arrow_schema
+                )
+                for old, run in self._layout_runs()
+            ]
+            return ds.dataset(parts)
         full = self._full_paths(ents.paths(self.entries()))
         return ds.FileSystemDataset.from_paths(
             full,
@@ -302,6 +319,60 @@ class Scan:
             format=ds.ParquetFileFormat(),
             filesystem=self._io.arrow_filesystem(),
         )
+
+    # -- files written under other schemas (lakefmt.read.evolve) -------------------------------------------
+    def _layout_runs(self) -> list[tuple[TableSchema | None, pa.Table]]:
+        """The planned entries in consecutive runs: ``(None, run)`` read by name, ``(old, run)`` mapped by id."""
+        if self._runs is None:
+            self._runs = runs(self.entries(), self.schema, self._store.schema)
+        return self._runs
+
+    def _mapped(self) -> bool:
+        """Whether some planned file was written under a schema it cannot be read by name with."""
+        return any(old is not None for old, _ in self._layout_runs())
+
+    def _read_mapped(
+        self, old: TableSchema, run: pa.Table, *, columns: list[str] | None, filter: pc.Expression | None
+    ) -> pa.Table:
+        parts = list(
+            read_evolved(
+                self._io,
+                run,
+                old,
+                self.schema,
+                columns=columns,
+                filter=filter,
+                filter_columns=referenced_columns(filter, self.schema.arrow_schema),
+            )
+        )
+        names = self.schema.arrow_schema.names if columns is None else columns
+        out_schema = pa.schema([self.schema.arrow_schema.field(c) for c in names])
+        return pa.Table.from_batches([b for p in parts for b in p.to_batches()], schema=out_schema)
+
+    def _mapped_batches(self) -> Iterator[pa.RecordBatch]:
+        """The rows matching the filter, run by run: runs read by name as :meth:`to_batches` reads a plain scan,
+        the others read with their own schema and mapped by id (the filter applied after mapping)."""
+        for old, run in self._layout_runs():
+            if old is None:
+                dataset = dataset_for(self._io, run, self.schema, self._full_paths(ents.paths(run)))
+                if self._pushdown_safe():
+                    yield from dataset.to_batches(columns=self.columns, filter=self.filter)
+                    continue
+                for batch in dataset.to_batches(columns=self.columns_to_read()):
+                    kept = pa.Table.from_batches([batch]).filter(self.filter)
+                    yield from (kept if self.columns is None else kept.select(self.columns)).to_batches()
+                continue
+            wanted = self.columns_to_read() if self.columns is not None else None
+            for table in read_evolved(
+                self._io,
+                run,
+                old,
+                self.schema,
+                columns=wanted,
+                filter=self.filter,
+                filter_columns=referenced_columns(self.filter, self.schema.arrow_schema),
+            ):
+                yield from (table if self.columns is None else table.select(self.columns)).to_batches()
 
     def _pushdown_safe(self) -> bool:
         """Whether pyarrow may evaluate the filter inside its Parquet scan. It prunes row groups by their
@@ -318,6 +389,9 @@ class Scan:
 
     def to_batches(self) -> Iterator[pa.RecordBatch]:
         """Record batches of the rows matching the filter, projected to the columns asked for."""
+        if self._mapped():
+            yield from self._mapped_batches()
+            return
         if self._pushdown_safe():
             yield from self._files_dataset().to_batches(columns=self.columns, filter=self.filter)
             return
@@ -334,6 +408,10 @@ class Scan:
 
     def to_arrow(self) -> pa.Table:
         """The rows matching the filter as one Arrow table."""
+        if self._mapped():
+            names = self.schema.arrow_schema.names if self.columns is None else self.columns
+            out = pa.schema([self.schema.arrow_schema.field(c) for c in names])
+            return pa.Table.from_batches(list(self._mapped_batches()), schema=out)
         if self._pushdown_safe():
             return self._files_dataset().to_table(columns=self.columns, filter=self.filter)
         kept = self._files_dataset().to_table(columns=self.columns_to_read()).filter(self.filter)
@@ -366,7 +444,7 @@ class Scan:
         """Number of matching rows (from metadata alone when there is no filter)."""
         if self.filter is None:
             return int(pc.sum(self.entries().column("row_count")).as_py() or 0)
-        if not self._pushdown_safe():
+        if not self._pushdown_safe() or self._mapped():
             return sum(b.num_rows for b in self.to_batches())
         return int(self._files_dataset().count_rows(filter=self.filter))
 
