@@ -3,13 +3,15 @@ it applied exactly once.
 
 Each scenario builds a small table with a known history (every snapshot's rows are modelled here, by hand,
 not read back from lakefmt), then names one operation: an append commit, a partition overwrite, a commit that
-triggers a full manifest merge, expire, orphan-clean, or a one-off ``Table.append``. A commit runs the way a
+triggers a full manifest merge, expire, orphan-clean, a one-off ``Table.append``, a compaction, an append that
+compacts automatically after it, or a row-level delete. A commit runs the way a
 job does: writer tasks write data files and per-task manifests, then one committer publishes them under a
 stable commit user and identifier; recovery runs the whole job again (new files, same rows, same user and
 identifier) on a table opened anew, and discards the replay's files when dedup says the first attempt had
 landed. Maintenance recovers by running again. A one-off ``Table.append`` has no commit user: after an
 unknown outcome (an interrupt, CommitStateUnknownError, a process death) its caller reads the table before
-writing the rows again (see :class:`OneOffAppendOp`).
+writing the rows again (see :class:`OneOffAppendOp`). A compaction or a delete recovers by running again: neither
+can apply twice (see :class:`Compact`, :class:`AutoCompactCommit`, :class:`Delete`).
 
 Module level, so a child process (forkserver or spawn) can import it and run an operation by name.
 """
@@ -24,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 import lakefmt
 from lakefmt.io import FileIO, file_io_for
@@ -213,6 +216,97 @@ class OrphanClean:
         pass
 
 
+#: what a rewrite's recovery (run it again) reports: it changed the table, or found its work already done
+APPLIED, ALREADY_APPLIED = "applied", "already applied"
+
+
+@dataclass(frozen=True)
+class Compact:
+    """``Table.compact``: the same rows in fewer files, in one COMPACT snapshot. Applied exactly once means: the
+    rows never change, landed or not; the table ends with exactly one COMPACT snapshot that carries the commit-user
+    map unchanged, and the compacted partition is one file. Recovery runs it again: after a landed compaction the
+    partition holds one small file, so the second run finds nothing to do."""
+
+    min_files: int
+    partition: str  #: the one partition with ``min_files`` small files or more (the others have fewer)
+
+    def run(self, table: lakefmt.Table) -> Any:
+        return table.compact(min_files=self.min_files)
+
+    def recover(self, table: lakefmt.Table, landed: bool | None) -> str:
+        report = table.compact(min_files=self.min_files)
+        return APPLIED if report.snapshot is not None else ALREADY_APPLIED
+
+    def apply(self, model: Model) -> None:
+        model.commit(Counter(model.rows()))
+
+    def check_table(self, table: lakefmt.Table) -> None:
+        check_compacted(table, self.partition, table.snapshots()[-1].id)
+
+
+def check_compacted(table: lakefmt.Table, partition: str, compact_id: int) -> None:
+    """Snapshot ``compact_id`` is a COMPACT one carrying the commit-user map of the one before exactly, and
+    ``partition`` is one live file."""
+    snap, before = table.snapshot(compact_id), table.snapshot(compact_id - 1)
+    assert snap.commit_kind is lakefmt.CommitKind.COMPACT, f"snapshot {compact_id} is {snap.commit_kind}"
+    assert snap.commit_users == before.commit_users, "the compaction changed the commit-user map"
+    files = Counter(f.partition.get("dt") for f in table.files())
+    assert files[partition] == 1, f"partition dt={partition} holds {files[partition]} files after the compaction"
+
+
+@dataclass(frozen=True)
+class AutoCompactCommit(Commit):
+    """A job's append commit on a table with ``compaction.auto``: the append lands (snapshot n), then the
+    automatic compaction of the partition it filled up (snapshot n+1). The append is applied exactly once and is
+    reported landed even when the compaction after it died (a compaction is best effort: its errors never reach
+    the writer; an interrupt does). Recovery replays the job (dedup skips it once landed), then runs the
+    compaction the failed after-commit step left undone (as the next commit would): it must find it done exactly
+    when the compaction had landed."""
+
+    compact: Compact = Compact(3, "a")
+
+    def recover(self, table: lakefmt.Table, landed: bool | None) -> str:
+        replay = super().recover(table, landed)
+        return f"{replay}; compaction {self.compact.recover(table, None)}"
+
+    def apply(self, model: Model) -> None:
+        super().apply(model)
+        self.compact.apply(model)
+
+    def check_table(self, table: lakefmt.Table) -> None:
+        append = table.snapshots()[-2]
+        assert append.commit_kind is lakefmt.CommitKind.APPEND and append.commit_identifier == self.identifier
+        check_compacted(table, self.compact.partition, append.id + 1)
+
+
+@dataclass(frozen=True)
+class Delete:
+    """``Table.delete(dt == <dt> OR id == <id>)``: the file of partition ``dt`` goes by its metadata alone, the
+    file holding ``id`` is rewritten without it. It has no commit user, but it is idempotent: recovery runs it
+    again, which deletes nothing once it landed (it returns None). Applied exactly once means one delete
+    snapshot (kind OVERWRITE, ``lakefmt.operation=delete``) and exactly the matching rows gone."""
+
+    dt: str
+    id: int
+
+    @property
+    def filter(self) -> Any:
+        return (pc.field("dt") == self.dt) | (pc.field("id") == self.id)
+
+    def run(self, table: lakefmt.Table) -> Any:
+        return table.delete(self.filter)
+
+    def recover(self, table: lakefmt.Table, landed: bool | None) -> str:
+        return APPLIED if table.delete(self.filter) is not None else ALREADY_APPLIED
+
+    def apply(self, model: Model) -> None:
+        model.commit(Counter({r: n for r, n in model.rows().items() if not (r[1] == self.dt or r[0] == self.id)}))
+
+    def check_table(self, table: lakefmt.Table) -> None:
+        snap = table.snapshots()[-1]
+        assert snap.commit_kind is lakefmt.CommitKind.OVERWRITE and snap.properties.get("lakefmt.operation") == "delete"
+
+
 @dataclass(frozen=True)
 class Garbage:
     """What failed and abandoned work leaves behind: a writer task whose commit never came, the temp file of
@@ -229,7 +323,7 @@ class Garbage:
 
 
 Step = Commit | OneOffAppend | Expire | OrphanClean | Garbage
-Operation = Commit | OneOffAppendOp | Expire | OrphanClean
+Operation = Commit | OneOffAppendOp | Expire | OrphanClean | Compact | Delete
 
 
 @dataclass(frozen=True)
@@ -304,6 +398,17 @@ SCENARIOS: dict[str, Scenario] = {
             Expire(retain_max=2),
         ),
         Scenario("orphan-clean", (*H1, Garbage()), OrphanClean()),
+        # dt=a: four small files (one of two rows), c: two; the compaction merges a's only
+        Scenario("compact", (*H1, Commit(3, (((30, "a"),), ((31, "a"), (32, "c"))))), Compact(3, "a")),
+        # dt=a: two small files; the append's third makes the automatic compaction merge them (min = max = 3)
+        Scenario(
+            "auto-compact",
+            H1,
+            AutoCompactCommit(3, (((30, "a"), (33, "a")), ((31, "b"), (32, "c")))),
+            options={"compaction.auto": "true", "compaction.min.file-num": "3", "compaction.max.file-num": "3"},
+        ),
+        # the file of dt=c goes by its partition value; the file of ids 0 and 1 is rewritten with 1 alone
+        Scenario("delete", H1, Delete("c", 0)),
         Scenario(
             "one-off-append",
             H1,

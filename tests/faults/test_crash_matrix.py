@@ -1,7 +1,8 @@
 """The crash-point matrix: every storage operation of every operation kind, under every fault kind.
 
 For each scenario (append commit, partition overwrite, a commit that triggers a full manifest merge, expire,
-orphan-clean, and a one-off ``Table.append`` that expires after committing) a dry run with a counting FileIO
+orphan-clean, a one-off ``Table.append`` that expires after committing, a compaction, an append commit that
+compacts automatically after it, and a row-level delete) a dry run with a counting FileIO
 enumerates its N storage operations. Then for EVERY k in 1..N and each fault kind of
 :class:`~faults.faultio.Fault` (an ``OSError`` before operation k, or after applying it; the process ended
 with ``os._exit`` in a child after applying it; a ``KeyboardInterrupt`` before or after it; a connection-level
@@ -9,7 +10,9 @@ botocore error before it reached the store, or after it was applied with its ans
 on a fresh copy of the scenario's table, is recovered the way a real job recovers (open the table anew with
 the plain FileIO, run the same job again with the same commit user and identifier; maintenance: run it
 again; a one-off append whose outcome is unknown: read the table, append again only if its rows are not
-there), and the table is checked:
+there; a compaction or a delete: run it again, which must find its work done exactly when it had landed; an
+automatic compaction that died: the replayed job, then the compaction it left undone), and the table is
+checked:
 
 * the first attempt ends as the rules say: an interrupt reaches the caller as ``KeyboardInterrupt`` (nothing
   swallows it); any other error is an ``OSError``, a ``LakefmtError`` or a botocore error (anything else, say
@@ -57,9 +60,14 @@ from lakefmt.spec import layout
 from .faultio import EXIT_CODE, Fault, FaultIO, FaultPlan, InjectedInterrupt
 from .report import record
 from .scenarios import (
+    ALREADY_APPLIED,
+    APPLIED,
     SCENARIOS,
     USER,
+    AutoCompactCommit,
     Commit,
+    Compact,
+    Delete,
     Model,
     OneOffAppendOp,
     Scenario,
@@ -209,6 +217,8 @@ def _check_history(table: lakefmt.Table, scenario: Scenario, model: Model, appli
         pairs = Counter((s.commit_user, s.commit_identifier) for s in snapshots)
         assert pairs[(USER, op.identifier)] == 1, "the commit is not in exactly one snapshot"
         assert table.commit_user_identifier(USER) == op.identifier
+    if applied and isinstance(op, Compact | Delete | AutoCompactCommit):
+        op.check_table(table)  # the snapshot's kind and properties; a compaction's commit users and files
 
 
 def _check_rows(table: lakefmt.Table, scenario: Scenario, model: Model) -> None:
@@ -260,19 +270,24 @@ def crash_points(log: list[tuple[str, str]], store: str, kind: Fault) -> list[in
     return sorted({main, others[KINDS.index(kind) % len(others)]})
 
 
-def publish_index(log: list[tuple[str, str]]) -> int | None:
-    """The operation that publishes the snapshot (1-based), if the operation commits."""
-    publishes = [i for i, (op, _) in enumerate(log, 1) if op == "publish"]
+def publish_index(log: list[tuple[str, str]], snapshot_id: int | None = None) -> int | None:
+    """The operation that publishes snapshot ``snapshot_id`` (default: the last publish), 1-based, if any."""
+    publishes = [
+        i
+        for i, (op, path) in enumerate(log, 1)
+        if op == "publish" and (snapshot_id is None or path == layout.snapshot_path(snapshot_id))
+    ]
     return publishes[-1] if publishes else None
 
 
-def landed_by_log(log: list[tuple[str, str]], plan: FaultPlan) -> bool | None:
+def landed_by_log(log: list[tuple[str, str]], plan: FaultPlan, snapshot_id: int | None = None) -> bool | None:
     """Whether the commit's snapshot file exists after the faulted first attempt, as far as the dry run's log
     decides it (runs are deterministic up to the fault): a fault after the publish comes when it was applied,
     and so does one that applies the publish itself; an interrupt or a process death before it ends the
     attempt there. None: not decided by the log (an error before the publish may be absorbed, a publish that
-    failed before it was applied may be retried)."""
-    p = publish_index(log)
+    failed before it was applied may be retried). ``snapshot_id``: which snapshot's publish (an append that
+    compacts automatically publishes two); default the last one."""
+    p = publish_index(log, snapshot_id)
     if p is None or plan.kind is Fault.NONE:
         return None
     k = plan.at
@@ -326,7 +341,9 @@ def run_one(base: Base, scenario: Scenario, plan: FaultPlan, ctx: Any) -> dict[s
         if plan.kind.interrupts:
             assert first.startswith("KeyboardInterrupt"), f"the interrupt did not reach the caller: {first}"
     op = scenario.operation
-    truth = landed_by_log(base.log, plan) if isinstance(op, Commit | OneOffAppendOp) else None
+    first_new = scenario.model_before().latest + 1  # the snapshot the operation creates (the append, if two)
+    commits = isinstance(op, Commit | OneOffAppendOp | Compact | Delete)
+    truth = landed_by_log(base.log, plan, first_new) if commits else None
     if truth is not None and landed is not None:
         assert landed == truth, (
             f"first attempt {first}: it says the commit {'landed' if landed else 'did not land'}, "
@@ -337,9 +354,20 @@ def run_one(base: Base, scenario: Scenario, plan: FaultPlan, ctx: Any) -> dict[s
         # the outcome is the truth: an error other than CommitStateUnknownError means it did not land
         expected = landed if landed is not None else truth
         if expected is not None:
-            assert recovery == ("deduplicated" if expected else "committed"), f"first attempt {first}, then {recovery}"
+            replay = recovery.split(";")[0]
+            assert replay == ("deduplicated" if expected else "committed"), f"first attempt {first}, then {recovery}"
+        compacted = landed_by_log(base.log, plan, first_new + 1) if isinstance(op, AutoCompactCommit) else None
+        if expected is not None and compacted is not None:
+            # the compaction is left to recovery exactly when the append landed and its compaction did not
+            left = APPLIED if expected and not compacted else ALREADY_APPLIED
+            assert recovery.endswith(f"compaction {left}"), f"first attempt {first}, then {recovery}"
     elif isinstance(op, OneOffAppendOp) and landed is None and truth is not None:
         assert recovery.startswith("landed" if truth else "not landed"), f"first attempt {first}, then {recovery}"
+    elif isinstance(op, Compact | Delete):  # running it again finds its work done exactly when it had landed
+        expected = landed if landed is not None else truth
+        if expected is not None:
+            want = ALREADY_APPLIED if expected else APPLIED
+            assert recovery == want, f"first attempt {first}, then {recovery}"
     removed = verify(uri, base.storage_options, scenario, scenario.model_after(), io=plain)
     return {"first": first, "recovery": recovery, "orphans": removed - base.baseline_orphans, "where": where}
 

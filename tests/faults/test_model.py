@@ -1,8 +1,10 @@
 """Model-based test: hypothesis drives random sequences of appends (one-off and by a job's committer, with
 one or many writer tasks), replays of a landed commit, overwrites of the whole table and of a partition
-(also with no rows), commits that trigger manifest merges, expire, orphan-clean (age 0), abandoned writes and
-reopening the table. After every step the table equals a plain in-memory model: the retained snapshot ids,
-the rows of the latest snapshot and, by time travel, of every retained one.
+(also with no rows), commits that trigger manifest merges, compactions (of the table or of a partition, and
+automatic ones after commits in one option set), row-level deletes by a predicate on ``id`` or ``dt``, expire,
+orphan-clean (age 0), abandoned writes and reopening the table. After every step the table equals a plain
+in-memory model: the retained snapshot ids, the rows of the latest snapshot and, by time travel, of every
+retained one.
 
 Tables get tiny merge thresholds (chosen per example) so minor and full manifest merges happen all the time.
 """
@@ -14,11 +16,14 @@ import tempfile
 from collections import Counter
 
 import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 import lakefmt
+from lakefmt.errors import InvalidPartitionError
 from lakefmt.maintenance import referenced_files
 from lakefmt.meta.store import MetaStore
 from lakefmt.spec import layout
@@ -30,6 +35,8 @@ OPTION_SETS = [
     {"manifest.merge-min-count": "3", "manifest.full-compaction-threshold": "100"},
     {"manifest.merge-min-count": "100", "manifest.full-compaction-threshold": "3"},
     {"manifest.merge-min-count": "100", "manifest.full-compaction-threshold": "1", "manifest.target-file-size": "2kb"},
+    # every commit that fills a partition up is followed by an automatic compaction
+    {"compaction.auto": "true", "compaction.min.file-num": "2", "compaction.max.file-num": "3"},
 ]
 USER = "model-job"
 
@@ -81,6 +88,10 @@ class TableMachine(RuleBasedStateMachine):
             return
         assert snap.id == max(self.snapshots, default=0) + 1
         self.snapshots[snap.id] = rows
+        latest = self.table.latest_snapshot()  # with compaction.auto: a COMPACT snapshot may follow, same rows
+        for sid in range(snap.id + 1, (latest.id if latest else 0) + 1):
+            assert self.table.snapshot(sid).commit_kind is lakefmt.CommitKind.COMPACT, f"snapshot {sid}"
+            self.snapshots[sid] = Counter(rows)
 
     def job_commit(self, tasks: list[list[Row]], partition: dict[str, str | None] | None = None) -> None:
         messages = []
@@ -143,6 +154,53 @@ class TableMachine(RuleBasedStateMachine):
             return
         expected = Counter({r: c for r, c in self.latest_rows.items() if r[1] != dt}) + Counter(rows)
         self.landed_snapshot(self.table.overwrite(as_table(rows), partition={"dt": dt}), expected)
+
+    @rule(dt=partitions, everywhere=st.booleans(), min_files=st.integers(2, 4))
+    def compact(self, dt: str | None, everywhere: bool, min_files: int) -> None:
+        """A compaction of the whole table or of one partition changes no row: one COMPACT snapshot with the latest
+        rows, carrying the commit-user map (dedup) exactly, or none when no partition in scope holds ``min_files``
+        files (all are small). A partition without rows has no live file: refused, nothing changes."""
+        before = self.table.latest_snapshot()
+        files = Counter(f.partition.get("dt") for f in self.table.files()) if before else Counter()
+        if not everywhere and files[dt] == 0:
+            with pytest.raises(InvalidPartitionError):
+                self.table.compact({"dt": dt}, min_files=min_files)
+            return
+        report = self.table.compact(None if everywhere else {"dt": dt}, min_files=min_files)
+        due = {p for p, n in files.items() if n >= min_files and (everywhere or p == dt)}
+        assert {p["dt"] for p in report.partitions} == due
+        assert (report.snapshot is None) == (not due)
+        self.landed_snapshot(report.snapshot, Counter(self.latest_rows))
+        if report.snapshot is not None:
+            assert before is not None and report.snapshot.commit_kind is lakefmt.CommitKind.COMPACT
+            assert report.snapshot.commit_users == before.commit_users
+            after = Counter(f.partition.get("dt") for f in self.table.files(snapshot_id=report.snapshot.id))
+            assert all(after[p] == 1 for p in due), f"{dict(files)} -> {dict(after)}"
+
+    @rule(
+        how=st.sampled_from(["id <", "id ==", "dt ==", "dt !=", "dt is null", "dt == and id <"]),
+        n=st.integers(0, 60),
+        dt=st.sampled_from(["a", "b", "c"]),
+    )
+    def delete(self, how: str, n: int, dt: str) -> None:
+        """A row-level delete removes exactly the rows where the predicate is true: a null ``dt`` is kept by
+        ``dt == x`` and ``dt != x`` alike (SQL). No matching row: no snapshot."""
+        filters = {
+            "id <": (pc.field("id") < n, lambda r: r[0] < n),
+            "id ==": (pc.field("id") == n, lambda r: r[0] == n),
+            "dt ==": (pc.field("dt") == dt, lambda r: r[1] == dt),
+            "dt !=": (pc.field("dt") != dt, lambda r: r[1] is not None and r[1] != dt),
+            "dt is null": (pc.field("dt").is_null(), lambda r: r[1] is None),
+            "dt == and id <": ((pc.field("dt") == dt) & (pc.field("id") < n), lambda r: r[1] == dt and r[0] < n),
+        }
+        expression, matches = filters[how]
+        kept = Counter({r: c for r, c in self.latest_rows.items() if not matches(r)})
+        snap = self.table.delete(expression)
+        assert (snap is None) == (kept == self.latest_rows), f"delete {expression} returned {snap}"
+        if snap is not None:
+            assert snap.commit_kind is lakefmt.CommitKind.OVERWRITE
+            assert snap.properties.get("lakefmt.operation") == "delete"
+        self.landed_snapshot(snap, kept)
 
     @rule(retain_max=st.integers(1, 4))
     def expire(self, retain_max: int) -> None:
