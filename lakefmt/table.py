@@ -10,7 +10,7 @@ import itertools
 import logging
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Literal
 
 import pyarrow as pa
@@ -37,6 +37,7 @@ from lakefmt.meta import entries as ents
 from lakefmt.meta import tags as tags_store
 from lakefmt.meta.store import MetaStore
 from lakefmt.options import DEFAULT_ORPHAN_OLDER_THAN, Duration, TableOptions, duration_ms  # also importable here
+from lakefmt.read.files import read_entries
 from lakefmt.read.scan import FileTask, Scan, check_snapshot_id
 from lakefmt.spec import CommitKind, CommitMessage, Consumer, Snapshot, TableSchema, layout
 from lakefmt.spec.consumer import MAX_SNAPSHOT_ID, check_consumer_id
@@ -348,6 +349,33 @@ class Table:
             to_snapshot=to_snapshot,
             tag=tag,
         )
+
+    def read_files(
+        self,
+        files: Sequence[FileTask],
+        *,
+        schema: TableSchema | int | None = None,
+        columns: Sequence[str] | None = None,
+        filter: pc.Expression | None = None,
+    ) -> Iterator[pa.RecordBatch]:
+        """The rows of planned files (a scan's ``files()``, or a ``ReadTask``'s ``files``: what one engine task
+        reads), in order, as ``schema``'s columns (a schema or its id; default: the current schema; pass the scan's
+        ``scan.schema`` for time travel), keeping the rows where ``filter`` is true. Each file is matched to
+        ``schema`` by field id (it may have been written before a rename, an added column, a widened type)."""
+        target = self.table_schema() if schema is None else schema
+        if isinstance(target, int):
+            target = self._store.schema(target)
+        if not files:
+            return iter(())
+        default = target.id
+        entries = pa.table(
+            {
+                ents.PATH: pa.array([f.path for f in files], pa.string()),
+                ents.SCHEMA_ID: pa.array([default if f.schema_id is None else f.schema_id for f in files], pa.int64()),
+            }
+        )
+        ents.check_data_paths(entries, "read_files")
+        return read_entries(self.io, entries, target, columns=columns, filter=filter, schemas=self._store.schema)
 
     def to_arrow(self, **kwargs: Any) -> pa.Table:
         """Shorthand for ``scan(**kwargs).to_arrow()``."""

@@ -16,6 +16,7 @@ from typing import Any, NoReturn
 
 import lakefmt
 from lakefmt.cli.output import _emit, _failure, _iso, _one_line, _ProgressBar, _summary, _when
+from lakefmt.cli.schema import cmd_schema, cmd_upgrade
 from lakefmt.cli.storage import (
     _check_options,
     _check_uri,
@@ -87,7 +88,7 @@ def _cmd_describe(table: lakefmt.Table, args: argparse.Namespace) -> None:
     files = table.files() if latest else []
     info: dict[str, Any] = {
         "uri": table.uri,
-        "format_version": lakefmt.FORMAT_VERSION,
+        "format_version": ts.format_version,
         "schema_id": ts.id,
         "columns": {f.name: str(f.type) + ("" if f.nullable else " not null") for f in ts.arrow_schema},
         "partition_keys": list(ts.partition_keys),
@@ -359,6 +360,27 @@ _COMMANDS: tuple[_Command, ...] = (
             ),
             _DRY_RUN,
         ),
+    ),
+    _Command(
+        "schema",
+        cmd_schema,
+        help="the schema with field ids; --history: the changes per schema id",
+        description="Show the table's current schema: every column (nested fields too) with its field id, type\n"
+        "and nullability. --history lists every schema id with what changed in it (added, dropped,\n"
+        "renamed, widened, made nullable, reordered), by field id.",
+        epilog="examples:\n  lakefmt schema /data/events\n  lakefmt schema s3://bucket/events --history --json\n",
+        args=(_arg("--history", action="store_true", help="every schema id and what changed in it"),),
+    ),
+    _Command(
+        "upgrade",
+        cmd_upgrade,
+        help="upgrade a format-version-1 table to version 2",
+        description="Upgrade a format-version-1 table to version 2: publish the next schema with the same columns\n"
+        "and field ids assigned in column order, and a snapshot that records it. No data file is rewritten.\n"
+        "Readers that know only version 1 can no longer read the table's new snapshots. The first schema\n"
+        "change of a version-1 table upgrades it too. Try --dry-run first.",
+        epilog="example:\n  lakefmt upgrade /data/events --dry-run\n",
+        args=(_arg("--dry-run", action="store_true", help="show the schema it would publish; write nothing"),),
     ),
     _Command(
         "consumers",

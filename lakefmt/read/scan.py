@@ -43,13 +43,15 @@ __all__ = ["FileTask", "ReadTask", "Scan", "check_snapshot_id", "parse_as_of", "
 @dataclass(frozen=True, slots=True)
 class FileTask:
     """One data file to read: path relative to the table root, full path on the filesystem, size, rows,
-    and its partition values."""
+    its partition values, and the id of the schema it was written with (read it with
+    :meth:`lakefmt.Table.read_files`, which matches its columns to the scan's schema by field id)."""
 
     path: str
     full_path: str
     file_size: int
     row_count: int
     partition: dict[str, Any]
+    schema_id: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,7 +257,8 @@ class Scan:
             parts = [part or {} for part in e.column(ents.PARTITION).to_pylist()]  # fresh dicts, one per file
         else:
             parts = [{} for _ in paths]
-        return [FileTask(*t) for t in zip(paths, full, sizes, rows, parts, strict=True)]
+        sids = e.column(ents.SCHEMA_ID).to_pylist() if ents.SCHEMA_ID in e.column_names else [None] * len(paths)
+        return [FileTask(*t) for t in zip(paths, full, sizes, rows, parts, sids, strict=True)]
 
     def plan_tasks(self, split_size: int) -> list[ReadTask]:
         """The files of :meth:`files`, in order, packed into read tasks of about ``split_size`` bytes each: a task
