@@ -29,8 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -40,8 +39,9 @@ import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 
 from lakefmt.binpack import pack
-from lakefmt.errors import InvalidPredicateError, LakefmtError, RewriteConflictError
+from lakefmt.errors import CorruptMetadataError, InvalidPredicateError, LakefmtError, RewriteConflictError
 from lakefmt.meta import entries as ents
+from lakefmt.read.bounds import SchemaLookup, column_bounds
 from lakefmt.read.files import read_entries
 from lakefmt.read.plan import has_nan_literal, referenced_columns
 from lakefmt.spec import CommitKind, CommitMessage, Snapshot, TableSchema
@@ -53,6 +53,7 @@ __all__ = [
     "OPERATION",
     "DeletePlan",
     "DeleteResult",
+    "Rewriter",
     "check_filter",
     "commit_delete",
     "delete_in_files",
@@ -113,6 +114,11 @@ class DeletePlan:
         """No file can hold a matching row."""
         return bool(self.dropped.num_rows == 0 and self.candidates.num_rows == 0)
 
+    @property
+    def candidate_bytes(self) -> int:
+        """The candidates' bytes on storage (what step 2 reads)."""
+        return int(pc.sum(self.candidates.column(ents.FILE_SIZE)).as_py() or 0)
+
     def groups(self, target_bytes: int) -> list[pa.Table]:
         """The candidates, in order, in groups of about ``target_bytes`` on storage (one per engine task)."""
         if target_bytes < 1:
@@ -140,7 +146,8 @@ def plan_delete(table: Table, filter: pc.Expression) -> DeletePlan:
     filter = check_filter(filter, schema.arrow_schema)
     scan = table.scan(filter=filter)
     maybe = scan.entries()  # pruned by partition values and min/max, each apart
-    may_match, every_row = _classify(maybe, filter, scan.schema)  # by both at once, and the proof
+    # by partition values and min/max together, and the proof (statistics by field id: lakefmt.read.bounds)
+    may_match, every_row = _classify(maybe, filter, scan.schema, table._store.schema)
     proved = pa.array(every_row, pa.bool_())
     read = pa.array([m and not p for m, p in zip(may_match, every_row, strict=True)], pa.bool_())
     return DeletePlan(filter, scan.snapshot, maybe.filter(proved), maybe.filter(read))
@@ -156,11 +163,12 @@ def delete_in_files(table: Table, entries: pa.Table, filter: pc.Expression) -> D
     rows = entries.column(ents.ROW_COUNT).to_pylist()
     touched = [i for i, n in enumerate(counts) if n]
     keep = kept_rows(filter)
+    partial = [i for i in touched if counts[i] < rows[i]]  # some rows stay: rewrite those files without the others
     with table.new_writer() as writer:
-        for i in touched:
-            if counts[i] < rows[i]:  # some rows stay: rewrite the file without the others
-                for batch in read_entries(table.io, entries.slice(i, 1), schema, filter=keep):
-                    writer.write(batch)
+        if partial:
+            rewrite = entries.take(pa.array(partial, pa.int64()))
+            for batch in read_entries(table.io, rewrite, schema, filter=keep, schemas=table._store.schema):
+                writer.write(batch)
         message = writer.prepare_commit()
     rewritten = entries.take(pa.array(touched, pa.int64()))
     return DeleteResult(message, rewritten, sum(counts), entries.num_rows)
@@ -186,8 +194,13 @@ def commit_delete(table: Table, plan: DeletePlan, results: Sequence[DeleteResult
         raise
 
 
-def delete_rows(table: Table, filter: pc.Expression) -> Snapshot | None:
-    """:meth:`lakefmt.Table.delete`: plan, rewrite in this process, commit.
+#: runs step 2 for a plan (in this process, or in an engine's tasks) and returns what each task did
+Rewriter = Callable[[DeletePlan], Sequence[DeleteResult]]
+
+
+def delete_rows(table: Table, filter: pc.Expression, *, rewriter: Rewriter | None = None) -> Snapshot | None:
+    """:meth:`lakefmt.Table.delete`: plan, rewrite (with ``rewriter``; by default in this process, one writer),
+    commit.
 
     Concurrency (Delta's WriteSerializable): appends committed meanwhile never conflict (their files are not among
     those rewritten, so their rows stay, matching or not). A concurrent commit that removed a file this delete
@@ -198,9 +211,12 @@ def delete_rows(table: Table, filter: pc.Expression) -> Snapshot | None:
         plan = plan_delete(table, filter)
         if plan.nothing_to_do:
             return None
-        result = delete_in_files(table, plan.candidates, plan.filter)
+        if rewriter is None:
+            results: Sequence[DeleteResult] = [delete_in_files(table, plan.candidates, plan.filter)]
+        else:
+            results = rewriter(plan) if plan.candidates.num_rows else []
         try:
-            return commit_delete(table, plan, [result])
+            return commit_delete(table, plan, results)
         except RewriteConflictError as exc:
             if attempt == 2 or not _compacted_away(table, plan.snapshot, exc.gone):
                 raise
@@ -209,95 +225,147 @@ def delete_rows(table: Table, filter: pc.Expression) -> Snapshot | None:
 
 # -- helpers ------------------------------------------------------------------------------------------------------
 def _match_counts(table: Table, entries: pa.Table, filter: pc.Expression, schema: TableSchema) -> list[int]:
-    """How many rows of each file match ``filter``, reading only the columns it needs (in parallel on object
-    stores, where each read is a round trip)."""
-    columns = referenced_columns(filter, schema.arrow_schema)
-
-    def count(i: int) -> int:
-        one = entries.slice(i, 1)
-        return sum(pa.Table.from_batches([b]).filter(filter).num_rows
-                   for b in read_entries(table.io, one, schema, columns=columns))
-
+    """How many rows of each file match ``filter``: one read of the columns it needs over every file (pyarrow
+    reads ahead across files, which matters on object stores), evaluated in chunks of about :data:`COUNT_CHUNK`
+    rows. A batch never spans two files, so each is the next file's while that file's row count (from its
+    manifest entry) is not reached; a file with more or fewer rows than its entry says is refused
+    (:class:`CorruptMetadataError`), since a count taken for the wrong file could drop rows."""
     n = entries.num_rows
-    if n <= 1 or table.io.protocol in ("file", "memory"):
-        return [count(i) for i in range(n)]
-    with ThreadPoolExecutor(max_workers=min(8, n)) as pool:
-        return list(pool.map(count, range(n)))
+    rows = entries.column(ents.ROW_COUNT).to_pylist()
+    counts, seen = [0] * n, [0] * n
+    columns = referenced_columns(filter, schema.arrow_schema)
+    chunk: list[pa.Table] = []
+    size = 0
+
+    def flush() -> None:
+        nonlocal chunk, size
+        if chunk:
+            found = pc.value_counts(pa.concat_tables(chunk).filter(filter).column(_FILE))
+            for i, c in zip(found.field("values").to_pylist(), found.field("counts").to_pylist(), strict=True):
+                counts[i] += c
+        chunk, size = [], 0
+
+    i = 0
+    batches = read_entries(table.io, entries, schema, columns=columns, schemas=table._store.schema)
+    for batch in batches:
+        if batch.num_rows == 0:
+            continue
+        while i < n and seen[i] >= rows[i]:
+            i += 1
+        if i == n or batch.num_rows > rows[i] - seen[i]:
+            raise _row_count_error(entries, min(i, n - 1))
+        seen[i] += batch.num_rows
+        tag = pa.repeat(pa.scalar(i, pa.int32()), batch.num_rows)
+        chunk.append(pa.Table.from_batches([batch]).append_column(_FILE, tag))
+        size += batch.num_rows
+        if size >= COUNT_CHUNK:
+            flush()
+    flush()
+    if seen != rows:
+        raise _row_count_error(entries, next(k for k in range(n) if seen[k] != rows[k]))
+    return counts
 
 
-def _classify(entries: pa.Table, filter: pc.Expression, schema: TableSchema) -> tuple[list[bool], list[bool]]:
+#: rows evaluated per call of the filter in the counting pass (each call has a fixed cost)
+COUNT_CHUNK = 1 << 20
+_FILE = "__lakefmt_file"
+
+
+def _row_count_error(entries: pa.Table, i: int) -> CorruptMetadataError:
+    path = ents.paths(entries.slice(i, 1))[0]
+    return CorruptMetadataError(
+        f"data file {path} does not hold the {entries.column(ents.ROW_COUNT)[i].as_py()} rows its manifest entry "
+        "says; nothing was deleted"
+    )
+
+
+def _classify(
+    entries: pa.Table, filter: pc.Expression, schema: TableSchema, schemas: SchemaLookup | None = None
+) -> tuple[list[bool], list[bool]]:
     """For each file of ``entries``, from its partition values and statistics alone: may ``filter`` be true for one
     of its rows (else the delete leaves it alone), and is it proved true for every one (then it goes unread)?
-    Unsure answers are "may" and "not proved"."""
+    Unsure answers are "may" and "not proved".
+
+    A column with some nulls among other values is "in range, or null": pyarrow's simplifier uses no disjunction,
+    so the file is asked as two cases, in range and null (up to :data:`MAX_CASES` cases per file; past that, such
+    columns count as unknown). ``user_id = 42`` thus skips a file whose ``user_id`` spans 100..200 with nulls."""
     n = entries.num_rows
     if n == 0:
         return [], []
-    arrow = schema.arrow_schema
-    columns = referenced_columns(filter, arrow)
-    known = [_column_guarantees(entries, c, c in schema.partition_keys, arrow.field(c).type) for c in columns]
-    sound: list[pc.Expression] = []  # what is known of each file (a column with some nulls: range or null)
-    exact: list[int] = []  # files whose every column the filter touches has no nulls or only nulls, and bounds
-    for i in range(n):
-        out, strict = pc.scalar(True), True
-        for g in known:
-            guarantee, no_nulls = g[i]
-            strict = strict and no_nulls
-            if guarantee is not None:
-                out = out & guarantee
-        sound.append(out)
-        if strict:
-            exact.append(i)
     if has_nan_literal(filter):  # the simplifier orders NaN above every number: neither prune nor prove
         return [True] * n, [False] * n
-    may_match = _may_hold(filter, arrow, sound)
+    arrow = schema.arrow_schema
+    columns = referenced_columns(filter, arrow)
+    known = [_column_guarantees(entries, c, schema, schemas) for c in columns]
+    cases: list[pc.Expression] = []  # every file's cases, in order
+    owner: list[int] = []  # the file of each case
+    first: list[int] = []  # per file: the index of its first case
+    exact: list[bool] = []  # per file: one case, and no column the filter touches unknown or partly null
+    for i in range(n):
+        per_column = [g[i] for g in known]
+        alternatives = [alts for alts in per_column if alts]
+        count = 1
+        for alts in alternatives:
+            count *= len(alts)
+        if count > MAX_CASES:
+            alternatives = [alts for alts in alternatives if len(alts) == 1]
+        combos: list[pc.Expression] = [pc.scalar(True)]
+        for alts in alternatives:
+            combos = [c & a for c in combos for a in alts]
+        first.append(len(cases))
+        cases += combos
+        owner += [i] * len(combos)
+        exact.append(all(alts is not None and len(alts) == 1 for alts in per_column))
+    may_match = [False] * n
+    for i, may in zip(owner, _may_hold(filter, arrow, cases), strict=True):
+        may_match[i] = may_match[i] or may
     proved = [False] * n
-    tried = [i for i in exact if may_match[i]]
+    tried = [i for i in range(n) if exact[i] and may_match[i]]
     if tried:
-        may_keep = _may_hold(kept_rows(filter), arrow, [sound[i] for i in tried])
+        may_keep = _may_hold(kept_rows(filter), arrow, [cases[first[i]] for i in tried])  # exact: one case
         for i, keeps in zip(tried, may_keep, strict=True):
             proved[i] = not keeps
     return may_match, proved
 
 
+#: the most cases (combinations of "in range" and "null" for partly null columns) a file is asked as
+MAX_CASES = 8
+
+
 def _column_guarantees(
-    entries: pa.Table, column: str, is_key: bool, t: pa.DataType
-) -> list[tuple[pc.Expression | None, bool]]:
-    """Per file, what its metadata says of every value of ``column`` (None: nothing), and whether that is exact
-    enough to prove a filter true for every row (no nulls beside other values, and known bounds): ``c == v`` (a
-    partition value, or min = max), ``lo <= c <= hi``, ``c is null`` (exact); ``lo <= c <= hi or c is null``
-    (some nulls: not exact)."""
+    entries: pa.Table, column: str, schema: TableSchema, schemas: SchemaLookup | None
+) -> list[list[pc.Expression] | None]:
+    """Per file, what its metadata says of every value of ``column``, as alternatives that together cover every
+    row: ``[c == v]`` (a partition value, or min = max), ``[lo <= c <= hi]``, ``[c is null]``, or, for a column
+    with some nulls among other values, ``[lo <= c <= hi, c is null]``. None: nothing is known (no bounds, or NaN)."""
     n = entries.num_rows
     col = pc.field(column)
-    if is_key and ents.PARTITION in entries.column_names:
+    if column in schema.partition_keys and ents.PARTITION in entries.column_names:
         values = entries.column(ents.PARTITION).combine_chunks().field(column)
-        out: list[tuple[pc.Expression | None, bool]] = []
+        out: list[list[pc.Expression] | None] = []
         for v in values:
             if not v.is_valid:
-                out.append((col.is_null(), True))
+                out.append([col.is_null()])
             elif isinstance(v.as_py(), float) and v.as_py() != v.as_py():
-                out.append((None, False))  # a NaN partition value: the simplifier orders NaN above every number
+                out.append(None)  # a NaN partition value: the simplifier orders NaN above every number
             else:
-                out.append((col == v, True))
+                out.append([col == v])
         return out
-    if ents.STATS not in entries.column_names:
-        return [(None, False)] * n
-    stats = entries.column(ents.STATS).combine_chunks()
-    names = [stats.type.field(i).name for i in range(stats.type.num_fields)]
-    if column not in names:
-        return [(None, False)] * n
-    child = stats.field(column)
-    lows, highs = child.field("min").cast(t), child.field("max").cast(t)
-    nulls = child.field("null_count").to_pylist()
+    bounds = column_bounds(entries, column, schema, schemas)  # by field id, in the current type
+    if bounds is None:
+        return [None] * n
+    lows, highs = bounds[0], bounds[1]
+    nulls = bounds[2].to_pylist()
     rows = entries.column(ents.ROW_COUNT).to_pylist()
-    result: list[tuple[pc.Expression | None, bool]] = []
+    result: list[list[pc.Expression] | None] = []
     for lo, hi, null_count, row_count in zip(lows, highs, nulls, rows, strict=True):
         if null_count is not None and row_count is not None and null_count >= row_count:
-            result.append((col.is_null(), True))
+            result.append([col.is_null()])
         elif null_count is None or not lo.is_valid or not hi.is_valid:
-            result.append((None, False))
+            result.append(None)
         else:
             rng = col == lo if lo == hi else (col >= lo) & (col <= hi)
-            result.append((rng, True) if null_count == 0 else (rng | col.is_null(), False))
+            result.append([rng] if null_count == 0 else [rng, col.is_null()])
     return result
 
 

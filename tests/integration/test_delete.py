@@ -124,6 +124,9 @@ def test_sql_null_rule_rows_where_the_filter_is_null_stay(table: lakefmt.Table) 
     assert "e" not in {p["dt"] for p in plan.dropped.column("partition").to_pylist()}
     # partition d holds nulls: its stats cannot prove every row matches, so it is read
     assert "d" in {p["dt"] for p in plan.candidates.column("partition").to_pylist()}
+    # but "in range or null" still rules a file out: no file of x in [20, 20] or null holds x = 100
+    plan = plan_delete(table, pc.field("x") == 100)
+    assert plan.nothing_to_do
     table.delete(pc.field("x") > 5)
     assert ids(table) == [1, 2, 3, 4, 5, 10, 12, 13, 14]
     plan = plan_delete(table, pc.field("x").is_null())  # d's rewritten file holds only nulls now
@@ -254,3 +257,16 @@ def test_an_interrupt_before_publish_cleans_up_and_one_after_keeps_everything(ta
     finally:
         remove()
     assert ids(lakefmt.open_table(table.uri)) == [1, 2, 3, 4, 6, 7, 8, 9]
+
+
+def test_delete_after_a_rename_prunes_and_rewrites_by_field_id(table: lakefmt.Table) -> None:
+    """Files written before ``x`` became ``y`` are pruned, proved and rewritten by field id."""
+    with table.update_schema() as update:
+        update.rename_column("x", "y")
+    table.append(pa.table({"id": [30], "y": [30.0], "dt": ["c"]}))
+    plan = plan_delete(table, pc.field("y") >= 7.0)
+    assert plan.dropped.num_rows == 2  # partition c's two files: every y is at least 7, by their statistics
+    assert plan.candidates.num_rows == 0  # a and b ruled out by min/max of the old x
+    table.delete((pc.field("y") >= 7.0) | (pc.field("y") == 2.0))
+    assert ids(table) == [1, 3, 4, 5, 6]
+    assert table.to_arrow().column_names == ["id", "y", "dt"]
