@@ -323,4 +323,3 @@ def restore_replans(
                     f"({MAX_REPLANS + 1} plans); the restore did not land"
                 ) from None
     return None  # pragma: no cover
-

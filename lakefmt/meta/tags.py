@@ -59,9 +59,7 @@ class TagListing:
             errors = "; ".join(u.error for u in self.unreadable)
             names = ", ".join(repr(u.name) for u in self.unreadable)
             error = (
-                UnsupportedFormatVersionError
-                if any(u.newer_format for u in self.unreadable)
-                else CorruptMetadataError
+                UnsupportedFormatVersionError if any(u.newer_format for u in self.unreadable) else CorruptMetadataError
             )
             raise error(
                 f"{errors}. Maintenance deletes nothing while a tag cannot be read (it cannot know which files "
@@ -120,9 +118,7 @@ def list_tags(io: FileIO) -> TagListing:
             continue
         if tag is not None:  # deleted since the listing
             (pins if pin else tags).append(tag)
-    return TagListing(
-        tuple(sorted(tags, key=lambda t: t.name)), tuple(sorted(pins, key=lambda t: t.name)), tuple(bad)
-    )
+    return TagListing(tuple(sorted(tags, key=lambda t: t.name)), tuple(sorted(pins, key=lambda t: t.name)), tuple(bad))
 
 
 def create_tag(io: FileIO, tag: Tag, *, sync: bool = True) -> None:

@@ -12,7 +12,8 @@ commits, so that maintenance running meanwhile keeps the target's files (it is n
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+import uuid
+from dataclasses import dataclass, field
 from typing import Any
 
 from lakefmt.errors import CorruptMetadataError, InvalidTagNameError
@@ -63,13 +64,16 @@ def parse_pin_name(file_name: str) -> str | None:
 class Tag:
     """A named snapshot: ``snapshot`` (a full copy), created at ``time_millis`` (epoch ms, the creator's clock),
     kept for ``retain_millis`` after that (None: until deleted). ``pin`` marks a restore's pin (``tag/pin-<id>``),
-    which is not a user's tag; it is not stored in the file (its path says it)."""
+    which is not a user's tag; it is not stored in the file (its path says it). ``nonce`` makes the bytes of
+    each creation unique (two creates of one name for one snapshot in one millisecond must not both win)."""
 
     name: str
     snapshot: Snapshot
     time_millis: int
     retain_millis: int | None = None
     pin: bool = False
+    #: makes the file's bytes unique to one creation, so a creator can tell its own file from a racing one's
+    nonce: str = field(default_factory=lambda: uuid.uuid4().hex, compare=True)
 
     @property
     def snapshot_id(self) -> int:
@@ -95,6 +99,7 @@ class Tag:
         }
         if self.retain_millis is not None:
             obj["retainMillis"] = self.retain_millis
+        obj["nonce"] = self.nonce
         obj["snapshot"] = decode_json(self.snapshot.to_json(), "snapshot")
         return encode_json(obj)
 
@@ -116,7 +121,7 @@ class Tag:
         if not isinstance(snap, dict):
             raise CorruptMetadataError(f"{what} is malformed: no snapshot object")
         snapshot = Snapshot.from_json(encode_json(snap), what=f"the snapshot in {what}")
-        return cls(name, snapshot, time_millis, retain, pin)  # type: ignore[arg-type]
+        return cls(name, snapshot, time_millis, retain, pin, str(obj.get("nonce", "")))  # type: ignore[arg-type]
 
     def to_dict(self) -> dict[str, Any]:
         """A plain dict (for ``--json`` output and display)."""
