@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, NoReturn
 
 import lakefmt
+from lakefmt.cli.compact import cmd_compact, parse_partition, parse_sort_by, parse_target_size
 from lakefmt.cli.output import _emit, _failure, _iso, _one_line, _ProgressBar, _summary, _when
 from lakefmt.cli.schema import cmd_schema, cmd_upgrade
 from lakefmt.cli.storage import (
@@ -44,6 +45,7 @@ examples:
   lakefmt snapshots /data/events              history of a table on local disk
   lakefmt expire /data/events --retain-min 10 --older-than 7d --dry-run
   lakefmt orphan-clean /data/events --older-than 2d --json
+  lakefmt compact /data/events --partition dt=2026-11-01 --dry-run
   lakefmt describe s3://bucket/events -o endpoint_url=http://127.0.0.1:9000
   lakefmt files /data/events --snapshot 12 --json | jq '.[].path'
   lakefmt consumers /data/events              stream readers and the snapshots they hold back
@@ -381,6 +383,48 @@ _COMMANDS: tuple[_Command, ...] = (
         "change of a version-1 table upgrades it too. Try --dry-run first.",
         epilog="example:\n  lakefmt upgrade /data/events --dry-run\n",
         args=(_arg("--dry-run", action="store_true", help="show the schema it would publish; write nothing"),),
+    ),
+    _Command(
+        "compact",
+        cmd_compact,
+        help="merge small data files into target-size files",
+        description="Compact a table: in each partition, the data files under 3/4 of the target size are merged, in\n"
+        "commit order, into files of about the target size, once the partition holds --min-files of them;\n"
+        "larger files are left alone. One snapshot of kind COMPACT: the rows, time travel and the writers'\n"
+        "exactly-once state are unchanged, and streams and incremental reads skip it. Writers committing\n"
+        "meanwhile never fail; a partition whose files a concurrent commit removed is planned again once or\n"
+        "given up (reported). The replaced files stay until expire removes the last snapshot that reads\n"
+        "them. --sort-by sorts each partition's rows, so that min/max pruning skips more files. Defaults\n"
+        "come from the table options target-file-size (128 MiB) and compaction.min.file-num (5).",
+        epilog="examples:\n  lakefmt compact /data/events --dry-run\n"
+        "  lakefmt compact /data/events --partition dt=2026-11-01 --sort-by user_id,ts\n"
+        "  lakefmt compact s3://bucket/events --target-file-size 256MiB --min-files 10 --json\n",
+        args=(
+            _arg(
+                "--partition",
+                type=parse_partition,
+                action="append",
+                default=[],
+                metavar="K=V[,K=V]",
+                help="only this partition (values of some or all partition keys); repeat for more",
+            ),
+            _arg(
+                "--target-file-size",
+                type=parse_target_size,
+                default=None,
+                metavar="SIZE",
+                help="about this large new files: 128MiB, 512kb, 1g (default: target-file-size)",
+            ),
+            _arg(
+                "--min-files",
+                type=_positive,
+                default=None,
+                metavar="N",
+                help="compact a partition once it holds N small files (default: compaction.min.file-num)",
+            ),
+            _arg("--sort-by", type=parse_sort_by, default=None, metavar="C[,C]", help="sort rows by these columns"),
+            _arg("--dry-run", action="store_true", help="show what would be compacted; write nothing"),
+        ),
     ),
     _Command(
         "consumers",
