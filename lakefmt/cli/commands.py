@@ -28,6 +28,14 @@ from lakefmt.cli.storage import (
     _storage_options,
     _UsageError,
 )
+from lakefmt.cli.versions import (
+    cmd_restore,
+    cmd_tag_create,
+    cmd_tag_delete,
+    cmd_tag_list,
+    parse_instant,
+    parse_tag_name,
+)
 from lakefmt.errors import ConsumerNotFoundError, InvalidConsumerIdError, LakefmtError
 from lakefmt.maintenance import list_consumers
 from lakefmt.options import (
@@ -49,6 +57,8 @@ examples:
   lakefmt describe s3://bucket/events -o endpoint_url=http://127.0.0.1:9000
   lakefmt files /data/events --snapshot 12 --json | jq '.[].path'
   lakefmt consumers /data/events              stream readers and the snapshots they hold back
+  lakefmt tag create /data/events month-end --retain 400d
+  lakefmt restore /data/events --tag month-end --dry-run
 
 storage options (-o key=value) go to fsspec/s3fs; credentials may also come from the environment
 (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_ENDPOINT_URL, ...). They are never printed. Values are typed:
@@ -279,6 +289,7 @@ class _Command:
     description: str
     epilog: str | None = None
     args: tuple[_Arg, ...] = ()
+    subcommands: tuple[_Command, ...] = ()  #: ``lakefmt tag create|list|delete``: each with the common arguments
 
 
 #: arguments every command takes
@@ -427,6 +438,70 @@ _COMMANDS: tuple[_Command, ...] = (
         ),
     ),
     _Command(
+        "tag",
+        cmd_tag_list,
+        help="named snapshots that expire and orphan-clean keep: create, list, delete",
+        description="Tags name a snapshot: read it with scan(tag=...) or the Spark option tag, restore it with\n"
+        "lakefmt restore --tag. expire and orphan-clean keep every file a tag's snapshot reads, also after the\n"
+        "snapshot itself expired, until the tag is deleted or its --retain time has passed; a tag never holds\n"
+        "other snapshots back. Deleting a tag leaves the files only it kept to the next orphan-clean.",
+        epilog="examples:\n  lakefmt tag create /data/events month-end-2026-11 --retain 400d\n"
+        "  lakefmt tag list s3://bucket/events --json\n  lakefmt tag delete /data/events month-end-2026-11\n",
+        subcommands=(
+            _Command(
+                "create",
+                cmd_tag_create,
+                help="name a snapshot (the latest by default)",
+                description="Create tag NAME for snapshot --snapshot (default: the latest). A name is taken once: of\n"
+                "two racing creates one wins, the other fails.",
+                args=(
+                    _arg("name", type=parse_tag_name, metavar="NAME", help="1-200 of A-Z a-z 0-9 . _ -"),
+                    _arg("--snapshot", type=_snapshot_id, default=None, metavar="N", help="default: the latest"),
+                    _arg(
+                        "--retain",
+                        type=_duration,
+                        default=None,
+                        metavar="AGE",
+                        help="keep the tag this long after its creation: 90d, 12h (default: until deleted)",
+                    ),
+                ),
+            ),
+            _Command("list", cmd_tag_list, help="every tag", description="List the table's tags, by name."),
+            _Command(
+                "delete",
+                cmd_tag_delete,
+                help="delete a tag",
+                description="Delete tag NAME. The files only it kept are left to the next orphan-clean.",
+                args=(_arg("name", type=parse_tag_name, metavar="NAME", help="the tag to delete"),),
+            ),
+        ),
+    ),
+    _Command(
+        "restore",
+        cmd_restore,
+        help="commit a new snapshot whose rows equal an older one's",
+        description="Restore an older version as a new snapshot (Delta's RESTORE): the live files the target does\n"
+        "not have are removed, the target's files that are not live are added again (no data is copied).\n"
+        "Newer snapshots stay, so a restore can be undone by another. Exactly-once is not rolled back: a\n"
+        "streaming batch committed after the target and replayed later is still recognised and skipped. A\n"
+        "commit landing meanwhile makes the restore fail (nothing lands). Name the version with one of\n"
+        "--snapshot, --tag or --as-of. Try --dry-run first.",
+        epilog="examples:\n  lakefmt restore /data/events --snapshot 12 --dry-run\n"
+        "  lakefmt restore s3://bucket/events --as-of 2026-11-30T23:59:59Z --json\n",
+        args=(
+            _arg("--snapshot", type=_snapshot_id, default=None, metavar="N", help="the snapshot to restore"),
+            _arg("--tag", type=parse_tag_name, default=None, metavar="NAME", help="the tag to restore"),
+            _arg(
+                "--as-of",
+                type=parse_instant,
+                default=None,
+                metavar="TIME",
+                help="the snapshot current at TIME: ISO-8601 (no offset: UTC) or epoch milliseconds",
+            ),
+            _arg("--dry-run", action="store_true", help="show what would be removed and added; commit nothing"),
+        ),
+    ),
+    _Command(
         "consumers",
         _cmd_consumers,
         help="readers whose position expiration respects; --delete one",
@@ -473,7 +548,7 @@ def build_parser() -> argparse.ArgumentParser:
     for command in _COMMANDS:
         p = sub.add_parser(
             command.name,
-            parents=[common],
+            parents=[] if command.subcommands else [common],  # a command with actions: its actions take them
             help=command.help,
             description=command.description,
             epilog=command.epilog,
@@ -481,6 +556,12 @@ def build_parser() -> argparse.ArgumentParser:
         )
         _add(p, command.args)
         p.set_defaults(func=command.run)
+        if command.subcommands:
+            nested = p.add_subparsers(dest=f"{command.name}_command", required=True, metavar="ACTION")
+            for action in command.subcommands:
+                q = nested.add_parser(action.name, parents=[common], help=action.help, description=action.description)
+                _add(q, action.args)
+                q.set_defaults(func=action.run)
     return parser
 
 
@@ -497,6 +578,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return usage_error(f"--retain-max ({args.retain_max}) must be at least --retain-min ({args.retain_min})")
     if args.command == "consumers" and args.dry_run and args.delete is None:
         return usage_error("--dry-run goes with --delete ID (listing deletes nothing)")
+    if args.command == "restore" and sum(v is not None for v in (args.snapshot, args.tag, args.as_of)) != 1:
+        return usage_error("name the version to restore with one of --snapshot N, --tag NAME or --as-of TIME")
     try:
         _check_uri(args.uri)
         options = {**_env_storage_options(args.uri), **_storage_options(args.storage_option)}
