@@ -17,6 +17,11 @@ uses it belongs to (read, write, stream-read, stream-write) and Delta's spelling
 is an error naming it. Spark's own options (``path``, ``checkpointLocation``, ...) and ``storage.<key>`` (an
 fsspec/s3fs storage option, never logged) pass. docs/spark.md has the table.
 
+Rewrites from PySpark, planned on the driver and run in Spark tasks (:mod:`pyspark_lakefmt.rewrites`)::
+
+    pyspark_lakefmt.delete(spark, "s3://bucket/events", "dt < '2026-01-01'")
+    pyspark_lakefmt.compact(spark, "s3://bucket/events", target_file_size=128 << 20)
+
 Of the session conf, only ``spark.sql.sources.partitionOverwriteMode`` counts, and only the write tasks see it:
 a batch overwrite that names no scope replaces the partitions written when the tasks saw ``dynamic``, else the
 whole table (:func:`pyspark_lakefmt.writer.session_overwrite`).
@@ -24,9 +29,10 @@ whole table (:func:`pyspark_lakefmt.writer.session_overwrite`).
 
 from __future__ import annotations
 
+from .rewrites import compact, delete
 from .source import LakefmtDataSource
 
-__all__ = ["DefaultSource", "LakefmtDataSource"]
+__all__ = ["DefaultSource", "LakefmtDataSource", "compact", "delete"]
 
 #: the name pyspark's data source lookup looks for in a ``pyspark_*`` module
 DefaultSource = LakefmtDataSource

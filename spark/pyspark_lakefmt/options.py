@@ -209,6 +209,9 @@ OPTIONS: tuple[Option, ...] = (
     _opt("partitionOverwriteMode", "write", _overwrite_mode, "dynamic: overwrite exactly the partitions present in "
          "the written rows (static, the default: the whole table)"),
     _opt("mergeSchema", "write stream-write", _merge_schema, "schema evolution: not supported yet (false only)"),
+    _opt("writeOnly", "write stream-write", _bool, "true: this writer's commits never compact automatically (one "
+         "dedicated compactor serves many writers), whatever the table option compaction.auto says"),
+    _opt("write-only", "write stream-write", _bool, "Paimon's spelling of writeOnly", "writeOnly"),
 )
 
 _BY_KEY: dict[str, Option] = {o.name.lower(): o for o in OPTIONS}

@@ -57,11 +57,12 @@ class LakefmtDataSource(DataSource):
         options = parse_options(self.options, "write")
         ref = TableRef.from_options(self.options, write=True)
         table = table_for_write(ref, schema, options)
-        return BatchWriter(ref, overwrite_from_options(table, options, overwrite))
+        write_only = bool(options.get("writeOnly", False))
+        return BatchWriter(ref, overwrite_from_options(table, options, overwrite), write_only=write_only)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> StreamWriter:
         options = parse_options(self.options, "stream-write")
         ref = TableRef.from_options(self.options, write=True)
         user = commit_user(self.options)  # first: a stream refused for want of one creates no table
         table_for_write(ref, schema, options)
-        return StreamWriter(ref, user, complete=overwrite)
+        return StreamWriter(ref, user, complete=overwrite, write_only=bool(options.get("writeOnly", False)))

@@ -261,16 +261,18 @@ def _messages(messages: Sequence[WriterCommitMessage | None]) -> list[lakefmt.Co
 class BatchWriter(DataSourceArrowWriter):
     """A batch write: an append, or an overwrite of the scope of ``overwrite``, in one snapshot."""
 
-    def __init__(self, ref: TableRef, overwrite: Overwrite | None) -> None:
+    def __init__(self, ref: TableRef, overwrite: Overwrite | None, *, write_only: bool = False) -> None:
         self.ref = ref
         self.overwrite = overwrite
+        self.write_only = write_only  #: option writeOnly: the commit never compacts automatically
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> LakefmtCommitMessage:
         return _write_task(self.ref, iterator, self.overwrite.scope if self.overwrite else None)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         table = self.ref.open()
-        committer = table.new_committer()  # a one-off write: a fresh commit user, never replayed
+        # a one-off write: a fresh commit user, never replayed
+        committer = table.new_committer(write_only=self.write_only)
         if self.overwrite is not None:
             try:
                 overwrite = session_overwrite(table, self.overwrite, messages)
@@ -287,17 +289,18 @@ class BatchWriter(DataSourceArrowWriter):
 
 
 class StreamWriter(DataSourceStreamArrowWriter):
-    def __init__(self, ref: TableRef, commit_user: str, complete: bool) -> None:
+    def __init__(self, ref: TableRef, commit_user: str, complete: bool, *, write_only: bool = False) -> None:
         self.ref = ref
         self.commit_user = commit_user
         self.complete = complete
+        self.write_only = write_only  #: option writeOnly: the commits never compact automatically
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> LakefmtCommitMessage:
         return _write_task(self.ref, iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         table = self.ref.open()
-        committer = table.new_committer(commit_user=self.commit_user)
+        committer = table.new_committer(commit_user=self.commit_user, write_only=self.write_only)
         msgs = _messages(messages)
         if self.complete:
             snap = committer.overwrite(msgs, identifier=batchId)

@@ -1,0 +1,134 @@
+"""Rewrites driven from PySpark: row-level delete and compaction of tables too big for one machine, planned on the
+driver, the files rewritten in Spark tasks on the executors, committed once on the driver.
+
+>>> import pyspark_lakefmt
+>>> pyspark_lakefmt.delete(spark, "s3://bucket/events", "dt < '2026-01-01' AND user_id = 42")
+>>> pyspark_lakefmt.compact(spark, "s3://bucket/events", partition={"dt": "2026-11-01"}, sort_by=["user_id"])
+
+Both run lakefmt's own three steps (:mod:`lakefmt.write.delete`, :mod:`lakefmt.maintenance.compact`); Spark only
+carries the middle one to the executors, as a job of one task per group of files
+(``sparkContext.parallelize(groups, len(groups))``). Each
+task opens the table from its picklable :class:`lakefmt.Table` (storage options travel with it), writes with the
+table's writer and returns lakefmt's small result; nothing is visible until the driver commits. A task that
+fails is retried by Spark; files of a job that fails are left to orphan-clean.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pyarrow.compute as pc
+
+import lakefmt
+from lakefmt.maintenance.compact import (
+    CompactionGroup,
+    CompactionReport,
+    commit_compaction,
+    plan_compaction,
+    rewrite_group,
+)
+from lakefmt.maintenance.compact import compact as compact_here
+from lakefmt.spec import CommitMessage
+from lakefmt.spec.predicate import bind_predicate, parse_predicate
+from lakefmt.write.delete import DeletePlan, DeleteResult, delete_in_files, delete_rows
+
+__all__ = ["compact", "delete", "delete_filter"]
+
+#: a delete task reads at most about this many bytes of files (fewer when that leaves an executor core idle)
+TASK_BYTES = 256 << 20
+
+
+def delete_filter(table: lakefmt.Table, predicate: str | pc.Expression) -> pc.Expression:
+    """A delete's filter: a SQL predicate in lakefmt's SQL subset (comparisons of a column with a literal,
+    ``[NOT] IN``, ``BETWEEN``, ``IS [NOT] NULL``, ``AND``/``OR``/``NOT``; docs/format.md §14.2), bound to the
+    table's columns, partition and data columns alike; or a pyarrow expression as it is.
+    :class:`lakefmt.InvalidPredicateError` names what is wrong."""
+    if isinstance(predicate, pc.Expression):
+        return predicate
+    if not isinstance(predicate, str):
+        kind = type(predicate).__name__
+        raise TypeError(f"a delete's predicate must be SQL text or a pyarrow expression, got {kind}")
+    return bind_predicate(parse_predicate(predicate), table.schema(), predicate)
+
+
+def delete(
+    spark: Any,
+    uri: str,
+    predicate: str | pc.Expression,
+    *,
+    storage_options: Mapping[str, Any] | None = None,
+) -> lakefmt.Snapshot | None:
+    """Delete the rows of the table at ``uri`` where ``predicate`` is true (``"dt < '2026-01-01'"``; a row where
+    it is null stays, as in SQL), as :meth:`lakefmt.Table.delete` does, with the files to rewrite read and
+    written in Spark tasks. Returns the new snapshot (kind OVERWRITE, ``lakefmt.operation=delete``), or None when
+    no row matched. The predicate is checked on the driver before any task runs."""
+    table = lakefmt.open_table(uri, storage_options=dict(storage_options or {}))
+    filter = delete_filter(table, predicate)
+    parallelism = max(1, int(spark.sparkContext.defaultParallelism))
+
+    def on_executors(plan: DeletePlan) -> Sequence[DeleteResult]:
+        groups = _groups(plan, parallelism)
+        job = spark.sparkContext.parallelize(groups, len(groups))
+        spark.sparkContext.setJobDescription(f"lakefmt delete: {len(plan.candidates)} file(s) of {table.uri}")
+        try:
+            results: list[DeleteResult] = job.map(lambda g: delete_in_files(table, g, filter)).collect()
+        finally:
+            spark.sparkContext.setJobDescription(None)
+        return results
+
+    return delete_rows(table, filter, rewriter=on_executors)
+
+
+def _groups(plan: DeletePlan, parallelism: int) -> list[Any]:
+    """The plan's candidate files in groups of about :data:`TASK_BYTES`, at least one group per core while there
+    are files enough."""
+    n = plan.candidates.num_rows
+    per_task = max(1, min(TASK_BYTES, -(-plan.candidate_bytes // min(n, 2 * parallelism))))
+    return plan.groups(per_task)
+
+
+def compact(
+    spark: Any,
+    uri: str,
+    *,
+    partition: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
+    target_file_size: int | None = None,
+    min_files: int | None = None,
+    sort_by: Sequence[str] | str | None = None,
+    dry_run: bool = False,
+    storage_options: Mapping[str, Any] | None = None,
+) -> CompactionReport:
+    """Compact the table at ``uri`` as :meth:`lakefmt.Table.compact` does (same arguments, same report, one COMPACT
+    snapshot that changes no row), with each group of small files rewritten by a Spark task: planned on the
+    driver (metadata only), rewritten on the executors, committed once on the driver. Groups that lose input files
+    to a concurrent commit are re-planned once and rewritten by Spark again, or given up in the report; a writer
+    racing it never fails. ``dry_run``: plan and report, write nothing (no Spark job)."""
+    table = lakefmt.open_table(uri, storage_options=dict(storage_options or {}))
+    if dry_run:
+        return compact_here(
+            table, partition, target_file_size=target_file_size, min_files=min_files, sort_by=sort_by, dry_run=True
+        )
+    started = time.monotonic()
+    plan = plan_compaction(table, partition, target_file_size=target_file_size, min_files=min_files, sort_by=sort_by)
+    if not plan.groups:
+        return compact_here(
+            table, partition, target_file_size=target_file_size, min_files=min_files, sort_by=sort_by, dry_run=False
+        )
+    sort, target = list(plan.sort_by), plan.target_file_size
+
+    def on_executors(groups: Sequence[CompactionGroup]) -> Sequence[CommitMessage]:
+        job = spark.sparkContext.parallelize(list(groups), len(groups))
+        spark.sparkContext.setJobDescription(f"lakefmt compact: {len(groups)} group(s) of {table.uri}")
+        try:
+            messages: list[CommitMessage] = job.map(
+                lambda g: rewrite_group(table, g, sort, target_file_size=target)
+            ).collect()
+        finally:
+            spark.sparkContext.setJobDescription(None)
+        return messages
+
+    report = commit_compaction(table, plan, on_executors(plan.groups), rewrite=on_executors)
+    report.seconds = time.monotonic() - started
+    return report
