@@ -377,7 +377,8 @@ def plan_compaction(
     if wanted:
         missing = [w for w in wanted if not any(all(p.get(k) == v for k, v in w.items()) for p, _ in by_part)]
         if missing and strict:
-            known = ", ".join(_describe(p) for p, _ in by_part[:5]) or "none"
+            found = by_part if wanted is None else _by_partition(_live_in_scope(table, snap, schema, None), schema)
+            known = ", ".join(_describe(p) for p, _ in found[:5]) + (", ..." if len(found) > 5 else "") or "none"
             raise InvalidPartitionError(
                 f"the table has no live file in partition {_describe(missing[0])} (partitions found: {known}); "
                 "nothing was compacted"
@@ -399,7 +400,13 @@ def _by_partition(live: pa.Table, schema: TableSchema) -> list[tuple[Partition, 
     for i, p in enumerate(live.column(ents.PARTITION).to_pylist()):
         part = dict(p or {})
         idx.setdefault(_key(part), (part, []))[1].append(i)
-    return [(part, live.take(pa.array(rows, pa.int64()))) for part, rows in idx.values()]
+    ordered = sorted(idx.values(), key=lambda pr: _order(pr[0]))
+    return [(part, live.take(pa.array(rows, pa.int64()))) for part, rows in ordered]
+
+
+def _order(partition: Partition) -> tuple[tuple[str, bool, str], ...]:
+    """A sort key for partitions (nulls last), so that plans and reports list them in a stable order."""
+    return tuple((k, v is None, str(v)) for k, v in partition.items())
 
 
 def touched_partitions(table: Table, snap: Snapshot) -> list[Partition]:
