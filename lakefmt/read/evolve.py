@@ -136,14 +136,19 @@ def _evolve(arr: pa.Array, o: FieldNode, n: FieldNode) -> pa.Array:
     if (pa.types.is_list(t) or pa.types.is_large_list(t)) and n.children and o.children:
         values = _evolve(arr.values, o.children[0], n.children[0])
         make = pa.LargeListArray if pa.types.is_large_list(t) else pa.ListArray
-        offsets = arr.offsets.cast(pa.int64() if pa.types.is_large_list(t) else pa.int32())
-        return make.from_arrays(offsets, values, type=t, mask=mask)
+        return make.from_arrays(_offsets(arr), values, type=t, mask=mask)
     if pa.types.is_map(t) and pa.types.is_map(arr.type):
         entries = arr.values  # the key/value struct of every map, unsliced: the offsets index into it
         keys = _evolve(entries.field(0), o.children[0], n.children[0])
         items = _evolve(entries.field(1), o.children[1], n.children[1])
-        return pa.MapArray.from_arrays(arr.offsets, keys, items, type=t, mask=mask)
+        return pa.MapArray.from_arrays(_offsets(arr), keys, items, type=t, mask=mask)
     return arr.cast(t, safe=True)
+
+
+def _offsets(arr: pa.Array) -> pa.Array:
+    """The offsets of a list or map array, unsliced (``from_arrays`` takes no sliced offsets with a mask)."""
+    offsets = arr.offsets
+    return pa.concat_arrays([offsets]) if offsets.offset else offsets
 
 
 def runs(

@@ -164,19 +164,20 @@ class SchemaEditor:
     def _partition(self, path: Path) -> bool:
         return len(path) == 1 and path[0] in self.base.partition_keys
 
-    def _free_name(self, parent: _Field, name: str, path: Path) -> None:
+    def _free_name(self, parent: _Field, name: str, what: str) -> None:
+        """Refuse ``name`` for a column of ``parent`` unless it is free; ``what``: the change, for the message."""
         if not isinstance(name, str) or not name:
-            raise SchemaEvolutionError(f"a column name must be a non-empty string, got {name!r}")
+            raise SchemaEvolutionError(f"cannot {what}: a column name must be a non-empty string, got {name!r}")
         if any(c.name == name for c in parent.children):
             where = "the table" if parent is self._root else "its struct"
-            raise SchemaEvolutionError(f"cannot name {_show(path)} {name!r}: {where} already has a column {name!r}")
+            raise SchemaEvolutionError(f"cannot {what}: {where} already has a column {name!r}")
 
     # -- changes ----------------------------------------------------------------------------------------
     def add_column(self, path: str | Sequence[str], type: pa.DataType) -> None:
         """Add a nullable column (the last part of ``path``) at the end of its struct (or of the table)."""
         path = as_path(path)
         parent = self._struct(path[:-1])
-        self._free_name(parent, path[-1], path)
+        self._free_name(parent, path[-1], f"add {_show(path)}")
         if not isinstance(type, pa.DataType):
             raise TypeError(f"a column type must be a pyarrow DataType, got {type!r}")
         try:
@@ -216,7 +217,7 @@ class SchemaEditor:
         f = parent.children[i]
         if new_name == f.name:
             return
-        self._free_name(parent, new_name, path)
+        self._free_name(parent, new_name, f"rename {_show(path)} to {new_name!r}")
         f.name = new_name
         self.changes.append(f"rename {_show(path)} to {new_name!r} (field id {f.id})")
 
