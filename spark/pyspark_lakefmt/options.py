@@ -24,6 +24,7 @@ from pyspark.sql.types import StructType
 import lakefmt
 from lakefmt.options import InvalidOptionError, UnknownOptionError, parse_size
 from lakefmt.read.scan import parse_as_of
+from lakefmt.spec.tag import check_tag_name
 
 from .catalog import location_from_schema, no_location_error
 
@@ -136,6 +137,13 @@ def _text(value: str, name: str) -> str:
     return text
 
 
+def _tag(value: str, name: str) -> str:
+    try:
+        return check_tag_name(str(value).strip())
+    except lakefmt.InvalidTagNameError as exc:
+        raise InvalidOptionError(f"option {name}: {exc}") from None
+
+
 def _columns(value: str, name: str) -> list[str]:
     return [c.strip() for c in str(value).split(",") if c.strip()]
 
@@ -188,6 +196,7 @@ OPTIONS: tuple[Option, ...] = (
     _opt("timestampAsOf", "read", _instant, "Delta's spelling of asOf", "asOf"),
     _opt("pushFilters", "read", _bool, "true: prune files with Spark's filters (also set "
          "spark.sql.python.filterPushdown.enabled=true)"),
+    _opt("tag", "read", _tag, "time travel to a tag (it reads after its snapshot expired)"),
     _opt("startingSnapshot", "stream-read", _starting_snapshot, "the first snapshot a new stream reads, or latest "
          "(only what is committed from now on)"),
     _opt("startingTimestamp", "stream-read", _instant, "a new stream reads the snapshots committed at or after this "
