@@ -30,8 +30,9 @@ checked:
   SnapshotNotFoundError.
 
 Local disk runs the whole matrix for every fault kind but the two connection kinds. S3 (moto), and the
-connection kinds on local disk, run at one or two crash points by default (see :func:`crash_points`);
-``LAKEFMT_FULL_FAULTS=1`` runs every k everywhere.
+connection kinds on local disk, run at chosen crash points by default, found in the dry run's log so that a
+new scenario gets them unasked (every snapshot publish, or a maintenance job's middle delete, and for some
+kinds one more point; see :func:`crash_points`); ``LAKEFMT_FULL_FAULTS=1`` runs every k everywhere.
 ``LAKEFMT_FAULT_REPORT=path`` writes the counts as JSON. A failing crash point is reported with its
 operation from the dry run's log and the end of its traceback.
 """
@@ -237,37 +238,39 @@ def _check_rows(table: lakefmt.Table, scenario: Scenario, model: Model) -> None:
 
 
 def crash_points(log: list[tuple[str, str]], store: str, kind: Fault) -> list[int]:
-    """Every k on local disk (and on S3 with LAKEFMT_FULL_FAULTS=1), except for the connection kinds, which
-    stand for S3's lost answers and take the S3 choice of points on local disk too (every k with the flag).
-    On S3 by default:
+    """Every k on local disk (and everywhere with LAKEFMT_FULL_FAULTS=1), except for the connection kinds, which
+    stand for S3's lost answers and take chosen points on local disk too (every k with the flag).
 
-    * the ``OSError``, exit and connection kinds at two: the publish of the snapshot (maintenance: the middle
-      delete), and one of the first operation, the one before the publish (maintenance: the first delete)
-      and the last, a different one for each fault kind; the connection kinds in maintenance (no publish,
-      nothing S3 handles differently from local disk) only at the middle delete;
+    The chosen points come from the dry run's log alone, so a new scenario gets them with no change here. The
+    *main* points are the operation's snapshot publishes, every one (an append that compacts after it publishes
+    two); an operation that publishes nothing (maintenance) has one, its middle delete. By default:
+
+    * ``RAISE_BEFORE``, ``RAISE_AFTER`` and ``EXIT`` at the main points and at one more: the first operation,
+      the one before the last publish (maintenance: the first delete) or the last, a different one for each;
+    * the connection kinds at the main points; on local disk, where they come at the FileIO boundary and cost
+      little, also at one more as above (not in maintenance). On S3 they come at the request inside the
+      operation, and the publish is where a lost answer matters: with the flag they run at every k there too;
     * the interrupts, which S3 does not treat differently from local disk (they come at the FileIO boundary
-      on both), at one: ``INTERRUPT_AFTER`` at the publish (maintenance: the middle delete), ``INTERRUPT`` in
-      the middle of the work after the publish (the LATEST hint; in the one-off append, the expiration after
-      the commit; maintenance: the first delete)."""
+      on both): ``INTERRUPT_AFTER`` at the main points, ``INTERRUPT`` once, in the middle of the work after the
+      last publish (the LATEST hint; in the one-off append, the expiration after the commit; maintenance: the
+      first delete).
+
+    An operation that publishes once takes 10 runs on S3 in CI; one that publishes twice, 16."""
     n = len(log)
     if FULL or (store == "local" and not kind.connection):
         return list(range(1, n + 1))
     publishes = [i for i, (op, _) in enumerate(log, 1) if op == "publish"]
-    deletes = [i for i, (op, _) in enumerate(log, 1) if op == "delete"]
     if publishes:
-        main, before = publishes[-1], publishes[-1] - 1
-        after = (publishes[-1] + 1 + n) // 2
-    else:
-        main, before = deletes[len(deletes) // 2], deletes[0]
-        after = deletes[0]
-        if kind.connection:
-            return [main]
-    if kind is Fault.INTERRUPT_AFTER:
-        return [main]
+        mains, before, after = publishes, publishes[-1] - 1, (publishes[-1] + 1 + n) // 2
+    else:  # maintenance (an operation with neither a publish nor a delete: its middle operation)
+        deletes = [i for i, (op, _) in enumerate(log, 1) if op == "delete"] or [(n + 1) // 2]
+        mains, before, after = [deletes[len(deletes) // 2]], deletes[0], deletes[0]
     if kind is Fault.INTERRUPT:
         return [after]
-    others = sorted({1, before, n} - {main})
-    return sorted({main, others[KINDS.index(kind) % len(others)]})
+    if kind is Fault.INTERRUPT_AFTER or (kind.connection and (store != "local" or not publishes)):
+        return mains
+    others = sorted({1, before, n} - set(mains)) or [n]
+    return sorted({*mains, others[KINDS.index(kind) % len(others)]})
 
 
 def publish_index(log: list[tuple[str, str]], snapshot_id: int | None = None) -> int | None:
