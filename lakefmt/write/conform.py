@@ -5,11 +5,12 @@ Two kinds of type difference are accepted and cast:
 * representation only (:func:`_castable`): string/large_string, binary/large_binary, list/large_list, a
   timestamp's time zone name, nested fields' nullability;
 * value-checked coercions (:func:`_coercible`): a view type or dictionary-encoded column into its plain type, a
-  narrower integer into a wider one, and any other cast within one family of types (numbers, strings,
-  binaries, timestamps, dates, times) that Arrow's ``safe=True`` cast accepts for every value written (an int64
-  column of small values into an int32 column, ``2.0`` into an integer column); a value that does not fit (a
-  ``2**40`` into int32, ``1.5`` into an integer, a float64 into a float32 column at all: it would round) is
-  refused with :class:`SchemaMismatchError` naming the column.
+  narrower integer into a wider one, a column of nulls only, and any other cast within one family of types
+  (numbers, strings, binaries, timestamps, dates, times) that Arrow's ``safe=True`` cast accepts for every value
+  written and that the table's type holds exactly (an int64 column of small values into an int32 column, ``2.0``
+  into an integer column, ``0.5`` into a float32 column); a value that does not fit (``2**40`` into int32,
+  ``1.5`` into an integer, ``0.1`` into float32: Arrow's cast would round it silently) is refused with
+  :class:`SchemaMismatchError` naming the column.
 """
 
 from __future__ import annotations
@@ -68,12 +69,12 @@ def _coercible(src: pa.DataType, dst: pa.DataType) -> bool:
     """Whether data of type ``src`` may be cast to ``dst`` with Arrow's ``safe=True`` cast deciding per value
     (see the module docstring). Floats never narrow and numbers never cross between floats and decimals: Arrow
     calls those casts safe although they round."""
-    if _castable(src, dst):
+    if _castable(src, dst) or pa.types.is_null(src):  # an all-null column (a frame's column of Nones)
         return True
     if pa.types.is_dictionary(src):
         return _coercible(src.value_type, dst)
     if pa.types.is_floating(src) and pa.types.is_floating(dst):
-        return bool(src.bit_width <= dst.bit_width)
+        return True  # a narrower float: every value is checked to come back unchanged (see _rounded)
     if (pa.types.is_floating(src) and pa.types.is_decimal(dst)) or (
         pa.types.is_decimal(src) and pa.types.is_floating(dst)
     ):
@@ -128,12 +129,20 @@ def conform(data: pa.Table, schema: pa.Schema) -> pa.Table:
                 problems.append(f"column {f.name!r} has type {col.type}, the table expects {f.type}")
                 continue
             try:  # a value-checked coercion: Arrow's safe cast refuses any value the table's type cannot hold
-                col = pc.cast(col, f.type, safe=True)
+                cast = pc.cast(col, f.type, safe=True)
+                rounded = _rounded(col, cast)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
                 problems.append(
                     f"column {f.name!r} has type {col.type} and values the table's {f.type} cannot hold ({exc})"
                 )
                 continue
+            if rounded:
+                problems.append(
+                    f"column {f.name!r} has type {col.type} and values the table's {f.type} cannot hold "
+                    f"({rounded} value(s) would be rounded, such as {_first_rounded(col, cast)})"
+                )
+                continue
+            col = cast
         nulls = _null_problems(f, col)  # before the cast, which fails on them or, for some types, lets them by
         if nulls:
             problems += nulls
@@ -144,6 +153,47 @@ def conform(data: pa.Table, schema: pa.Schema) -> pa.Table:
     if problems:
         raise SchemaMismatchError("data does not match the table schema: " + "; ".join(problems))
     return pa.Table.from_arrays(columns, schema=schema)
+
+
+def _float_pairs(src: pa.Array, dst: pa.Array) -> list[tuple[pa.Array, pa.Array]]:
+    """The (source, cast) leaf arrays where a float was narrowed (Arrow's safe cast rounds them silently)."""
+    s, d = src.type, dst.type
+    if pa.types.is_dictionary(s):
+        return _float_pairs(src.dictionary_decode(), dst)
+    if pa.types.is_floating(s) and pa.types.is_floating(d):
+        return [(src, dst)] if s.bit_width > d.bit_width else []
+    if pa.types.is_struct(s) and pa.types.is_struct(d):
+        return [p for a, b in zip(src.flatten(), dst.flatten(), strict=True) for p in _float_pairs(a, b)]
+    if _is_listlike(s) and _is_listlike(d):  # the cast keeps the offsets: the flattened values line up
+        return _float_pairs(src.flatten(), dst.flatten())
+    return []
+
+
+def _is_listlike(t: pa.DataType) -> bool:
+    return bool(pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_map(t))
+
+
+def _rounded(col: pa.ChunkedArray, cast: pa.ChunkedArray) -> int:
+    """How many float values the cast ``col`` -> ``cast`` changed (a narrower float: 0.1 is no float32)."""
+    count = 0
+    for a, b in zip(col.chunks, cast.chunks, strict=True):
+        for src, dst in _float_pairs(a, b):
+            back = pc.cast(dst, src.type)
+            same = pc.or_(pc.equal(back, src), pc.and_(pc.is_nan(back), pc.is_nan(src)))
+            count += int(pc.sum(pc.invert(pc.fill_null(same, True))).as_py() or 0)
+    return count
+
+
+def _first_rounded(col: pa.ChunkedArray, cast: pa.ChunkedArray) -> object:
+    for a, b in zip(col.chunks, cast.chunks, strict=True):
+        for src, dst in _float_pairs(a, b):
+            back = pc.cast(dst, src.type)
+            differs = pc.invert(
+                pc.fill_null(pc.or_(pc.equal(back, src), pc.and_(pc.is_nan(back), pc.is_nan(src))), True)
+            )
+            if pc.any(differs).as_py():
+                return src.filter(differs)[0].as_py()
+    return None
 
 
 def _has_required(t: pa.DataType) -> bool:

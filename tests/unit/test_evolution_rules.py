@@ -439,7 +439,18 @@ def test_unsafe_casts_stay_refused(column: dict[str, pa.Array], message: str) ->
         conform(_data(**column), TABLE)
 
 
-def test_a_float_column_never_narrows() -> None:
-    table = pa.schema([("f", pa.float32())])
-    with pytest.raises(SchemaMismatchError, match="the table expects float"):
-        conform(pa.table({"f": pa.array([0.5])}), table)  # float64 into float32 would round other values
+def test_a_narrower_float_column_takes_only_values_it_holds_exactly() -> None:
+    table = pa.schema([("f", pa.float32()), ("s", pa.struct([("x", pa.float32())])), ("n", pa.int8())])
+    ok = conform(
+        pa.table({"f": [0.5, None, float("nan")], "s": [{"x": 1.0}, None, {"x": -2.0}], "n": [None] * 3}), table
+    )
+    assert ok.schema == table and ok.column("n").null_count == 3  # a column of nulls only: any nullable type
+    for bad in ({"f": [0.5, 0.1, 1.0]}, {"s": [{"x": 0.5}, {"x": 0.1}, None]}):
+        data = {
+            "f": [1.0, 2.0, 3.0],
+            "s": pa.array([None] * 3, table.field("s").type),
+            "n": pa.array([1, 2, 3], pa.int8()),
+        }
+        data.update(bad)  # type: ignore[arg-type]
+        with pytest.raises(SchemaMismatchError, match=r"1 value\(s\) would be rounded, such as 0.1"):
+            conform(pa.table(data), table)
