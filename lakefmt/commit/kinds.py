@@ -145,8 +145,10 @@ class RewriteProducer(SnapshotProducer):
             return
         gone = sorted(set(wanted) - live_paths(self.store, latest, self.rewritten))
         if gone:
+            # name the operation the caller ran (a delete or a restore commits as kind OVERWRITE)
+            what = self.request.properties.get("lakefmt.operation") or self.kind.value.lower()
             raise RewriteConflictError(
-                f"{len(gone)} of the {len(wanted)} file(s) this {self.kind.value.lower()} rewrites were removed by a "
+                f"{len(gone)} of the {len(wanted)} file(s) this {what} rewrites were removed by a "
                 f"concurrent commit (the first: {gone[0]}); nothing was committed",
                 gone=gone,
             )

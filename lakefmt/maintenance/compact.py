@@ -364,7 +364,13 @@ def plan_compaction(
             raise InvalidPartitionError("an empty partition names no partition; leave partition out for all")
         asked = [partition]
     else:
-        asked = list(partition)
+        # a string is a sequence too (of characters): name the mistake instead of failing on a character
+        asked = list(partition) if not isinstance(partition, str | bytes) else [partition]
+        if not all(isinstance(p, Mapping) for p in asked):
+            raise InvalidPartitionError(
+                f"partition must be a mapping of partition keys to values, such as {{'dt': '2026-01-01'}}, or a "
+                f"list of them; got {partition!r}"
+            )
     wanted = _selected(schema, asked)
     snap = snapshot if snapshot is not None else table.latest_snapshot()
     if snap is None:
@@ -637,6 +643,9 @@ def compact(
     """Plan, rewrite (``parallelism`` groups at a time in threads; pyarrow releases the GIL) and commit a
     compaction; see :meth:`lakefmt.Table.compact`."""
     started = time.monotonic()
+    bad = isinstance(parallelism, bool) or not isinstance(parallelism, int) or parallelism < 1
+    if parallelism is not None and bad:  # refused whether or not there is work (checked before planning)
+        raise ValueError(f"parallelism must be a positive whole number, got {parallelism!r}")
     plan = plan_compaction(
         table, partition, target_file_size=target_file_size, min_files=min_files, sort_by=sort_by, tiered=tiered
     )
@@ -652,9 +661,6 @@ def compact(
         )
         report.seconds = time.monotonic() - started
         return report
-    bad = isinstance(parallelism, bool) or not isinstance(parallelism, int) or parallelism < 1
-    if parallelism is not None and bad:
-        raise ValueError(f"parallelism must be a positive whole number, got {parallelism!r}")
     report = _run(table, plan, parallelism, progress)
     report.seconds = time.monotonic() - started
     return report
