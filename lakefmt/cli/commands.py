@@ -16,7 +16,7 @@ from typing import Any, NoReturn
 
 import lakefmt
 from lakefmt.cli.compact import cmd_compact, parse_partition, parse_sort_by, parse_target_size
-from lakefmt.cli.output import _emit, _failure, _iso, _one_line, _ProgressBar, _summary, _when
+from lakefmt.cli.output import _beside, _emit, _failure, _iso, _one_line, _ProgressBar, _report_json, _summary, _when
 from lakefmt.cli.schema import cmd_schema, cmd_upgrade
 from lakefmt.cli.storage import (
     _check_options,
@@ -24,6 +24,7 @@ from lakefmt.cli.storage import (
     _env_storage_options,
     _s3_defaults,
     _s3fs_missing,
+    _s3fs_retries,
     _scheme,
     _storage_options,
     _UsageError,
@@ -63,8 +64,9 @@ examples:
 storage options (-o key=value) go to fsspec/s3fs; credentials may also come from the environment
 (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_ENDPOINT_URL, ...). They are never printed. Values are typed:
 true/false, integers, decimals, JSON objects (-o 'config_kwargs={"read_timeout": 60}'); anything else is a
-string. On S3 the command gives up quickly: 3 s to connect, 2 attempts per request, unless -o config_kwargs
-(connect_timeout, retries) or AWS_MAX_ATTEMPTS / AWS_RETRY_MODE say otherwise.
+string. On S3 the command gives up quickly: 3 s to connect, 5 s of silence from the endpoint, 2 attempts per
+request, unless -o config_kwargs (connect_timeout, read_timeout, retries) or AWS_MAX_ATTEMPTS / AWS_RETRY_MODE
+say otherwise.
 """
 
 
@@ -78,7 +80,7 @@ class _Parser(argparse.ArgumentParser):
 def _cmd_snapshots(table: lakefmt.Table, args: argparse.Namespace) -> None:
     rows = []
     for s in table.snapshots():
-        d = s.to_dict()
+        d = _beside(s.to_dict(), "time_millis", "time", _iso(s.time_millis))
         if not args.json:
             d = {
                 "id": s.id,
@@ -107,15 +109,20 @@ def _cmd_describe(table: lakefmt.Table, args: argparse.Namespace) -> None:
         "options": dict(ts.options),
         "latest_snapshot": latest.id if latest else None,
         "latest_commit": _when(latest.time_millis) if latest else None,
+        "latest_commit_time": _iso(latest.time_millis) if latest else None,
+        "latest_commit_millis": latest.time_millis if latest else None,
         "rows": f"{latest.total_record_count if latest else 0:,}"
         if not args.json
         else (latest.total_record_count if latest else 0),
         "live_files": len(files),
         "live_bytes": sum(f.file_size for f in files),
     }
-    if args.json:
-        _emit(info, True)
+    if args.json:  # the columns in order as a list too (a JSON object's order is not every reader's)
+        fields = [{"name": f.name, "type": str(f.type), "nullable": f.nullable} for f in ts.arrow_schema]
+        _emit(_beside(info, "columns", "fields", fields), True)
         return
+    for key in ("latest_commit_time", "latest_commit_millis"):  # latest_commit says it for people
+        info.pop(key)
     columns = info.pop("columns")
     info["columns"] = ", ".join(f"{k} {v}" for k, v in columns.items())
     info["live_bytes"] = f"{info['live_bytes']:,}"
@@ -165,14 +172,14 @@ def _cmd_expire(table: lakefmt.Table, args: argparse.Namespace) -> None:
         dry_run=args.dry_run,
         progress=_ProgressBar("expire"),
     )
-    _emit(report.to_dict(), True) if args.json else _summary(report)
+    _emit(_report_json(report), True) if args.json else _summary(report)
 
 
 def _cmd_orphan_clean(table: lakefmt.Table, args: argparse.Namespace) -> None:
     report = table.remove_orphan_files(
         older_than=args.older_than, dry_run=args.dry_run, progress=_ProgressBar("orphan-clean")
     )
-    _emit(report.to_dict(), True) if args.json else _summary(report)
+    _emit(_report_json(report), True) if args.json else _summary(report)
 
 
 def _consumer_id(text: str) -> str:
@@ -194,6 +201,7 @@ def _consumer_row(
         "recorded": _iso(consumer.time_millis),
         "recorded_ms": consumer.time_millis,
         "expires": None if expires is None else _iso(expires),
+        "expires_ms": expires,
         "expired": expired,
     }
     if as_json:
@@ -201,6 +209,7 @@ def _consumer_row(
     else:
         row["expired"] = "yes" if expired else ("no" if expires is not None else "never")
         row.pop("expires")
+        row.pop("expires_ms")
     return row
 
 
@@ -245,7 +254,9 @@ def _delete_consumer(table: lakefmt.Table, args: argparse.Namespace) -> None:
     if not args.dry_run:
         table.delete_consumer(args.delete)
     if args.json:
-        record = consumer.to_dict() if consumer is not None else None
+        record = None
+        if consumer is not None:
+            record = _beside(consumer.to_dict(), "time_millis", "time", _iso(consumer.time_millis))
         error = unreadable.error if unreadable is not None else None
         out = {
             "operation": "delete-consumer",
@@ -594,8 +605,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (argparse.ArgumentTypeError, _UsageError) as exc:
         return usage_error(str(exc))
     try:
-        table = lakefmt.open_table(args.uri, storage_options=options)
-        args.func(table, args)
+        with _s3fs_retries(args.uri, options):
+            table = lakefmt.open_table(args.uri, storage_options=options)
+            args.func(table, args)
     except BrokenPipeError:  # e.g. piped into head: not an error
         sys.stderr.close()
         return 0

@@ -27,6 +27,27 @@ def _iso(millis: int) -> str:
     return when.isoformat(timespec="milliseconds")
 
 
+def _beside(row: dict[str, Any], after: str, key: str, value: Any) -> dict[str, Any]:
+    """``row`` with ``key: value`` placed right after the key ``after`` (an ISO-8601 time beside its
+    milliseconds); existing keys keep their places and values, since scripts read them."""
+    out: dict[str, Any] = {}
+    for k, v in row.items():
+        out[k] = v
+        if k == after:
+            out[key] = value
+    out.setdefault(key, value)
+    return out
+
+
+def _report_json(report: MaintenanceReport) -> dict[str, Any]:
+    """A maintenance report for ``--json``: the report's own dict, plus ``retained_snapshots``, the ids of every
+    snapshot kept, as a list (``kept_snapshots`` is the pair first, last: ``[4, 6]`` means 4, 5 and 6)."""
+    out = report.to_dict()
+    kept = report.kept_snapshots
+    retained = list(range(kept[0], kept[1] + 1)) if kept else []
+    return _beside(out, "kept_snapshots", "retained_snapshots", retained)
+
+
 def _emit(rows: list[dict[str, Any]] | dict[str, Any], as_json: bool, columns: Sequence[str] = ()) -> None:
     """Print rows as JSON (for scripts) or as an aligned text table (for people)."""
     if as_json:
@@ -78,13 +99,16 @@ class _ProgressBar:
 def _summary(report: MaintenanceReport) -> None:
     verb = "would delete" if report.dry_run else "deleted"
     if report.operation == "expire":
+        dry = report.dry_run
+        expired, retained = ("would expire", "would retain") if dry else ("expired", "retained")
+        held_verb = "would hold back" if dry else "held back"
         if report.expired_snapshots:
             ids = report.expired_snapshots
-            print(f"expired snapshots {ids[0]}..{ids[-1]} ({len(ids)})", end="")
+            print(f"{expired} snapshots {ids[0]}..{ids[-1]} ({len(ids)})", end="")
         else:
             print("no snapshot to expire", end="")
         if report.kept_snapshots:
-            print(f"; retained {report.kept_snapshots[0]}..{report.kept_snapshots[1]}")
+            print(f"; {retained} {report.kept_snapshots[0]}..{report.kept_snapshots[1]}")
         else:
             print()
         for held in report.held_back:
@@ -93,7 +117,7 @@ def _summary(report: MaintenanceReport) -> None:
                 continue  # --json lists every hold
             print(
                 f"{held.hold.kind} {held.hold.name!r} (from snapshot {held.hold.snapshot_id}) "
-                f"held back {n} snapshot{'' if n == 1 else 's'}"
+                f"{held_verb} {n} snapshot{'' if n == 1 else 's'}"
             )
         if report.expired_consumers:
             names = ", ".join(repr(c) for c in report.expired_consumers)
@@ -145,6 +169,11 @@ def _failure(exc: Exception, uri: str, options: dict[str, Any]) -> str:
         )
     if names & {"EndpointConnectionError", "ConnectTimeoutError", "ProxyConnectionError"}:
         return f"cannot connect to {_endpoint(exc, options)} ({type(exc).__name__}); check -o endpoint_url"
+    if "ReadTimeoutError" in names:
+        return (
+            f"no answer from {_endpoint(exc, options)} within the read timeout ({type(exc).__name__}); check -o "
+            "endpoint_url, or allow longer with -o 'config_kwargs={\"read_timeout\": 60}'"
+        )
     if isinstance(exc, TypeError) and (m := re.search(r"unexpected keyword argument '([^']+)'", str(exc))):
         return f"unknown storage option {m.group(1)!r} for {uri.split('://', 1)[0]}:// ({exc})"
     return f"{type(exc).__name__}: {exc}"

@@ -12,7 +12,8 @@ import inspect
 import json
 import os
 import re
-from collections.abc import Sequence
+import sys
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from lakefmt import InvalidLocationError, normalize_uri
@@ -23,8 +24,16 @@ _STRING_OPTIONS = frozenset({"key", "secret", "token", "username", "password", "
 _FSSPEC_OPTIONS = frozenset({"skip_instance_cache", "use_listings_cache", "listings_expiry_time", "max_paths"})
 _INTEGER = re.compile(r"[+-]?\d+")
 _DECIMAL = re.compile(r"[+-]?(\d+\.\d*|\.\d+|\d+)([eE][+-]?\d+)?")
-#: CLI defaults for s3fs's botocore client: fail within seconds instead of botocore's retry storm
-_S3_CONFIG_DEFAULTS: dict[str, Any] = {"connect_timeout": 3, "retries": {"total_max_attempts": 2, "mode": "standard"}}
+#: CLI defaults for s3fs's botocore client: fail within seconds instead of botocore's retry storm (an endpoint that
+#: accepts connections and never answers waits out read_timeout, 15 s in s3fs, per attempt)
+_S3_CONFIG_DEFAULTS: dict[str, Any] = {
+    "connect_timeout": 3,
+    "read_timeout": 5,
+    "retries": {"total_max_attempts": 2, "mode": "standard"},
+}
+#: s3fs's own retries of a request that timed out, each with botocore's attempts (5 by default; no storage option
+#: sets it): the CLI makes one try while its botocore retry default is in force
+_S3FS_RETRIES = 1
 _S3_EXTRA = "pip install 'lakefmt[s3]'"
 
 
@@ -143,9 +152,29 @@ def _s3_defaults(options: dict[str, Any]) -> dict[str, Any]:
         return options  # s3fs will say what is wrong with it
     merged = dict(config)
     merged.setdefault("connect_timeout", _S3_CONFIG_DEFAULTS["connect_timeout"])
+    merged.setdefault("read_timeout", _S3_CONFIG_DEFAULTS["read_timeout"])
     if "retries" not in merged and not (os.environ.get("AWS_MAX_ATTEMPTS") or os.environ.get("AWS_RETRY_MODE")):
         merged["retries"] = dict(_S3_CONFIG_DEFAULTS["retries"])  # a copy: botocore rewrites it in place
     return {**options, "config_kwargs": merged}
+
+
+@contextlib.contextmanager
+def _s3fs_retries(uri: str, options: dict[str, Any]) -> Iterator[None]:
+    """While the command runs, s3fs retries a timed-out request at most :data:`_S3FS_RETRIES` times (it is a class
+    attribute of ``S3FileSystem``, restored afterwards), unless the user chose botocore's retries (``-o
+    config_kwargs`` with ``retries``, AWS_MAX_ATTEMPTS, AWS_RETRY_MODE): then s3fs keeps its own as well."""
+    config = options.get("config_kwargs")
+    ours = isinstance(config, dict) and config.get("retries") == _S3_CONFIG_DEFAULTS["retries"]
+    s3fs = sys.modules.get("s3fs") if _scheme(uri) == "s3" and ours else None
+    if s3fs is None:
+        yield
+        return
+    before = s3fs.S3FileSystem.retries
+    s3fs.S3FileSystem.retries = min(before, _S3FS_RETRIES)
+    try:
+        yield
+    finally:
+        s3fs.S3FileSystem.retries = before
 
 
 def _env_storage_options(uri: str) -> dict[str, Any]:

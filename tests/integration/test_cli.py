@@ -33,6 +33,7 @@ REPORT_KEYS = {
     "dry_run",
     "expired_snapshots",
     "kept_snapshots",
+    "retained_snapshots",
     "files",
     "total_files",
     "total_bytes",
@@ -213,6 +214,10 @@ def test_errors_on_s3(s3_store: Any) -> None:
 # -- failures of the environment: one line, the right exit code, within seconds (issue 12, item 13) ----------
 
 
+def _iso(millis: int) -> str:
+    return datetime.datetime.fromtimestamp(millis / 1000, datetime.UTC).isoformat(timespec="milliseconds")
+
+
 def _closed_port() -> int:
     """A port on 127.0.0.1 that nothing listens on (connections are refused)."""
     with socket.socket() as s:
@@ -285,8 +290,9 @@ def test_cli_s3_defaults_give_up_quickly_unless_told_otherwise() -> None:
 
     filled = _s3_defaults({"key": "k"})
     assert filled["config_kwargs"]["connect_timeout"] <= 5
+    assert filled["config_kwargs"]["read_timeout"] <= 5
     assert filled["config_kwargs"]["retries"]["total_max_attempts"] <= 3
-    mine = {"config_kwargs": {"connect_timeout": 60, "retries": {"max_attempts": 10}}}
+    mine = {"config_kwargs": {"connect_timeout": 60, "read_timeout": 60, "retries": {"max_attempts": 10}}}
     assert _s3_defaults(mine)["config_kwargs"] == mine["config_kwargs"]
 
 
@@ -296,7 +302,9 @@ def test_environment_failures_are_one_line_and_quick(
     """No credentials, a refused endpoint, an unknown storage option, a bucketless URI, an age too long for a
     timedelta, ``-o anon=false`` read as a string, a snapshot id of 0 and a missing s3fs: each used to print a
     traceback (or, for anon=false, to read anonymously); each is now one line on stderr, exit 1 or 2 (bad
-    usage), in seconds rather than after botocore's retry storm."""
+    usage), in seconds rather than after botocore's retry storm. An endpoint that accepts connections and never
+    answers used to hold the command for minutes (s3fs's 15 s read timeout, botocore's attempts, s3fs's
+    retries); now it fails after two 5 s attempts."""
     t = _history(s3_store)  # a table on moto: anonymous reads work there, signed ones need credentials
     before = file_listing(t.io)
     endpoint = ["-o", f"endpoint_url={moto_server['endpoint']}"]
@@ -304,12 +312,22 @@ def test_environment_failures_are_one_line_and_quick(
     no_aws = _no_aws_env(tmp_path)
     local = _history(local_store).uri
     closed = f"http://127.0.0.1:{_closed_port()}"
+    silent_socket = socket.socket()  # accepts connections (the kernel does) and never answers
+    silent_socket.bind(("127.0.0.1", 0))
+    silent_socket.listen(16)
+    silent = f"http://127.0.0.1:{silent_socket.getsockname()[1]}"
     missing_s3fs = (
         "import sys; sys.modules['s3fs'] = None\n"
         "from lakefmt.cli import main\n"
         f"sys.exit(main(['describe', {t.uri!r}, '-o', 'endpoint_url={moto_server['endpoint']}']))"
     )
+    missing_s3fs_snapshots = (
+        "import sys; sys.modules['s3fs'] = None\n"
+        "from lakefmt.cli import main\n"
+        "sys.exit(main(['snapshots', 's3://bucket/x']))"
+    )
     cases: list[tuple[list[str], dict[str, str], int, list[str]]] = [
+        (["snapshots", t.uri, "-o", f"endpoint_url={silent}", *creds], no_aws, 1, ["no answer from", silent]),
         (["describe", t.uri, *endpoint], no_aws, 1, ["credentials", "AWS_ACCESS_KEY_ID"]),
         (["describe", t.uri, *endpoint, "-o", "anon=false"], no_aws, 1, ["credentials"]),
         (["describe", t.uri, "-o", f"endpoint_url={closed}", *creds], no_aws, 1, ["cannot connect", closed]),
@@ -322,8 +340,10 @@ def test_environment_failures_are_one_line_and_quick(
         (["files", local, "--snapshot", "0"], no_aws, 2, ["snapshot ids start at 1"]),
         (["files", local, "-o", 'x={"a": '], no_aws, 2, ["'x'", "JSON"]),
         (["-c", missing_s3fs], no_aws, 1, ["s3fs", "lakefmt[s3]"]),
+        (["-c", missing_s3fs_snapshots], no_aws, 1, ["s3fs", "lakefmt[s3]"]),
     ]
     results = _timed_cli_many([(cmd, env) for cmd, env, _, _ in cases])
+    silent_socket.close()
     for (cmd, _, code, words), (r, elapsed) in zip(cases, results, strict=True):
         err = _failed(r, code)
         assert len(err.strip().splitlines()) == 1, err
@@ -331,7 +351,8 @@ def test_environment_failures_are_one_line_and_quick(
         for word in words:
             assert word in err, (cmd, err)
         assert "Sup3rSecretValue" not in err and r.stdout == ""
-        assert elapsed < 20, f"{cmd}: {elapsed:.1f} s"
+        # a silent endpoint costs two attempts of the 5 s read timeout (it used to hold on for minutes)
+        assert elapsed < (45 if f"endpoint_url={silent}" in cmd else 20), f"{cmd}: {elapsed:.1f} s"
 
     # the typed value reaches s3fs: anon=false signs with the environment's credentials, anon=true does not
     # sign (and this moto bucket refuses anonymous reads); the string "false" used to mean anonymous
@@ -377,13 +398,21 @@ def test_snapshots_describe_files(cli_store: Any) -> None:
     assert [r["commit_kind"] for r in rows] == ["APPEND", "APPEND", "OVERWRITE", "OVERWRITE", "APPEND", "APPEND"]
     assert [r["total_record_count"] for r in rows] == [s.total_record_count for s in snaps] == [3, 5, 4, 2, 3, 5]
     assert [r["time_millis"] for r in rows] == [s.time_millis for s in snaps]
+    assert [r["time"] for r in rows] == [_iso(s.time_millis) for s in snaps]  # ISO-8601 beside the milliseconds
+    assert list(rows[0])[list(rows[0]).index("time_millis") + 1] == "time"
     # describe
     info = _json(desc_json)
     live = t.files()
     assert info["uri"] == uri
     assert info["columns"] == {"id": "int64", "dt": "string"}
+    assert info["fields"] == [
+        {"name": "id", "type": "int64", "nullable": True},
+        {"name": "dt", "type": "string", "nullable": True},
+    ]
     assert info["partition_keys"] == ["dt"]
     assert info["latest_snapshot"] == 6
+    assert info["latest_commit_millis"] == snaps[-1].time_millis
+    assert info["latest_commit_time"] == _iso(snaps[-1].time_millis)
     assert info["rows"] == 5 == t.to_arrow().num_rows
     assert info["live_files"] == len(live)
     assert info["live_bytes"] == sum(f.file_size for f in live)
@@ -455,7 +484,7 @@ def test_expire_and_orphan_clean(cli_store: Any) -> None:
         orphan_plan = _json(orphan_dry_json)
         _check_report(orphan_plan, "orphan-clean", True)
         text = _ok(dry_text).stdout
-        assert "expired snapshots 1..4" in text and "retained 5..6" in text and "would delete" in text
+        assert "would expire snapshots 1..4 (4); would retain 5..6" in text and "would delete" in text
         assert all(p in text for p in plan["paths"])
         assert all(p in _ok(orphan_dry_text).stdout for p in garbage)
         young = _json(orphan_young)
@@ -465,6 +494,8 @@ def test_expire_and_orphan_clean(cli_store: Any) -> None:
         orphan_plan = t.remove_orphan_files(older_than=0, dry_run=True).to_dict()
     assert plan["expired_snapshots"] == [1, 2, 3, 4]
     assert plan["kept_snapshots"] == [5, 6]
+    if cli_store.kind == "local":  # on S3 the library's report stands in for the command's
+        assert plan["retained_snapshots"] == [5, 6]
     assert plan["files"]["snapshots"]["count"] == 4
     assert plan["files"]["data_files"]["count"] > 0
     assert set(plan["paths"]) <= set(before) and not set(plan["paths"]) & garbage
@@ -479,7 +510,8 @@ def test_expire_and_orphan_clean(cli_store: Any) -> None:
     # the real expire deletes exactly what the dry run listed
     report = _json(_cli("expire", uri, "--retain-max", "2", "--older-than", "7d", "--json", *opts))
     _check_report(report, "expire", False)
-    assert {k: v for k, v in report.items() if k != "dry_run"} == {k: v for k, v in plan.items() if k != "dry_run"}
+    same = set(plan) - {"dry_run"}  # on S3 the plan is the library's report, without retained_snapshots
+    assert {k: report[k] for k in same} == {k: plan[k] for k in same}
     after = file_listing(t.io)
     assert set(before) - set(after) == set(plan["paths"])
     t = lakefmt.open_table(uri, cli_store.storage_options)
@@ -518,6 +550,7 @@ def test_expire_by_age_from_the_command_line(local_store: Any) -> None:
     assert _json(old_but_kept)["expired_snapshots"] == [1, 2]
     report = _json(_cli("expire", t.uri, "--older-than", "0s", "--retain-min", "3", "--json"))
     assert report["expired_snapshots"] == [1, 2, 3] and report["kept_snapshots"] == [4, 6]
+    assert report["retained_snapshots"] == [4, 5, 6]  # the pair above is first and last, a list of 3
     assert [s.id for s in t.snapshots()] == [4, 5, 6]
 
 
@@ -544,7 +577,7 @@ def test_consumers_list_hold_back_and_delete(cli_store: Any) -> None:
             "operation": "delete-consumer",
             "dry_run": False,
             "consumer": "silver",
-            "record": record.to_dict(),
+            "record": {**record.to_dict(), "time": _iso(record.time_millis)},
             "error": None,
             "deleted": True,
         }
@@ -580,14 +613,18 @@ def test_consumers_list_hold_back_and_delete(cli_store: Any) -> None:
     )
     assert by_id["silver"]["expires"] is not None and by_id["silver"]["error"] is None
     assert (by_id["gone"]["expired"], by_id["silver"]["expired"]) == (True, False)
+    assert by_id["silver"]["expires_ms"] == record.time_millis + 3600 * 1000
+    assert by_id["silver"]["expires"] == _iso(by_id["silver"]["expires_ms"])
 
     plan = _json(expire_dry)
     _check_report(plan, "expire", True)
     assert plan["expired_snapshots"] == [1, 2] and plan["kept_snapshots"] == [3, 6]
+    assert plan["retained_snapshots"] == [3, 4, 5, 6]
     assert plan["held_back"] == [{"kind": "consumer", "name": "silver", "snapshot_id": 3, "snapshots_held": 3}]
     assert plan["expired_consumers"] == ["gone"] and "consumer/consumer-gone" in plan["paths"]
     out = _ok(expire_dry_text).stdout
-    assert "consumer 'silver' (from snapshot 3) held back 3 snapshots" in out
+    assert "consumer 'silver' (from snapshot 3) would hold back 3 snapshots" in out
+    assert "would expire snapshots 1..2 (2); would retain 3..6" in out
     assert "would delete the records of consumers past consumer.expiration-time: 'gone'" in out
     assert "would delete consumer 'silver' (next snapshot 3, recorded " in _ok(delete_dry).stdout
     # errors: one line each, usage errors exit 2, an unknown consumer exits 1
