@@ -218,6 +218,31 @@ def scenario_source(spark: Any, cfg: dict[str, Any], opts: dict[str, str]) -> di
     }
 
 
+def scenario_rewrites(spark: Any, cfg: dict[str, Any], opts: dict[str, str]) -> dict[str, Any]:
+    """4. Rewrites on the executors: a table of four write tasks x three partitions (twelve small files) compacted
+    by pyspark_lakefmt.compact (a Spark task per partition's group), then rows deleted by a SQL predicate with
+    pyspark_lakefmt.delete (one partition dropped by its metadata, one rewritten in a Spark task)."""
+    import pyspark_lakefmt
+
+    uri = cfg["rewrite_table"]
+    df = spark.range(0, cfg["rewrite_rows"], 1, 4).selectExpr(
+        "id", "cast(id % 3 as int) as part", "concat('row-', cast(id as string)) as payload"
+    )
+    df.write.format("lakefmt").mode("append").options(**opts).option("createTable", "true").option(
+        "partitionBy", "part"
+    ).save(uri)
+    t0 = time.monotonic()
+    report = pyspark_lakefmt.compact(spark, uri, min_files=2, storage_options=cfg["storage"])
+    t1 = time.monotonic()
+    snap = pyspark_lakefmt.delete(spark, uri, cfg["rewrite_delete"], storage_options=cfg["storage"])
+    return {
+        "compact": report.to_dict(),
+        "delete_snapshot": None if snap is None else snap.id,
+        "compact_s": round(t1 - t0, 1),
+        "delete_s": round(time.monotonic() - t1, 1),
+    }
+
+
 def main() -> int:
     began = time.monotonic()
     cfg = json.loads(Path(sys.argv[1]).read_text())
@@ -260,6 +285,7 @@ def main() -> int:
         ("batch", scenario_batch),
         ("kill", scenario_kill),
         ("source", scenario_source),
+        ("rewrites", scenario_rewrites),
     ]
     rc = 0
     for name, run in scenarios:

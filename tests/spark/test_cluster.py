@@ -13,7 +13,10 @@ child process (tests/spark/cluster_child.py) that starts the cluster once and ru
    once, only the successful attempts' files are referenced, and orphan-clean with age 0 removes exactly the
    dead attempt's files;
 3. the streaming source: the table of 2 read as a stream from its first snapshot with a consumer id, filtered
-   and transformed into a third table, its read tasks on the executors.
+   and transformed into a third table, its read tasks on the executors;
+4. rewrites on the executors (issue 15): twelve small files (four tasks x three partitions) compacted by
+   ``pyspark_lakefmt.compact`` (a Spark task per group, one COMPACT snapshot), then rows deleted by a SQL
+   predicate with ``pyspark_lakefmt.delete`` (one partition dropped by metadata, one rewritten in a task).
 
 No process of the cluster sees AWS credentials in its environment: the jobs pass endpoint and keys as
 ``storage.*`` options, which travel with the data source to every Python worker. The probe also records which
@@ -55,6 +58,8 @@ FILES_PER_BATCH = 2  # maxFilesPerTrigger in the child: two small files make two
 BATCHES = 6 if FULL else 3
 HOLD_BATCHES = [1, 3, 5] if FULL else [1]
 BATCH_ROWS = 1000
+REWRITE_ROWS = 600
+REWRITE_DELETE = "(part = 1 AND id < 300) OR part = 2"
 RUN_TIMEOUT_S = 900
 
 
@@ -157,6 +162,9 @@ def test_local_cluster_on_s3(tmp_path: Path, moto_server: dict[str, Any]) -> Non
         "probe_dir": str(probe_dir),
         "hold_batches": HOLD_BATCHES,
         "results": str(work / "results.json"),
+        "rewrite_table": f"{base}/rewrite",
+        "rewrite_rows": REWRITE_ROWS,
+        "rewrite_delete": REWRITE_DELETE,
     }
     (work / "config.json").write_text(json.dumps(cfg))
 
@@ -198,7 +206,7 @@ def test_local_cluster_on_s3(tmp_path: Path, moto_server: dict[str, Any]) -> Non
     finally:
         _kill_all(proc, tag)
     results = json.loads((work / "results.json").read_text()) if (work / "results.json").exists() else {}
-    for name in ("batch", "kill", "source"):
+    for name in ("batch", "kill", "source", "rewrites"):
         assert "exception" not in results.get(name, {}), f"{name}:\n{results[name]['exception']}\n{_tail(log)}"
     assert rc == 0, f"the cluster's driver failed with exit code {rc}:\n{_tail(log)}"
 
@@ -294,6 +302,22 @@ def test_local_cluster_on_s3(tmp_path: Path, moto_server: dict[str, Any]) -> Non
     assert all(r["executor"] != "driver" for r in stream_reads), stream_reads
     consumers = {c.consumer_id: c.next_snapshot for c in sink.consumers()}
     assert consumers == {cfg["consumer_id"]: BATCHES + 1}, consumers
+
+    # -- 4. compaction and delete, rewritten on the executors, committed once each on the driver -------------
+    rewrites = results["rewrites"]
+    rewritten = lakefmt.open_table(cfg["rewrite_table"], storage_options=storage)
+    kinds = [s.commit_kind for s in rewritten.snapshots()]
+    assert kinds == [lakefmt.CommitKind.APPEND, lakefmt.CommitKind.COMPACT, lakefmt.CommitKind.OVERWRITE], kinds
+    assert (rewrites["compact"]["files_before"], rewrites["compact"]["files_after"]) == (12, 3), rewrites
+    assert rewrites["delete_snapshot"] == 3, rewrites
+    expected_rewrite = [(i, i % 3, f"row-{i}") for i in range(REWRITE_ROWS) if i % 3 == 0 or (i % 3 == 1 and i >= 300)]
+    assert _rows(rewritten.to_arrow()) == expected_rewrite
+    assert [f.partition["part"] for f in rewritten.files()] in ([0, 1], [1, 0]), rewritten.files()
+    rewrite_attempts = [a for a in attempts if a["table"] == cfg["rewrite_table"]]
+    # four write tasks, three compaction groups, one file rewritten by the delete: every one a Spark task on an
+    # executor (the driver plans and commits only)
+    assert len(rewrite_attempts) == 4 + 3 + 1, rewrite_attempts
+    assert all(a["executor"] != "driver" and "stage" in a for a in rewrite_attempts), rewrite_attempts
 
     timings = results["timings"]
     print(
