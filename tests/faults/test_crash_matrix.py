@@ -472,3 +472,34 @@ def test_crash_points_cover_every_step_of_a_commit(tmp_path: Any) -> None:
     refs = referenced_files(MetaStore(io.inner))
     for op, path in io.log[publish + 2 :]:
         assert op in ("read", "list") or (op == "delete" and path in written and path not in refs), io.log[publish:]
+
+
+def test_rewrite_scenarios_do_what_they_say(tmp_path: Any) -> None:
+    """The delete drops the file of dt=c unread and rewrites the one of ids 0 and 1; the compaction merges dt=a's
+    four small files alone; the automatic compaction follows the append as its own COMPACT snapshot."""
+    from lakefmt.write.delete import plan_delete
+
+    delete = SCENARIOS["delete"]
+    table = lakefmt.open_table(_built(tmp_path / "delete", delete))
+    op = delete.operation
+    assert isinstance(op, Delete)
+    plan = plan_delete(table, op.filter)
+    assert [p["dt"] for p in plan.dropped.column("partition").to_pylist()] == ["c"]
+    assert plan.candidates.num_rows == 1 and plan.candidates.column("row_count").to_pylist() == [2]
+
+    compact = SCENARIOS["compact"]
+    table = lakefmt.open_table(_built(tmp_path / "compact", compact))
+    report = table.compact(min_files=3, dry_run=True)
+    assert report.partitions == [{"dt": "a"}] and report.rewritten_files == 4
+
+    auto = SCENARIOS["auto-compact"]
+    table = lakefmt.open_table(_built(tmp_path / "auto", auto))
+    assert [s.commit_kind for s in table.snapshots()][-1] is not lakefmt.CommitKind.COMPACT
+    auto.run(table)
+    kinds = [s.commit_kind for s in table.snapshots()[-2:]]
+    assert kinds == [lakefmt.CommitKind.APPEND, lakefmt.CommitKind.COMPACT]
+
+
+def _built(path: Any, scenario: Scenario) -> str:
+    scenario.build(str(path), {})
+    return str(path)
