@@ -322,8 +322,38 @@ class Garbage:
         pass
 
 
+# -- restore (tags and restore) ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Restore:
+    """``Table.restore(target)``: one OVERWRITE snapshot (``lakefmt.operation=restore``) whose rows are the
+    target's, removing the files the target does not have and adding again those it has (its own files: no copy).
+    It has no commit user, but it is idempotent: recovery runs it again, which commits nothing once it landed (the
+    table already holds exactly the target's files). A pin a killed attempt left behind (``tag/pin-<id>``) only
+    keeps the target's files until its retain time passes; it is never an orphan."""
+
+    target: int
+
+    def run(self, table: lakefmt.Table) -> Any:
+        return table.restore(self.target)
+
+    def recover(self, table: lakefmt.Table, landed: bool | None) -> str:
+        return APPLIED if table.restore(self.target) is not None else ALREADY_APPLIED
+
+    def apply(self, model: Model) -> None:
+        model.commit(Counter(model.rows(self.target)))
+
+    def check_table(self, table: lakefmt.Table) -> None:
+        snap = table.snapshots()[-1]
+        assert snap.commit_kind is lakefmt.CommitKind.OVERWRITE, snap.commit_kind
+        assert snap.properties.get("lakefmt.operation") == "restore", snap.properties
+        assert snap.properties.get("lakefmt.restored-snapshot") == str(self.target), snap.properties
+        assert {f.path for f in table.files()} == {f.path for f in table.files(self.target)}, "not the target's files"
+
+
 Step = Commit | OneOffAppend | Expire | OrphanClean | Garbage
-Operation = Commit | OneOffAppendOp | Expire | OrphanClean | Compact | Delete
+Operation = Commit | OneOffAppendOp | Expire | OrphanClean | Compact | Delete | Restore
 
 
 @dataclass(frozen=True)
@@ -417,6 +447,11 @@ SCENARIOS: dict[str, Scenario] = {
         ),
     )
 }
+
+# -- restore (tags and restore) ----------------------------------------------------------------------------
+# snapshot 1's files: dt=a {0, 1}, dt=b {2, 3}; snapshot 3 overwrote b, so the restore removes snapshot 2's and
+# 3's files and adds dt=b {2, 3} again (its base must drop that path's ADD and DELETE)
+SCENARIOS.update({s.name: s for s in (Scenario("restore", H1, Restore(1)),)})
 
 
 # -- storage helpers ---------------------------------------------------------------------------------------

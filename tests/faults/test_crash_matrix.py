@@ -71,6 +71,7 @@ from .scenarios import (
     Delete,
     Model,
     OneOffAppendOp,
+    Restore,
     Scenario,
     copy_table,
     faulty_table,
@@ -218,7 +219,7 @@ def _check_history(table: lakefmt.Table, scenario: Scenario, model: Model, appli
         pairs = Counter((s.commit_user, s.commit_identifier) for s in snapshots)
         assert pairs[(USER, op.identifier)] == 1, "the commit is not in exactly one snapshot"
         assert table.commit_user_identifier(USER) == op.identifier
-    if applied and isinstance(op, Compact | Delete | AutoCompactCommit):
+    if applied and isinstance(op, Compact | Delete | AutoCompactCommit | Restore):
         op.check_table(table)  # the snapshot's kind and properties; a compaction's commit users and files
 
 
@@ -345,7 +346,7 @@ def run_one(base: Base, scenario: Scenario, plan: FaultPlan, ctx: Any) -> dict[s
             assert first.startswith("KeyboardInterrupt"), f"the interrupt did not reach the caller: {first}"
     op = scenario.operation
     first_new = scenario.model_before().latest + 1  # the snapshot the operation creates (the append, if two)
-    commits = isinstance(op, Commit | OneOffAppendOp | Compact | Delete)
+    commits = isinstance(op, Commit | OneOffAppendOp | Compact | Delete | Restore)
     truth = landed_by_log(base.log, plan, first_new) if commits else None
     if truth is not None and landed is not None:
         assert landed == truth, (
@@ -366,7 +367,7 @@ def run_one(base: Base, scenario: Scenario, plan: FaultPlan, ctx: Any) -> dict[s
             assert recovery.endswith(f"compaction {left}"), f"first attempt {first}, then {recovery}"
     elif isinstance(op, OneOffAppendOp) and landed is None and truth is not None:
         assert recovery.startswith("landed" if truth else "not landed"), f"first attempt {first}, then {recovery}"
-    elif isinstance(op, Compact | Delete):  # running it again finds its work done exactly when it had landed
+    elif isinstance(op, Compact | Delete | Restore):  # running it again finds its work done exactly when it had landed
         expected = landed if landed is not None else truth
         if expected is not None:
             want = ALREADY_APPLIED if expected else APPLIED
