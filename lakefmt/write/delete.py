@@ -120,11 +120,16 @@ class DeletePlan:
         return int(pc.sum(self.candidates.column(ents.FILE_SIZE)).as_py() or 0)
 
     def groups(self, target_bytes: int) -> list[pa.Table]:
-        """The candidates, in order, in groups of about ``target_bytes`` on storage (one per engine task)."""
+        """The candidates in groups of about ``target_bytes`` on storage (one per engine task), the files of a
+        partition next to each other, so that a task's rewritten rows of one partition go into few files."""
         if target_bytes < 1:
             raise ValueError(f"target_bytes must be positive, got {target_bytes!r}")
+        order = list(range(self.candidates.num_rows))
+        if ents.PARTITION in self.candidates.column_names:
+            parts = [repr(sorted((p or {}).items())) for p in self.candidates.column(ents.PARTITION).to_pylist()]
+            order.sort(key=lambda i: parts[i])
         sizes = self.candidates.column(ents.FILE_SIZE).to_pylist()
-        bins = pack(list(range(len(sizes))), lambda i: sizes[i], target_bytes)
+        bins = pack(order, lambda i: sizes[i], target_bytes)
         return [self.candidates.take(pa.array(b, pa.int64())) for b in bins]
 
 

@@ -36,8 +36,11 @@ from lakefmt.write.delete import DeletePlan, DeleteResult, delete_in_files, dele
 
 __all__ = ["compact", "delete", "delete_filter"]
 
-#: a delete task reads at most about this many bytes of files (fewer when that leaves an executor core idle)
+#: a delete task reads about this many bytes of files at most, and at least MIN_TASK_BYTES unless the delete is
+#: smaller: between the two, enough tasks for two per core (each task writes its own files: fewer tasks, fewer
+#: small files)
 TASK_BYTES = 256 << 20
+MIN_TASK_BYTES = 64 << 20
 
 
 def delete_filter(table: lakefmt.Table, predicate: str | pc.Expression) -> pc.Expression:
@@ -82,10 +85,9 @@ def delete(
 
 
 def _groups(plan: DeletePlan, parallelism: int) -> list[Any]:
-    """The plan's candidate files in groups of about :data:`TASK_BYTES`, at least one group per core while there
-    are files enough."""
-    n = plan.candidates.num_rows
-    per_task = max(1, min(TASK_BYTES, -(-plan.candidate_bytes // min(n, 2 * parallelism))))
+    """The plan's candidate files in groups of :data:`MIN_TASK_BYTES` to :data:`TASK_BYTES`, two per core when the
+    files are many enough, a partition's files together."""
+    per_task = min(TASK_BYTES, max(MIN_TASK_BYTES, -(-plan.candidate_bytes // (2 * parallelism))))
     return plan.groups(per_task)
 
 

@@ -270,3 +270,17 @@ def test_delete_after_a_rename_prunes_and_rewrites_by_field_id(table: lakefmt.Ta
     table.delete((pc.field("y") >= 7.0) | (pc.field("y") == 2.0))
     assert ids(table) == [1, 3, 4, 5, 6]
     assert table.to_arrow().column_names == ["id", "y", "dt"]
+
+
+def test_a_plans_groups_keep_a_partitions_files_together(table: lakefmt.Table) -> None:
+    """Engines run step 2 per group: groups of about the bytes asked for, a partition's files next to each other."""
+    for dt in ("c", "a", "b"):
+        table.append(rows([100, 101], dt))
+    plan = plan_delete(table, pc.is_nan(pc.field("x")))  # no statistic decides it: every file is a candidate
+    assert plan.candidates.num_rows == 6 and plan.candidate_bytes > 0
+    one = plan.groups(1 << 40)
+    assert len(one) == 1 and [p["dt"] for p in one[0].column("partition").to_pylist()] == list("aabbcc")
+    each = plan.groups(1)
+    assert [g.num_rows for g in each] == [1] * 6
+    with pytest.raises(ValueError, match="positive"):
+        plan.groups(0)
