@@ -23,7 +23,7 @@ from lakefmt.errors import InvalidPredicateError, RewriteConflictError
 from lakefmt.meta import entries as ents
 from lakefmt.read.files import read_entries
 from lakefmt.spec import CommitKind
-from lakefmt.write.delete import plan_delete
+from lakefmt.write.delete import delete_in_files, plan_delete
 
 SCHEMA = pa.schema([("id", pa.int64()), ("x", pa.float64()), ("dt", pa.string())])
 
@@ -284,3 +284,17 @@ def test_a_plans_groups_keep_a_partitions_files_together(table: lakefmt.Table) -
     assert [g.num_rows for g in each] == [1] * 6
     with pytest.raises(ValueError, match="positive"):
         plan.groups(0)
+
+
+def test_a_file_whose_row_count_disagrees_with_its_entry_is_refused(table: lakefmt.Table) -> None:
+    """The counting pass attributes rows to files by their entries' row counts: a file that holds more or fewer
+    rows than its entry says is refused (a count taken for the wrong file could drop rows), nothing written."""
+    plan = plan_delete(table, pc.field("id") == 5)
+    entries = plan.candidates
+    for wrong in (2, 4):
+        bad = entries.set_column(
+            entries.schema.get_field_index("row_count"), "row_count", pa.array([wrong], pa.int64())
+        )
+        with pytest.raises(lakefmt.CorruptMetadataError, match="does not hold the"):
+            delete_in_files(table, bad, plan.filter)
+    assert ids(table) == [1, 2, 3, 4, 5, 6, 7, 8, 9]
