@@ -159,15 +159,6 @@ def _overwrite_mode(value: str, name: str) -> str:
     return text
 
 
-def _merge_schema(value: str, name: str) -> bool:
-    if _bool(value, name):
-        raise InvalidOptionError(
-            f"option {name}: schema evolution is not supported yet; the data must match the table's schema "
-            f"(leave {name} out, or set it to false)"
-        )
-    return False
-
-
 @dataclass(frozen=True)
 class Option:
     """One option: its documented ``name``, the ``uses`` it belongs to, its ``parse(value, spelled_name)``
@@ -217,7 +208,8 @@ OPTIONS: tuple[Option, ...] = (
     _opt("replaceWhere", "write", _text, "overwrite the rows matching a predicate on partition columns"),
     _opt("partitionOverwriteMode", "write", _overwrite_mode, "dynamic: overwrite exactly the partitions present in "
          "the written rows (static, the default: the whole table)"),
-    _opt("mergeSchema", "write stream-write", _merge_schema, "schema evolution: not supported yet (false only)"),
+    _opt("mergeSchema", "write stream-write", _bool, "true: add the data's columns the table lacks (and fields "
+         "its struct columns lack) as nullable columns, in a schema change committed before the write"),
     _opt("writeOnly", "write stream-write", _bool, "true: this writer's commits never compact automatically (one "
          "dedicated compactor serves many writers), whatever the table option compaction.auto says"),
     _opt("write-only", "write stream-write", _bool, "Paimon's spelling of writeOnly", "writeOnly"),

@@ -8,7 +8,6 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 from pyspark.sql.datasource import (
     DataSourceReader,
     EqualTo,
@@ -22,19 +21,25 @@ from pyspark.sql.datasource import (
     LessThan,
     LessThanOrEqual,
 )
+from pyspark.sql.types import StructType
 
 import lakefmt
 
+from .evolution import check_spark_schema
 from .options import Options, TableRef
 
-__all__ = ["READ_SPLIT_BYTES", "PushdownReader", "Reader", "read_files"]
+__all__ = ["READ_SPLIT_BYTES", "PushdownReader", "Reader"]
 
 READ_SPLIT_BYTES = 128 << 20
 
 
 @dataclass
 class _FilesPartition(InputPartition):
-    paths: list[str]
+    """One read task: planned files (each with the id of the schema it was written under) and the id of the
+    schema the read returns, which the files are matched to by field id."""
+
+    files: list[lakefmt.FileTask]
+    schema_id: int | None = None
 
 
 _SPARK_TO_PC = {
@@ -69,8 +74,9 @@ def _to_expression(f: Filter) -> pc.Expression | None:
 
 
 class Reader(DataSourceReader):
-    def __init__(self, ref: TableRef, options: Options) -> None:
+    def __init__(self, ref: TableRef, options: Options, spark_schema: StructType | None = None) -> None:
         self.ref = ref
+        self.spark_schema = spark_schema  #: what schema() returned when the DataFrame was defined
         self.snapshot_id: int | None = options.get("snapshotId")  # or its Delta spelling, versionAsOf
         self.as_of: int | None = options.get("asOf")  # or timestampAsOf; epoch milliseconds
         self.tag: str | None = options.get("tag")
@@ -87,30 +93,17 @@ class Reader(DataSourceReader):
 
     def partitions(self) -> list[_FilesPartition]:
         """One partition per read task of about ``READ_SPLIT_BYTES`` (one empty partition for no files)."""
-        parts = [_FilesPartition(task.paths) for task in self._scan().plan_tasks(READ_SPLIT_BYTES)]
-        return parts or [_FilesPartition([])]
+        scan = self._scan()
+        check_spark_schema(self.spark_schema, scan.schema, "this DataFrame")
+        sid = scan.schema.id
+        parts = [_FilesPartition(list(task.files), sid) for task in scan.plan_tasks(READ_SPLIT_BYTES)]
+        return parts or [_FilesPartition([], sid)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        """The task's files as the read's schema (the snapshot's, planned on the driver), matched by field id."""
         assert isinstance(partition, _FilesPartition)
-        if not partition.paths:
-            return
-        table = self.ref.open()
-        schema = (
-            table.schema() if self.snapshot_id is None else table.scan(snapshot_id=self.snapshot_id).schema.arrow_schema
-        )
-        yield from read_files(table, partition.paths, schema)
-
-
-def read_files(table: lakefmt.Table, paths: list[str], schema: pa.Schema) -> Iterator[pa.RecordBatch]:
-    """The rows of data files (paths relative to the table root) as record batches of ``schema``: what one read
-    task of a batch or streaming read does on an executor."""
-    dataset = ds.dataset(
-        [table.io.full_path(p) for p in paths],
-        schema=schema,
-        format="parquet",
-        filesystem=table.io.arrow_filesystem(),
-    )
-    yield from dataset.to_batches()
+        if partition.files:
+            yield from self.ref.open().read_files(partition.files, schema=partition.schema_id)
 
 
 class PushdownReader(Reader):

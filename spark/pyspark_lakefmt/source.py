@@ -9,6 +9,7 @@ from pyspark.sql.types import StructType
 import lakefmt
 
 from .catalog import check_declaration_options, check_sql_columns, declares_sql_table, sql_schema
+from .evolution import read_schema
 from .options import SPARK_OPTIONS, TableRef, parse_options
 from .reader import PushdownReader, Reader
 from .writer import BatchWriter, StreamWriter, commit_user, overwrite_from_options, table_for_write
@@ -24,8 +25,9 @@ class LakefmtDataSource(DataSource):
         return "lakefmt"
 
     def schema(self) -> StructType:
+        """The table's current schema; for a read with ``snapshotId``/``asOf``/``tag``, that snapshot's."""
         ref = TableRef.from_options(self.options)
-        schema = from_arrow_schema(ref.open().schema())
+        schema = from_arrow_schema(read_schema(ref.open(), self.options).arrow_schema)
         if declares_sql_table(self.options):  # CREATE TABLE ... USING lakefmt LOCATION: see .catalog
             check_declaration_options(self.options, SPARK_OPTIONS)
             return sql_schema(schema, ref.path)
@@ -34,7 +36,7 @@ class LakefmtDataSource(DataSource):
     def reader(self, schema: StructType) -> DataSourceReader:
         options = parse_options(self.options, "read")
         cls = PushdownReader if options.get("pushFilters") else Reader
-        return cls(self._read_ref(schema), options)
+        return cls(self._read_ref(schema), options, schema)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         parse_options(self.options, "stream-read")  # an unknown option or a bad value: an error naming it
@@ -44,7 +46,7 @@ class LakefmtDataSource(DataSource):
             raise lakefmt.LakefmtError(
                 f"streaming reads need pyspark >= 4.2 (admission control for Python sources): {exc}"
             ) from None
-        return StreamReader(self._read_ref(schema), self.options)
+        return StreamReader(self._read_ref(schema), self.options, schema)
 
     def _read_ref(self, schema: StructType) -> TableRef:
         """The table a read names; a SQL table's declared columns are checked against the table's first."""
@@ -56,13 +58,17 @@ class LakefmtDataSource(DataSource):
     def writer(self, schema: StructType, overwrite: bool) -> BatchWriter:
         options = parse_options(self.options, "write")
         ref = TableRef.from_options(self.options, write=True)
-        table = table_for_write(ref, schema, options)
+        table, schema_id = table_for_write(ref, schema, options)
         write_only = bool(options.get("writeOnly", False))
-        return BatchWriter(ref, overwrite_from_options(table, options, overwrite), write_only=write_only)
+        return BatchWriter(
+            ref, overwrite_from_options(table, options, overwrite), write_only=write_only, schema_id=schema_id
+        )
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> StreamWriter:
         options = parse_options(self.options, "stream-write")
         ref = TableRef.from_options(self.options, write=True)
         user = commit_user(self.options)  # first: a stream refused for want of one creates no table
-        table_for_write(ref, schema, options)
-        return StreamWriter(ref, user, complete=overwrite, write_only=bool(options.get("writeOnly", False)))
+        # called before every micro-batch's tasks and again before its commit: see .evolution
+        _, schema_id = table_for_write(ref, schema, options)
+        write_only = bool(options.get("writeOnly", False))
+        return StreamWriter(ref, user, complete=overwrite, write_only=write_only, schema_id=schema_id)

@@ -44,13 +44,15 @@ from pyspark.sql.streaming.datasource import (
     ReadMaxRows,
     SupportsTriggerAvailableNow,
 )
+from pyspark.sql.types import StructType
 
 import lakefmt
 from lakefmt.options import InvalidOptionError
 from lakefmt.spec.consumer import check_consumer_id
 
+from .evolution import check_spark_schema, stream_readable
 from .options import Options, TableRef, parse_options
-from .reader import READ_SPLIT_BYTES, read_files
+from .reader import READ_SPLIT_BYTES
 
 __all__ = ["DEFAULT_MAX_FILES_PER_TRIGGER", "KIND_RULES", "KindRule", "StreamReader"]
 
@@ -134,9 +136,16 @@ def plan_read_tasks(files: list[lakefmt.FileTask], parallelism: int) -> list[lis
 
 @dataclass
 class StreamPartition(InputPartition):
-    """One read task of a micro-batch: data files, relative to the table root."""
+    """One read task of a micro-batch: data files (each with the id of the schema it was written under) and the
+    id of the schema the stream returns, which they are matched to by field id."""
 
-    paths: list[str]
+    files: list[lakefmt.FileTask]
+    schema_id: int | None = None
+
+    @property
+    def paths(self) -> list[str]:
+        """The files' paths, relative to the table root."""
+        return [f.path for f in self.files]
 
 
 @dataclass
@@ -170,10 +179,14 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     driver-side Python worker, which keeps the table open and the file lists of recent snapshots; only the small
     options and :class:`StreamPartition` travel to executors."""
 
-    def __init__(self, ref: TableRef, options: Mapping[str, str] | Options) -> None:
-        """``options``: Spark's (checked here against the stream-read options) or already checked ones."""
+    def __init__(
+        self, ref: TableRef, options: Mapping[str, str] | Options, spark_schema: StructType | None = None
+    ) -> None:
+        """``options``: Spark's (checked here against the stream-read options) or already checked ones;
+        ``spark_schema``: what ``schema()`` returned when the query started (the stream's columns)."""
         opts = options if isinstance(options, Options) else parse_options(options, "stream-read")
         self.ref = ref
+        self.spark_schema = spark_schema
         starting = opts.get("startingSnapshot")
         self.starting_latest = starting == "latest"
         self.starting_snapshot: int | None = None if starting in (None, "latest") else int(starting)
@@ -202,10 +215,12 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._kinds: dict[int, lakefmt.CommitKind] = {}
         self._recorded: tuple[int, float] | None = None  # consumer position written, and when (monotonic)
         self._table_latest = 0  # the table's latest snapshot when _latest() last looked
+        self._schema: lakefmt.TableSchema | None = None  # the schema the stream returns (see read_schema)
+        self._readable: dict[int, str | None] = {}  # schema id -> why its files cannot be read into it
 
     def __getstate__(self) -> dict[str, Any]:  # executors need the options only
         state = dict(self.__dict__)
-        for key in ("_table", "_target", "_units", "_kinds", "_recorded", "_table_latest"):
+        for key in ("_table", "_target", "_units", "_kinds", "_recorded", "_table_latest", "_schema", "_readable"):
             state.pop(key, None)
         return state
 
@@ -219,6 +234,32 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self._table is None:
             self._table = self.ref.open()
         return self._table
+
+    def read_schema(self) -> lakefmt.TableSchema:
+        """The schema the stream returns: the table's when the stream's planning began, which must be the one
+        Spark was given when the query started (else the table's schema changed in between: restart)."""
+        if self._schema is None:
+            schema = self.table.table_schema()
+            check_spark_schema(self.spark_schema, schema, "this streaming query")
+            self._schema = schema
+        return self._schema
+
+    def _check_readable(self, files: list[lakefmt.FileTask]) -> None:
+        """Refuse a micro-batch holding files of a later schema that cannot be read into the stream's without
+        losing something (:func:`.evolution.stream_readable`): restarting the query reads with the new one."""
+        schema = self.read_schema()
+        for sid in sorted({f.schema_id for f in files if f.schema_id is not None and f.schema_id > schema.id}):
+            if sid not in self._readable:
+                written = next((s for s in self.table.schemas() if s.id == sid), None)
+                self._readable[sid] = None if written is None else stream_readable(written, schema)
+            reason = self._readable[sid]
+            if reason is not None:
+                raise lakefmt.SchemaMismatchError(
+                    f"this streaming query reads {self.ref.path} with its schema {schema.id} of when the query "
+                    f"started, and the table's schema changed since: {reason}, so its rows cannot be shown in the "
+                    "query's columns without losing values. Restart the query: it then reads with the table's "
+                    "current schema"
+                )
 
     def _latest(self) -> int:
         """The latest snapshot id the stream may read up to (0: none yet)."""
@@ -411,6 +452,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return budget
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        self.read_schema()  # pinned at the query's first trigger, right after Spark took the table's schema
         pending = "snapshot" not in start
         begin = self._begin(start)
         latest = self._latest()
@@ -462,13 +504,18 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             last = stop.index if (pos.snapshot, pos.initial) == (stop.snapshot, stop.initial) else len(unit)
             files.extend(unit[pos.index : last])
             pos = pos.unit_done()
-        return [StreamPartition(paths) for paths in plan_read_tasks(files, os.cpu_count() or 1)]
+        self._check_readable(files)
+        sid = self.read_schema().id
+        by_path = {f.path: f for f in files}
+        return [
+            StreamPartition([by_path[p] for p in paths], sid) for paths in plan_read_tasks(files, os.cpu_count() or 1)
+        ]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        """The task's files as the stream's schema, matched by field id."""
         assert isinstance(partition, StreamPartition)
-        if partition.paths:
-            table = self.ref.open()
-            yield from read_files(table, partition.paths, table.schema())
+        if partition.files:
+            yield from self.ref.open().read_files(partition.files, schema=partition.schema_id)
 
     def commit(self, end: dict[str, Any]) -> None:
         pos = Position.from_offset(end)

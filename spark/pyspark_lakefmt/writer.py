@@ -25,6 +25,7 @@ from pyspark.sql.types import StructType
 import lakefmt
 from lakefmt.options import TableOptions
 
+from .evolution import write_schema
 from .options import Options, TableRef
 
 __all__ = [
@@ -64,9 +65,11 @@ def _normalize(schema: pa.Schema) -> pa.Schema:
     return pa.schema([f.with_type(fix(f.type)) for f in schema])
 
 
-def table_for_write(ref: TableRef, spark_schema: StructType, options: Options) -> lakefmt.Table:
+def table_for_write(ref: TableRef, spark_schema: StructType, options: Options) -> tuple[lakefmt.Table, int]:
     """Open the target table (or create it when asked) and check the incoming schema against it, on the
-    driver, before any task runs: a mismatch fails the job with the columns named and commits nothing.
+    driver, before any task runs: a mismatch fails the job with the columns named and commits nothing. Returns
+    the table and the id of the schema the tasks write under (:func:`.evolution.write_schema`: with
+    ``mergeSchema``, the data's new columns are added first).
 
     ``partitionBy`` and ``tableOptions`` apply when ``createTable`` creates the table; given for a table that
     exists, they must match it (a job that changed them would otherwise silently keep the old layout)."""
@@ -86,12 +89,12 @@ def table_for_write(ref: TableRef, spark_schema: StructType, options: Options) -
                 "to create it from the data's schema"
             ) from None
         try:
-            return _create(ref, incoming, partition_by, table_options)
+            created = _create(ref, incoming, partition_by, table_options)
+            return created, created.table_schema().id
         except lakefmt.TableAlreadyExistsError:
             table = ref.open()  # created concurrently: use it, if it is the same
     _check_layout(table, options)
-    lakefmt.TableWriter.check_schema(incoming, table.schema())
-    return table
+    return table, write_schema(table, incoming, merge=bool(options.get("mergeSchema"))).id
 
 
 def _create(ref: TableRef, schema: pa.Schema, partition_by: list[str], options: dict[str, str]) -> lakefmt.Table:
@@ -233,12 +236,16 @@ class LakefmtCommitMessage(WriterCommitMessage):
 
 
 def _write_task(
-    ref: TableRef, iterator: Iterator[pa.RecordBatch], scope: lakefmt.OverwriteScope | None = None
+    ref: TableRef,
+    iterator: Iterator[pa.RecordBatch],
+    scope: lakefmt.OverwriteScope | None = None,
+    schema_id: int | None = None,
 ) -> LakefmtCommitMessage:
     """One task: each batch is checked against the overwrite's scope before it reaches the writer, so a row
-    outside it fails the task before its file is written; a failing task deletes what it wrote."""
+    outside it fails the task before its file is written; a failing task deletes what it wrote. ``schema_id``:
+    the schema the driver checked the data against, which the task writes under (None: the current one)."""
     table = ref.open()
-    writer = table.new_writer()
+    writer = table.new_writer(schema_id=schema_id)
     with writer:
         for batch in iterator:
             if scope is not None:
@@ -261,13 +268,16 @@ def _messages(messages: Sequence[WriterCommitMessage | None]) -> list[lakefmt.Co
 class BatchWriter(DataSourceArrowWriter):
     """A batch write: an append, or an overwrite of the scope of ``overwrite``, in one snapshot."""
 
-    def __init__(self, ref: TableRef, overwrite: Overwrite | None, *, write_only: bool = False) -> None:
+    def __init__(
+        self, ref: TableRef, overwrite: Overwrite | None, *, write_only: bool = False, schema_id: int | None = None
+    ) -> None:
         self.ref = ref
         self.overwrite = overwrite
         self.write_only = write_only  #: option writeOnly: the commit never compacts automatically
+        self.schema_id = schema_id  #: the schema the tasks write under (see .evolution)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> LakefmtCommitMessage:
-        return _write_task(self.ref, iterator, self.overwrite.scope if self.overwrite else None)
+        return _write_task(self.ref, iterator, self.overwrite.scope if self.overwrite else None, self.schema_id)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         table = self.ref.open()
@@ -289,14 +299,23 @@ class BatchWriter(DataSourceArrowWriter):
 
 
 class StreamWriter(DataSourceStreamArrowWriter):
-    def __init__(self, ref: TableRef, commit_user: str, complete: bool, *, write_only: bool = False) -> None:
+    def __init__(
+        self,
+        ref: TableRef,
+        commit_user: str,
+        complete: bool,
+        *,
+        write_only: bool = False,
+        schema_id: int | None = None,
+    ) -> None:
         self.ref = ref
         self.commit_user = commit_user
         self.complete = complete
         self.write_only = write_only  #: option writeOnly: the commits never compact automatically
+        self.schema_id = schema_id  #: the schema this micro-batch's tasks write under (see .evolution)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> LakefmtCommitMessage:
-        return _write_task(self.ref, iterator)
+        return _write_task(self.ref, iterator, schema_id=self.schema_id)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         table = self.ref.open()

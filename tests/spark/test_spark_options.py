@@ -107,7 +107,7 @@ def test_a_bad_value_names_the_option_and_the_value(spark: Any, tmp_path: Path) 
     assert "option partitionOverwriteMode: 'dynamc' is not an overwrite mode; use static or dynamic" in text
 
 
-def test_table_options_are_checked_and_merge_schema_is_not_supported_yet(spark: Any, tmp_path: Path) -> None:
+def test_table_options_are_checked_and_merge_schema_is_a_boolean(spark: Any, tmp_path: Path) -> None:
     uri = str(tmp_path / "new")
     df = spark.createDataFrame([(1, "a")], DDL)
 
@@ -120,8 +120,8 @@ def test_table_options_are_checked_and_merge_schema_is_not_supported_yet(spark: 
     text = error_of(lambda: create(tableOptions="target-file-sise=1mb"))
     assert "option tableOptions: unknown table option 'target-file-sise' (did you mean target-file-size?)" in text
     assert not Path(uri).exists() or not any(Path(uri).rglob("*"))  # no table was created
-    text = error_of(lambda: plan("append", path=uri, mergeSchema="true"))
-    assert "option mergeSchema: schema evolution is not supported yet" in text
+    text = error_of(lambda: plan("append", path=uri, mergeSchema="maybe"))
+    assert "option mergeSchema: 'maybe' is not a boolean; use true or false" in text
 
     create(tableOptions="target-file-size=1mb,user.owner=me", mergeSchema="false")
     table = lakefmt.open_table(uri)
