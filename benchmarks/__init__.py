@@ -1,7 +1,8 @@
 """lakefmt benchmarks: the metadata path (commit cost, planning, manifest merge) and the data path (write and
 read overhead, the Spark streaming sink against Spark's parquet sink, the Spark streaming source against Spark's
 file source, a lakefmt -> lakefmt streaming chain's latency against Spark's files -> parquet chain, a row-level
-delete against pyarrow rewriting the same files), each measured
+delete against pyarrow rewriting the same files, DuckDB and Polars over a scan against the same engine over the
+files listed by hand), each measured
 side by side with its baseline in the same run. ``commit_speed`` also runs lakefmt's peers (pypaimon, deltalake,
 pyiceberg) from virtualenvs of their own: ``bash tools/bench-setup.sh`` creates them (see ``benchmarks/peers``).
 
@@ -16,7 +17,7 @@ writing their data files).
 
 BENCHMARKS = (
     "commit_scaling", "commit_speed", "s3_requests", "planning", "io_overhead", "manifest_merge", "spark_sink",
-    "stream_source", "chain_latency", "delete_rows",
+    "stream_source", "chain_latency", "delete_rows", "engines",
 )
 
 __all__ = ["BENCHMARKS"]

@@ -186,6 +186,30 @@ def plot_ratios(plt: Any, results: list[dict[str, Any]], out: Path) -> None:
     _finish(fig, out, "limits.png")
 
 
+def plot_engines(plt: Any, engines: dict[str, Any], out: Path) -> None:
+    """DuckDB and Polars over a lakefmt scan against the same engine over the same files listed by hand."""
+    best = engines["metrics"]["best_wall_s"]
+    groups = [("DuckDB\nall days", "duckdb_lakefmt", "duckdb_files"),
+              ("DuckDB\n3 days", "duckdb_lakefmt_days", "duckdb_files_days"),
+              ("Polars\nall days", "polars_lakefmt", "polars_files"),
+              ("Polars\n3 days", "polars_lakefmt_days", "polars_files_days"),
+              ("DuckDB, scan filtered\non a data column", "duckdb_dataset", "duckdb_files_user")]
+    fig, ax = plt.subplots(figsize=(9, 4.2))
+    xs = range(len(groups))
+    for offset, index, label, color in ((-0.2, 1, "lakefmt scan", COLORS["lakefmt"]),
+                                        (0.2, 2, "files listed by hand (the limit)", "#969696")):
+        ys = [best[g[index]] * 1000 for g in groups]
+        ax.bar([x + offset for x in xs], ys, width=0.4, label=label, color=color)
+        for x, y in zip(xs, ys, strict=True):
+            ax.text(x + offset, y, f"{y:.0f}", ha="center", va="bottom", fontsize=7)
+    ax.set_xticks(list(xs), [g[0] for g in groups], fontsize=8)
+    ax.set_ylabel("milliseconds (best of runs)")
+    params = engines["params"]
+    ax.set_title(f"Filtered aggregate over {params['rows']:,} rows in {params['files']} files")
+    ax.legend(fontsize=8)
+    _finish(fig, out, "engines.png")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.plots", description=__doc__)
     parser.add_argument("--results", type=Path, default=PACKAGE_DIR / "results")
@@ -212,6 +236,9 @@ def main(argv: list[str] | None = None) -> int:
     if s3 is not None:
         plot_s3_requests(plt, s3, args.out)
     plot_ratios(plt, [r for r in (load("manifest_merge"), load("io_overhead")) if r is not None], args.out)
+    engines = load("engines")
+    if engines is not None:
+        plot_engines(plt, engines, args.out)
     return 0
 
 

@@ -219,7 +219,7 @@ def _polars_frames(
         lazy = lazy.select(columns)
         if n_rows is not None:
             lazy = lazy.head(n_rows)
-        yield from lazy.collect_batches(chunk_size=batch_size)
+        yield from lazy.collect_batches()  # Polars' own reader sizes the chunks
         return
     remaining = n_rows
     for batch in narrowed.to_batches():
