@@ -148,6 +148,12 @@ class Scan:
 
     ``filter`` is a ``pyarrow.compute`` expression; it prunes manifests and files by partition values and
     column min/max, and is applied exactly to the rows read.
+
+    No form of a scan returns a row its filter excludes: :meth:`to_arrow`, :meth:`to_batches`, :meth:`count`,
+    the Arrow stream (``pyarrow.table(scan)``), :meth:`to_duckdb`, :meth:`to_polars`, :meth:`to_pandas` and
+    :meth:`to_dataset` (a dataset that carries the filter, or an error for a filter it cannot carry) all apply
+    it; only :meth:`files`, :meth:`entries` and :meth:`plan_tasks` list whole files, for an engine that applies
+    the filter itself.
     """
 
     def __init__(
