@@ -52,13 +52,14 @@ DAYS = 10
 
 def _make_manifests(table: lakefmt.Table, m: int, e: int) -> list[ManifestFileMeta]:
     schema_id = table.table_schema().id
+    stats_ids = table.table_schema().stats_ids  # field ids in format version 2, as the table's writers key them
     metas = []
     next_id = 0
     for task in range(m):
         writer_id = uuid.uuid4().hex
         files = fake_data_files(writer_id, e, task % DAYS, next_id, schema_id=schema_id)
         next_id += e * files[0].row_count
-        entries = entries_table(FileKind.ADD, files, META_SCHEMA, META_PARTITION_KEYS)
+        entries = entries_table(FileKind.ADD, files, META_SCHEMA, META_PARTITION_KEYS, ids=stats_ids)
         data = encode_manifest(entries)
         name = layout.manifest_name(writer_id, 0)
         table.io.write(layout.manifest_path(name), data)

@@ -56,6 +56,7 @@ def build_table(uri: str, days: int, files_per_day: int, tasks_per_day: int) -> 
     """One commit per day; each of the day's tasks contributes a per-task manifest of its files."""
     table = lakefmt.create_table(uri, META_SCHEMA, partition_by=list(META_PARTITION_KEYS))
     schema_id = table.table_schema().id
+    stats_ids = table.table_schema().stats_ids
     committer = table.new_committer("bench-planning")
     per_task = files_per_day // tasks_per_day
     gen_s = commit_s = 0.0
@@ -67,7 +68,8 @@ def build_table(uri: str, days: int, files_per_day: int, tasks_per_day: int) -> 
             writer_id = uuid.uuid4().hex
             files = fake_data_files(writer_id, per_task, day, next_id, schema_id=schema_id)
             next_id += per_task * files[0].row_count
-            entries = entries_table(FileKind.ADD, files, META_SCHEMA, META_PARTITION_KEYS)
+            # stats keyed as the table's format version keys them (field ids in version 2), as its writers do
+            entries = entries_table(FileKind.ADD, files, META_SCHEMA, META_PARTITION_KEYS, ids=stats_ids)
             data = encode_manifest(entries)
             name = layout.manifest_name(writer_id, 0)
             table.io.write(layout.manifest_path(name), data)
