@@ -38,7 +38,8 @@ names every operation, so a failure can say "publish snapshot/snapshot-5" rather
 Only the wrapped FileIO's public operations are counted: what a backend does inside one of them (the local
 publish's temp file and link, the read-back after a lost publish answer, s3fs's and botocore's retries) is
 one operation, as it is for its caller. Data files are read through :meth:`arrow_filesystem` (pyarrow), not
-counted: no write path reads data files.
+counted (the rewrites, compaction and row-level delete, are the write paths that read them; their faults are in
+``test_rewrite_read_faults.py``).
 
 It pickles (plan, hook and the wrapped FileIO; not the counter's lock), so a test can hand it to a child.
 """
