@@ -34,6 +34,7 @@ import functools
 import logging
 import time
 import uuid
+import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -54,9 +55,9 @@ from lakefmt.errors import (
 )
 from lakefmt.maintenance.report import Progress
 from lakefmt.meta import entries as ents
+from lakefmt.meta.store import MetaStore
 from lakefmt.read.files import read_entries
-from lakefmt.read.plan import select_manifests
-from lakefmt.spec import CommitMessage, Snapshot, TableSchema
+from lakefmt.spec import CommitMessage, ManifestFileMeta, Snapshot, TableSchema
 from lakefmt.spec.scope import normalize_partition
 
 if TYPE_CHECKING:  # annotations only: the table imports this module
@@ -250,32 +251,70 @@ def _selected(schema: TableSchema, partitions: Sequence[Mapping[str, Any]] | Non
     return [normalize_partition(p, schema) for p in partitions]
 
 
-def _partition_filter(schema: TableSchema, wanted: list[Partition]) -> pc.Expression | None:
-    """An expression over partition columns that selects ``wanted`` (for manifest pruning; None: read all)."""
-    if not wanted or len(wanted) > 64 or not schema.partition_keys:
-        return None
-    part_schema = schema.partition_schema
-    out: pc.Expression | None = None
-    for values in wanted:
-        expr: pc.Expression = pc.scalar(True)
-        for key, value in values.items():
-            col = pc.field(key)
-            expr = expr & (col.is_null() if value is None else col == pa.scalar(value, part_schema.field(key).type))
-        out = expr if out is None else out | expr
-    return out
+def _may_hold(meta: ManifestFileMeta, partition: Partition) -> bool:
+    """Whether a manifest may hold entries of ``partition``, by its partition ranges (a cheap test per manifest:
+    automatic compaction plans after every commit)."""
+    for key, value in partition.items():
+        s = meta.partition_stats.get(key)
+        if s is None:
+            continue
+        if value is None:
+            if s.null_count == 0:
+                return False
+            continue
+        try:
+            if s.min is None or s.max is None or not (s.min <= value <= s.max):
+                return False
+        except TypeError:  # values of another type than the stats: cannot rule it out
+            continue
+    return True
 
 
-def _live_in_scope(table: Table, snap: Snapshot, schema: TableSchema, wanted: list[Partition] | None) -> pa.Table:
+#: per metadata store (one per Table object): the last snapshot automatic compaction planned on and its live
+#: entries, so that planning after the next commit only applies that commit's delta
+_LIVE: weakref.WeakKeyDictionary[MetaStore, tuple[int, pa.Table]] = weakref.WeakKeyDictionary()
+
+
+def _live_after(store: MetaStore, snap: Snapshot) -> pa.Table:
+    """Every live entry of ``snap``: the previous snapshot's (if this store planned on it) with ``snap``'s delta
+    applied, else read whole."""
+    hit = _LIVE.get(store)
+    if hit is not None and hit[0] == snap.id:
+        return hit[1]
+    if hit is not None and hit[0] == snap.id - 1:
+        metas = store.manifest_list(snap.delta_manifest_list)
+        live = hit[1]
+        if metas:
+            delta = ents.concat_entries(ents.read_manifests(store, metas))
+            dels, adds = ents.deletes(delta), ents.adds(delta)
+            ents.check_data_paths(adds, f"a manifest of snapshot {snap.id}")
+            if dels.num_rows:
+                gone = dels.column(ents.PATH).combine_chunks()
+                live = live.filter(pc.invert(pc.is_in(live.column(ents.PATH), value_set=gone)))
+            if adds.num_rows:
+                live = ents.concat_entries([live, adds])
+            if live.column(ents.PATH).num_chunks > 64:
+                live = live.combine_chunks()
+    else:
+        live = ents.live_entries(store, snap)
+    _LIVE[store] = (snap.id, live)
+    return live
+
+
+def _live_in_scope(
+    table: Table, snap: Snapshot, schema: TableSchema, wanted: list[Partition] | None, *, cached: bool = False
+) -> pa.Table:
     store = table._store
+    if cached:
+        return _live_after(store, snap)
     metas = store.snapshot_manifests(snap)
-    if wanted is not None:
-        metas = select_manifests(metas, _partition_filter(schema, wanted), schema)
-    live = ents.live_entries(store, snap, metas) if metas else ents.empty_entries_for(schema)
-    if wanted is None or not schema.partition_keys or live.num_rows == 0:
-        return live
-    parts = live.column(ents.PARTITION).to_pylist()
-    keep = [any(all(p.get(k) == v for k, v in w.items()) for w in wanted) for p in parts]
-    return live.filter(pa.array(keep, pa.bool_()))
+    if wanted is not None and schema.partition_keys:
+        metas = [m for m in metas if any(_may_hold(m, w) for w in wanted)]
+    return ents.live_entries(store, snap, metas) if metas else ents.empty_entries_for(schema)
+
+
+def _matches(part: Partition, wanted: list[Partition] | None) -> bool:
+    return wanted is None or any(all(part.get(k) == v for k, v in w.items()) for w in wanted)
 
 
 def _next_fit(sizes: Sequence[int], target: int) -> list[list[int]]:
@@ -295,8 +334,11 @@ def _next_fit(sizes: Sequence[int], target: int) -> list[list[int]]:
 
 
 def _tier(sizes: Sequence[int], min_files: int) -> int:
-    """How many of the newest files (``sizes`` oldest first) to merge: walking back from the newest, an older file
-    joins while it is no larger than the newer ones together; 0 unless the run reaches ``min_files``."""
+    """How many of the newest files (``sizes``: their row counts, oldest first) to merge: walking back from the
+    newest, an older file joins while it holds no more rows than the newer ones together; 0 unless the run reaches
+    ``min_files``. Rows, not bytes: a merged file's bytes are far fewer than its inputs' (one footer, better
+    compression), which would let runs cascade at almost every commit, and partitions written alike would reach
+    their thresholds at different commits (one compaction each instead of one for all)."""
     if not sizes:
         return 0
     total, n = sizes[-1], 1
@@ -308,29 +350,34 @@ def _tier(sizes: Sequence[int], min_files: int) -> int:
     return n if n >= min_files else 0
 
 
+@dataclass(frozen=True)
+class _Files:
+    """One partition's live files as plain lists (planning runs after every commit with automatic compaction:
+    it decides on these, and takes the entries of the files it picks only)."""
+
+    rows: list[int]  #: indices into the live entries
+    sizes: list[int]
+    counts: list[int]  #: row counts
+    order: list[tuple[int, str]]  #: (creation time, path): commit order
+
+
 def _plan_partition(
-    files: pa.Table, target: int, min_files: int, max_files: int, sort_by: tuple[str, ...], tiered: bool
-) -> list[pa.Table]:
-    """The input groups of one partition's live files (entries)."""
-    sizes_all = files.column(ents.FILE_SIZE).to_pylist()
-    small_idx = [i for i, s in enumerate(sizes_all) if s < target * LARGE_ENOUGH]
-    if len(small_idx) < max(min_files, 2):
+    files: _Files, target: int, min_files: int, max_files: int, sort_by: tuple[str, ...], tiered: bool
+) -> list[list[int]]:
+    """The input groups of one partition's live files, as indices into the live entries."""
+    small = [i for i, s in enumerate(files.sizes) if s < target * LARGE_ENOUGH]
+    if len(small) < max(min_files, 2):
         return []
-    small = files.take(pa.array(small_idx, pa.int64()))
-    order = pc.sort_indices(
-        small, sort_keys=[("creation_time_ms", "ascending"), (ents.PATH, "ascending")]
-    )  # commit order: a run of newest files is a suffix
-    small = small.take(order)
-    sizes = small.column(ents.FILE_SIZE).to_pylist()
-    if tiered and len(small_idx) < max_files:
-        n = _tier(sizes, min_files)
+    small.sort(key=lambda i: files.order[i])  # commit order: a run of newest files is a suffix
+    if tiered and len(small) < max_files:
+        n = _tier([files.counts[i] for i in small], min_files)
         if not n:
             return []
-        small, sizes = small.slice(len(sizes) - n), sizes[len(sizes) - n :]
+        small = small[len(small) - n :]
     if sort_by:
-        return [small]
-    bins = [b for b in _next_fit(sizes, target) if len(b) > 1]
-    return [small.take(pa.array(b, pa.int64())) for b in bins]
+        return [[files.rows[i] for i in small]]
+    bins = _next_fit([files.sizes[i] for i in small], target)
+    return [[files.rows[small[j]] for j in b] for b in bins if len(b) > 1]
 
 
 def plan_compaction(
@@ -378,12 +425,12 @@ def plan_compaction(
             raise InvalidPartitionError(f"the table has no partition {_describe(wanted[0])}: it has no data yet")
         return CompactionPlan(None, target, columns, (), 0, 0, least, tiered)
     schema = table._store.schema_for(snap)
-    live = _live_in_scope(table, snap, schema, wanted)
-    by_part = _by_partition(live, schema)
+    live = _live_in_scope(table, snap, schema, wanted, cached=tiered)
+    by_part = _by_partition(live, schema, wanted)
     if wanted:
-        missing = [w for w in wanted if not any(all(p.get(k) == v for k, v in w.items()) for p, _ in by_part)]
+        missing = [w for w in wanted if not any(_matches(p, [w]) for p, _ in by_part)]
         if missing and strict:
-            found = by_part if wanted is None else _by_partition(_live_in_scope(table, snap, schema, None), schema)
+            found = _by_partition(_live_in_scope(table, snap, schema, None), schema, None)
             known = ", ".join(_describe(p) for p, _ in found[:5]) + (", ..." if len(found) > 5 else "") or "none"
             raise InvalidPartitionError(
                 f"the table has no live file in partition {_describe(missing[0])} (partitions found: {known}); "
@@ -392,22 +439,34 @@ def plan_compaction(
     groups = []
     for part, files in by_part:
         for g in _plan_partition(files, target, least, most, columns, tiered):
-            groups.append(CompactionGroup(uuid.uuid4().hex, part, g))
-    size = int(pc.sum(live.column(ents.FILE_SIZE)).as_py() or 0)
-    return CompactionPlan(snap.id, target, columns, tuple(groups), live.num_rows, size, least, tiered)
+            groups.append(CompactionGroup(uuid.uuid4().hex, part, live.take(pa.array(g, pa.int64()))))
+    count = sum(len(f.rows) for _, f in by_part)
+    size = sum(sum(f.sizes) for _, f in by_part)
+    return CompactionPlan(snap.id, target, columns, tuple(groups), count, size, least, tiered)
 
 
-def _by_partition(live: pa.Table, schema: TableSchema) -> list[tuple[Partition, pa.Table]]:
+def _by_partition(
+    live: pa.Table, schema: TableSchema, wanted: list[Partition] | None
+) -> list[tuple[Partition, _Files]]:
+    """The live files of the partitions ``wanted`` (None: all), partition by partition in a stable order."""
     if live.num_rows == 0:
         return []
-    if not schema.partition_keys:
-        return [({}, live)]
+    sizes = live.column(ents.FILE_SIZE).to_pylist()
+    counts = live.column(ents.ROW_COUNT).to_pylist()
+    order = list(zip(live.column("creation_time_ms").to_pylist(), ents.paths(live), strict=True))
+    if schema.partition_keys and ents.PARTITION in live.column_names:
+        parts = [dict(p or {}) for p in live.column(ents.PARTITION).to_pylist()]
+    else:
+        parts = [{} for _ in sizes]
     idx: dict[tuple[tuple[str, Any], ...], tuple[Partition, list[int]]] = {}
-    for i, p in enumerate(live.column(ents.PARTITION).to_pylist()):
-        part = dict(p or {})
+    for i, part in enumerate(parts):
         idx.setdefault(_key(part), (part, []))[1].append(i)
-    ordered = sorted(idx.values(), key=lambda pr: _order(pr[0]))
-    return [(part, live.take(pa.array(rows, pa.int64()))) for part, rows in ordered]
+    out = []
+    for part, rows in sorted(idx.values(), key=lambda pr: _order(pr[0])):
+        if _matches(part, wanted):
+            files = _Files(rows, [sizes[i] for i in rows], [counts[i] for i in rows], [order[i] for i in rows])
+            out.append((part, files))
+    return out
 
 
 def _order(partition: Partition) -> tuple[tuple[str, bool, str], ...]:
@@ -502,26 +561,43 @@ def commit_compaction(
     that loses again is given up (:attr:`CompactionReport.given_up`). A conflict never raises. Other failures do
     (:class:`CommitStateUnknownError`: nothing is deleted then). ``after_commit``: once the snapshot landed, run
     the table's after-commit work (snapshot expiration, when the table's options ask for it)."""
+    owner = {g.group_id: g.group_id for g in plan.groups}
+    return _commit(table, plan, messages, owner, replan, rewrite, after_commit)
+
+
+def _commit(
+    table: Table,
+    plan: CompactionPlan,
+    messages: Sequence[CommitMessage],
+    owner: dict[str, str],
+    replan: bool,
+    rewrite: Rewriter | None,
+    after_commit: bool,
+) -> CompactionReport:
+    """:func:`commit_compaction`, where the files of a group are in the message of writer ``owner[group id]`` (one
+    writer may have written several groups: then they land or are dropped together)."""
     started = time.monotonic()
     report = CompactionReport(dry_run=False, files_before=plan.files_before, bytes_before=plan.bytes_before)
     by_id = {m.writer_id: m for m in messages}
-    ready = [g for g in plan.groups if g.group_id in by_id]
+    ready = [g for g in plan.groups if owner.get(g.group_id) in by_id]
     for g in plan.groups:
-        if g.group_id not in by_id:
+        if owner.get(g.group_id) not in by_id:
             report.given_up.append(GivenUp(g.partition, "its files were not rewritten (no commit message)"))
     replanned: set[tuple[tuple[str, Any], ...]] = set()
     rewriter = rewrite if rewrite is not None else _local_rewriter(table, plan)
     while ready:
-        written = {g.group_id: _written(table, by_id[g.group_id]) for g in ready}  # (the commit drops the manifests)
+        writers = list(dict.fromkeys(owner[g.group_id] for g in ready))
+        written = {w: _written(table, by_id[w]) for w in writers}  # (the commit drops the per-task manifests)
         try:
-            snap = _commit_groups(table, ready, by_id, after_commit)
+            snap = _commit_groups(table, ready, [by_id[w] for w in writers], after_commit)
         except RewriteConflictError as exc:
             gone = set(exc.gone)
-            lost = [g for g in ready if gone.intersection(g.paths)]
-            if not lost:  # cannot happen (gone names files of ready groups); never loop on it
+            lost_writers = {owner[g.group_id] for g in ready if gone.intersection(g.paths)}
+            if not lost_writers:  # cannot happen (gone names files of ready groups); never loop on it
                 raise
-            ready = [g for g in ready if g not in lost]
-            table.discard([by_id.pop(g.group_id) for g in lost])  # known not to have landed
+            lost = [g for g in ready if owner[g.group_id] in lost_writers]
+            ready = [g for g in ready if owner[g.group_id] not in lost_writers]
+            table.discard([by_id.pop(w) for w in lost_writers])  # known not to have landed
             parts = {_key(g.partition): g.partition for g in lost}
             again = {k: p for k, p in parts.items() if replan and k not in replanned}
             for k, p in parts.items():
@@ -532,7 +608,9 @@ def commit_compaction(
             if again:
                 replanned.update(again)
                 report.replanned.extend(again.values())
-                ready.extend(_replan(table, plan, list(again.values()), rewriter, by_id, ready))
+                fresh = _replan(table, plan, list(again.values()), rewriter, by_id, ready)
+                owner.update((g.group_id, g.group_id) for g in fresh)
+                ready.extend(fresh)
             continue
         _fill(report, ready, written, snap)
         break
@@ -585,10 +663,10 @@ def _written(table: Table, message: CommitMessage) -> tuple[int, int]:
 
 
 def _commit_groups(
-    table: Table, groups: Sequence[CompactionGroup], by_id: Mapping[str, CommitMessage], after_commit: bool
+    table: Table, groups: Sequence[CompactionGroup], messages: Sequence[CommitMessage], after_commit: bool
 ) -> Snapshot:
     store = table._store
-    added = [meta for g in groups for meta in by_id[g.group_id].manifests]
+    added = [meta for m in messages for meta in m.manifests]
     rewritten = ents.concat_entries([g.entries for g in groups])
     request = CommitRequest(None, f"compact-{uuid.uuid4().hex}", 0, added, properties={OPERATION: "compact"})
     after = functools.partial(table._after_commit, compact=False) if after_commit else None
@@ -600,7 +678,7 @@ def _commit_groups(
         raise  # the caller drops the groups that lost and deletes their files
     except BaseException:
         if not producer.in_doubt:  # known not to have landed: the written files are garbage
-            table.discard([by_id[g.group_id] for g in groups])
+            table.discard(messages)
         raise
     if result.outcome is not CommitOutcome.COMMITTED or result.snapshot is None:  # pragma: no cover - has work
         raise CommitError(f"a compaction with {len(groups)} group(s) committed nothing ({result.outcome})")
@@ -621,8 +699,7 @@ def _fill(
     for g in groups:
         seen.setdefault(_key(g.partition), g.partition)
     report.partitions = list(seen.values())
-    for g in groups:
-        files, size = written[g.group_id]
+    for files, size in written.values():  # per writer
         report.written_files += files
         report.written_bytes += size
 
@@ -679,8 +756,14 @@ def _run(
         return rewrite_group(table, group, plan.sort_by, target_file_size=plan.target_file_size)
 
     messages: list[CommitMessage] = []
+    owner = {g.group_id: g.group_id for g in plan.groups}
     try:
-        if parallelism is None or parallelism <= 1 or total == 1:
+        if (parallelism is None or parallelism <= 1) and not plan.sort_by and total > 1:
+            # one writer for every group: one per-task manifest to write and merge instead of one per group
+            unit = uuid.uuid4().hex
+            messages.append(_rewrite_together(table, plan.groups, unit, plan.target_file_size, progress))
+            owner = dict.fromkeys(owner, unit)
+        elif parallelism is None or parallelism <= 1 or total == 1:
             for g in plan.groups:
                 messages.append(one(g))
                 done += 1
@@ -696,7 +779,22 @@ def _run(
     except BaseException:
         table.discard(messages)  # nothing was committed: the groups already written are garbage
         raise
-    return commit_compaction(table, plan, messages, after_commit=after_commit)
+    return _commit(table, plan, messages, owner, True, None, after_commit)
+
+
+def _rewrite_together(
+    table: Table, groups: Sequence[CompactionGroup], writer_id: str, target: int, progress: Progress | None
+) -> CommitMessage:
+    """Several groups through one writer: it keeps a file per partition open and rolls it at ``target``, so each
+    group's rows still land in files of their own partition, about the target in size."""
+    schema = table.table_schema()
+    with table.new_writer(writer_id=writer_id, target_file_size=target) as writer:
+        for done, group in enumerate(groups, 1):
+            for chunk in _chunks(read_entries(table.io, group.entries, schema), schema.table_options.row_group_rows):
+                writer.write(chunk)
+            if progress:
+                progress(done, len(groups), _describe(group.partition))
+        return writer.prepare_commit()
 
 
 def auto_compact(table: Table, snap: Snapshot) -> CompactionReport | None:

@@ -25,6 +25,7 @@ from lakefmt.spec import CommitMessage, DataFile, FileKind, TableSchema, layout
 from lakefmt.spec.manifest import encode_manifest, entries_table, manifest_meta
 from lakefmt.spec.partition import partition_path
 from lakefmt.write.conform import conform
+from lakefmt.write.encoding import dictionary_columns
 from lakefmt.write.stats import StatsCollector
 
 __all__ = ["TableWriter", "WriterClosedError", "as_tables"]
@@ -236,7 +237,7 @@ class TableWriter:
             step = min(step, max(1, table.num_rows * self._options.row_group_size // table.nbytes))
         for start in range(0, table.num_rows, step):
             group = table.slice(start, step)
-            f = state.file or self._open_file(state)
+            f = state.file or self._open_file(state, group)
             f.writer.write_table(group, row_group_size=max(group.num_rows, 1))
             f.stats.update(group)
             f.rows += group.num_rows
@@ -246,14 +247,16 @@ class TableWriter:
             elif self._sync_ahead_bytes and written - f.synced_bytes >= self._sync_ahead_bytes:
                 self._sync_ahead(f, written)
 
-    def _open_file(self, state: _PartitionState) -> _OpenFile:
+    def _open_file(self, state: _PartitionState, first: pa.Table) -> _OpenFile:
         name = layout.data_file_name(self._file_id, self._next())
         rel = f"{state.folder}/{name}" if state.folder else name
         stream = self._io.open_output(rel)
         compression = None if self._options.compression == "none" else self._options.compression
         # version 2: the Parquet schema carries each field's id (PARQUET:field_id), so any reader can match by id
         file_schema = self._schema.id_schema if self._schema.format_version >= 2 else self._schema.arrow_schema
-        writer = pq.ParquetWriter(stream, file_schema, compression=compression)
+        # dictionary encoding only where the first rows say it pays (lakefmt.write.encoding)
+        dictionary = dictionary_columns(file_schema, first)
+        writer = pq.ParquetWriter(stream, file_schema, compression=compression, use_dictionary=dictionary)
         state.file = _OpenFile(rel, stream, writer, StatsCollector(self._schema.arrow_schema))
         return state.file
 
