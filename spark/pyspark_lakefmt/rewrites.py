@@ -15,6 +15,7 @@ fails is retried by Spark; files of a job that fails are left to orphan-clean.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -31,7 +32,7 @@ from lakefmt.maintenance.compact import (
 )
 from lakefmt.maintenance.compact import compact as compact_here
 from lakefmt.spec import CommitMessage
-from lakefmt.spec.predicate import bind_predicate, parse_predicate
+from lakefmt.spec.predicate import And, Compare, InList, Not, Or, Predicate, bind_predicate, parse_predicate
 from lakefmt.write.delete import DeletePlan, DeleteResult, delete_in_files, delete_rows
 
 __all__ = ["compact", "delete", "delete_filter"]
@@ -53,7 +54,31 @@ def delete_filter(table: lakefmt.Table, predicate: str | pc.Expression) -> pc.Ex
     if not isinstance(predicate, str):
         kind = type(predicate).__name__
         raise TypeError(f"a delete's predicate must be SQL text or a pyarrow expression, got {kind}")
-    return bind_predicate(parse_predicate(predicate), table.schema(), predicate)
+    pred = parse_predicate(predicate)
+    with contextlib.suppress(RecursionError):  # thousands of tests chained: bound as they are
+        pred = _ranged(pred)
+    return bind_predicate(pred, table.schema(), predicate)
+
+
+#: pyarrow's expression simplifier rules files out by an ``IN`` list under min/max only up to about 50 values
+SIMPLIFIED_IN = 50
+
+
+def _ranged(pred: Predicate) -> Predicate:
+    """``pred`` with every ``IN`` list longer than :data:`SIMPLIFIED_IN` as ``c >= min AND c <= max AND c IN
+    (...)``: the same rows under SQL's three-valued logic (a value in the list lies between its least and greatest
+    value; a null is unknown either way), but min/max pruning now rules out the files outside that range."""
+    if isinstance(pred, InList) and len(pred.values) > SIMPLIFIED_IN:
+        try:
+            low, high = min(pred.values), max(pred.values)
+        except TypeError:  # values of mixed kinds: binding names the problem
+            return pred
+        return And(Compare(pred.column, ">=", low), And(Compare(pred.column, "<=", high), pred))
+    if isinstance(pred, Not):
+        return Not(_ranged(pred.operand))
+    if isinstance(pred, And | Or):
+        return type(pred)(_ranged(pred.left), _ranged(pred.right))
+    return pred
 
 
 def delete(

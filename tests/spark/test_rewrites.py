@@ -17,6 +17,8 @@ from pyspark_lakefmt.writer import LakefmtCommitMessage
 
 import lakefmt
 from lakefmt.spec import CommitKind
+from lakefmt.spec.predicate import bind_predicate, parse_predicate
+from lakefmt.write.delete import plan_delete
 
 SCHEMA = pa.schema([("id", pa.int64()), ("x", pa.float64()), ("dt", pa.string())])
 DAYS = ["2025-12-30", "2025-12-31", "2026-01-01"]
@@ -146,3 +148,22 @@ def test_write_only_writers_never_compact_automatically(tmp_path: Path) -> None:
     kinds = [s.commit_kind for s in t.snapshots()]
     assert kinds == [CommitKind.APPEND] * 3 + [CommitKind.COMPACT] and len(t.files()) == 1
     assert sorted(r["id"] for r in t.to_arrow().to_pylist()) == [0, 1, 2]
+
+
+def test_a_long_in_list_still_rules_files_out_by_min_max(tmp_path: Path) -> None:
+    """pyarrow's simplifier prunes with an IN list of up to about 50 values; a delete's SQL IN list of more is
+    bound with its least and greatest value beside it, the same rows (nulls included), so files outside that
+    range are not read."""
+    t = lakefmt.create_table(str(tmp_path / "t"), SCHEMA)
+    for k in range(5):
+        t.append(pa.table({"id": [k * 100 + i for i in range(10)], "x": [1.0] * 9 + [None], "dt": ["d"] * 10}))
+    ids = list(range(150, 254))  # 104 values; of the files' ids (k * 100 + 0..9) only 200..209 are in range
+    sql = f"id IN ({', '.join(map(str, ids))})"
+    flt = pyspark_lakefmt.rewrites.delete_filter(t, sql)
+    assert plan_delete(t, flt).candidates.num_rows == 1  # only the file of ids 200..209 may match
+    plain = bind_predicate(parse_predicate(sql), t.schema(), sql)
+    assert plan_delete(t, plain).candidates.num_rows == 5  # what pruning does without the range
+    for text in (sql, f"NOT ({sql})", f"NOT ({sql}) OR x IS NULL"):
+        got = t.to_arrow().filter(pyspark_lakefmt.rewrites.delete_filter(t, text))
+        want = t.to_arrow().filter(bind_predicate(parse_predicate(text), t.schema(), text))
+        assert got.equals(want), text
