@@ -12,22 +12,28 @@ attempts left behind is orphan-clean's, and the crash matrix checks that on S3 t
 
 Two clients:
 
-* ``retrying``: botocore's and s3fs's default retries. 400 racing commits, 5 % of requests faulted and every
-  20th snapshot publish. What makes it exactly-once: botocore retries 500 and 503 (s3fs also retries
-  SlowDown) and a dropped connection; a conditional PUT whose 500 or dropped answer hid a success is retried
-  by botocore and answered 412, which lakefmt's read-back turns into "ours"; a 409 arrives as
-  ``OSError(EIO)`` and the same PUT is retried; a lost race is retried by the committer.
+* ``retrying``: botocore's and s3fs's default retries. Racing commits (how many: below), 5 % of requests
+  faulted and a share of the snapshot publishes. What makes it exactly-once: botocore retries 500 and 503
+  (s3fs also retries SlowDown) and a dropped connection; a conditional PUT whose 500 or dropped answer hid a
+  success is retried by botocore and answered 412, which lakefmt's read-back turns into "ours"; a 409 arrives
+  as ``OSError(EIO)`` and the same PUT is retried; a lost race is retried by the committer.
 * ``no-retries``: botocore and s3fs make one attempt per request (``total_max_attempts=1``, s3fs
   ``retries=1``), so every fault reaches lakefmt: a dropped publish as ``ConnectionClosedError`` (not an
   ``OSError``), after the snapshot may have landed. Four jobs and one one-off writer (``Table.append``, no
-  commit user) race, 2 % of requests faulted and every 10th publish. The one-off writer does what the rules
-  allow a caller to do: after an error other than CommitStateUnknownError it appends again (the append did
-  not land and removed its files); after CommitStateUnknownError it reads the table and appends again only
-  if its rows are not there. Its appends must be there exactly once too.
+  commit user) race, 2 % of requests faulted and a share of each committer's publishes. The one-off writer
+  does what the rules allow a caller to do: after an error other than CommitStateUnknownError it appends
+  again (the append did not land and removed its files); after CommitStateUnknownError it reads the table and
+  appends again only if its rows are not there. Its appends must be there exactly once too.
 
-The retrying run is the 400 racing commits the claim is made for (about a minute of commits on an idle
-2-core machine); ``LAKEFMT_WIRE_COMMITS=n`` sets any other number, ``LAKEFMT_WIRE_COMMITS_NO_RETRIES=n`` the
-no-retries run's (125 by default: 4 jobs and the one-off writer, 25 each).
+Publishes are faulted at a fixed period, cycling through the six faults (see :mod:`faults.wire`), so how many
+each kind gets depends on the period, not on chance. ``LAKEFMT_FULL_FAULTS=1`` runs the 400 racing commits the
+claim is made for, every 20th publish faulted (about 30 publish faults, 5 of each kind; about a minute of commits
+on an idle 2-core machine), and 125 no-retries commits (4 jobs and the one-off writer, 25 each), every 5th
+publish of each committer faulted. CI runs 160 retrying commits with every 8th publish faulted (as many publish
+faults, 5 or more of each kind, and about 120 on other requests) and 75 no-retries commits (15 each) with every
+3rd publish of each committer faulted (a committer publishes at least 20 times, its 15 and a retry of each
+faulted one: each kind reaches it at least once; checked for the one-off writer).
+``LAKEFMT_WIRE_COMMITS=n`` and ``LAKEFMT_WIRE_COMMITS_NO_RETRIES=n`` set other numbers of commits.
 """
 
 from __future__ import annotations
@@ -55,6 +61,7 @@ from .wire import FAULTS, WireFaults
 
 pytestmark = [pytest.mark.s3, pytest.mark.slow]
 
+FULL = os.environ.get("LAKEFMT_FULL_FAULTS", "") not in ("", "0")
 PROCESSES = 4
 ROWS = 3
 SCHEMA = pa.schema([("id", pa.int64()), ("dt", pa.string()), ("user", pa.string())])
@@ -83,12 +90,18 @@ class Client:
 
 
 CLIENTS = [
-    Client("retrying", int(os.environ.get("LAKEFMT_WIRE_COMMITS", "400")), 0.05, 20, 10),
+    Client(
+        "retrying",
+        int(os.environ.get("LAKEFMT_WIRE_COMMITS", "400" if FULL else "160")),
+        0.05,
+        20 if FULL else 8,
+        10,
+    ),
     Client(
         "no-retries",
-        int(os.environ.get("LAKEFMT_WIRE_COMMITS_NO_RETRIES", "125")),
+        int(os.environ.get("LAKEFMT_WIRE_COMMITS_NO_RETRIES", "125" if FULL else "75")),
         0.02,
-        5,
+        5 if FULL else 3,
         60,
         one_off=True,
         per_committer=True,
