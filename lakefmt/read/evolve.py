@@ -206,13 +206,17 @@ def read_evolved(
     columns: Sequence[str] | None = None,
     filter: pc.Expression | None = None,
     filter_columns: Sequence[str] = (),
+    whole: bool = False,
 ) -> Iterator[pa.Table]:
     """The rows of files written under ``old``, as ``new``'s ``columns`` (None: all), keeping those where
     ``filter`` (on ``new``'s names; ``filter_columns`` are the columns it reads) is true. One table per batch
-    read; the filter is applied after mapping, never pushed into the old files."""
+    read, or (``whole``) one table read by pyarrow's threaded scan; the filter is applied after mapping, never
+    pushed into the old files."""
     wanted = None if columns is None else list(dict.fromkeys([*columns, *filter_columns]))
     dataset = dataset_for(io, entries, old)
-    for batch in dataset.to_batches(columns=source_columns(old, new, wanted)):
+    source = source_columns(old, new, wanted)
+    parts = [dataset.to_table(columns=source)] if whole else dataset.to_batches(columns=source)
+    for batch in parts:
         table = evolve_batch(batch, old, new, wanted)
         if filter is not None:
             table = table.filter(filter)

@@ -352,23 +352,33 @@ class Scan:
                 columns=columns,
                 filter=filter,
                 filter_columns=referenced_columns(filter, self.schema.arrow_schema),
+                whole=True,
             )
         )
         names = self.schema.arrow_schema.names if columns is None else columns
         out_schema = pa.schema([self.schema.arrow_schema.field(c) for c in names])
         return pa.Table.from_batches([b for p in parts for b in p.to_batches()], schema=out_schema)
 
-    def _mapped_batches(self) -> Iterator[pa.RecordBatch]:
+    def _mapped_batches(self, whole: bool = False) -> Iterator[pa.RecordBatch]:
         """The rows matching the filter, run by run: runs read by name as :meth:`to_batches` reads a plain scan,
-        the others read with their own schema and mapped by id (the filter applied after mapping)."""
+        the others read with their own schema and mapped by id (the filter applied after mapping). ``whole``:
+        each run is read as one table (pyarrow's threaded scan, for :meth:`to_arrow`)."""
         for old, run in self._layout_runs():
             if old is None:
                 dataset = dataset_for(self._io, run, self.schema, self._full_paths(ents.paths(run)))
                 if self._pushdown_safe():
-                    yield from dataset.to_batches(columns=self.columns, filter=self.filter)
+                    if whole:
+                        yield from dataset.to_table(columns=self.columns, filter=self.filter).to_batches()
+                    else:
+                        yield from dataset.to_batches(columns=self.columns, filter=self.filter)
                     continue
-                for batch in dataset.to_batches(columns=self.columns_to_read()):
-                    kept = pa.Table.from_batches([batch]).filter(self.filter)
+                parts = (
+                    [dataset.to_table(columns=self.columns_to_read())]
+                    if whole
+                    else (pa.Table.from_batches([b]) for b in dataset.to_batches(columns=self.columns_to_read()))
+                )
+                for part in parts:
+                    kept = part.filter(self.filter)
                     yield from (kept if self.columns is None else kept.select(self.columns)).to_batches()
                 continue
             wanted = self.columns_to_read() if self.columns is not None else None
@@ -380,6 +390,7 @@ class Scan:
                 columns=wanted,
                 filter=self.filter,
                 filter_columns=referenced_columns(self.filter, self.schema.arrow_schema),
+                whole=whole,
             ):
                 yield from (table if self.columns is None else table.select(self.columns)).to_batches()
 
@@ -420,7 +431,7 @@ class Scan:
         if self._mapped():
             names = self.schema.arrow_schema.names if self.columns is None else self.columns
             out = pa.schema([self.schema.arrow_schema.field(c) for c in names])
-            return pa.Table.from_batches(list(self._mapped_batches()), schema=out)
+            return pa.Table.from_batches(list(self._mapped_batches(whole=True)), schema=out)
         if self._pushdown_safe():
             return self._files_dataset().to_table(columns=self.columns, filter=self.filter)
         kept = self._files_dataset().to_table(columns=self.columns_to_read()).filter(self.filter)
