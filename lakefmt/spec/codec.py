@@ -78,12 +78,12 @@ def decode_json(data: bytes, what: str) -> dict[str, Any]:
     return obj
 
 
-def write_arrow_file(table: pa.Table, kind: str, version: int = FORMAT_VERSION) -> bytes:
+def write_arrow_file(table: pa.Table, kind: str, version: int | None = None) -> bytes:
     """Encode ``table`` as a metadata file: an Arrow IPC stream in one zstd frame (with its content size and
-    checksum), its schema tagged with its kind and the format version (the table's)."""
+    checksum), its schema tagged with its kind and the format version (the table's; default: the newest)."""
     meta = dict(table.schema.metadata or {})
     meta[KIND_KEY] = kind.encode()
-    meta[VERSION_KEY] = str(version).encode()
+    meta[VERSION_KEY] = str(FORMAT_VERSION if version is None else version).encode()
     table = table.replace_schema_metadata(meta)
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, table.schema) as writer:

@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakefmt.errors import CorruptMetadataError
-from lakefmt.spec.codec import FORMAT_VERSION, read_arrow_file, write_arrow_file
+from lakefmt.spec.codec import read_arrow_file, write_arrow_file
 
 __all__ = [
     "FIELD_STATS",
@@ -165,8 +165,8 @@ def entries_table(
     return pa.table(columns, schema=schema)
 
 
-def encode_manifest(entries: pa.Table, version: int = FORMAT_VERSION) -> bytes:
-    """A manifest file's bytes (``version``: the table's format version)."""
+def encode_manifest(entries: pa.Table, version: int | None = None) -> bytes:
+    """A manifest file's bytes (``version``: the table's format version; default: the newest)."""
     return write_arrow_file(entries, MANIFEST_KIND, version)
 
 

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import pyarrow as pa
 
 from lakefmt.errors import CorruptMetadataError
-from lakefmt.spec.codec import FORMAT_VERSION, read_arrow_file, write_arrow_file
+from lakefmt.spec.codec import read_arrow_file, write_arrow_file
 from lakefmt.spec.manifest import ColumnStats, ManifestFileMeta, stats_type
 
 __all__ = ["decode_manifest_list", "encode_manifest_list"]
@@ -27,9 +27,9 @@ _BASE_FIELDS = [
 
 
 def encode_manifest_list(
-    metas: Sequence[ManifestFileMeta], partition_schema: pa.Schema, version: int = FORMAT_VERSION
+    metas: Sequence[ManifestFileMeta], partition_schema: pa.Schema, version: int | None = None
 ) -> bytes:
-    """A manifest list file's bytes (``version``: the table's format version)."""
+    """A manifest list file's bytes (``version``: the table's format version; default: the newest)."""
     columns: dict[str, pa.Array] = {f.name: pa.array([getattr(m, f.name) for m in metas], f.type) for f in _BASE_FIELDS}
     fields = list(_BASE_FIELDS)
     if len(partition_schema):
