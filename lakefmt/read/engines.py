@@ -72,7 +72,7 @@ def narrow(scan: Scan, prune: pc.Expression | None = None, columns: Sequence[str
     only ``columns`` read."""
     out = copy.copy(scan)
     if prune is not None:
-        out._entries = prune_entries(scan.entries(), prune, scan.schema)
+        out._entries = prune_entries(scan.entries(), prune, scan.schema, scan._store.schema)
     if columns is not None:
         unknown = [c for c in columns if c not in scan.schema.arrow_schema.names]
         if unknown:
@@ -91,7 +91,8 @@ def _filter_decided(scan: Scan) -> bool:
     if not scan._pushdown_safe():
         return False
     entries = scan.entries()
-    return bool(entries.num_rows == 0 or prune_entries(entries, ~scan.filter, scan.schema).num_rows == 0)
+    undecided = prune_entries(entries, ~scan.filter, scan.schema, scan._store.schema)  # files where it may fail
+    return bool(entries.num_rows == 0 or undecided.num_rows == 0)
 
 
 def native_paths(scan: Scan, entries: pa.Table | None = None) -> list[str] | None:
