@@ -86,7 +86,8 @@ def check_filter(filter: Any, schema: pa.Schema) -> pc.Expression:
         elif "no kernel matching input types" in reason:
             reason = f"a column is compared with a value of another type ({reason})"
         raise InvalidPredicateError(
-            f"the delete filter {filter} cannot be applied to the table: {reason}; the table's columns: {columns}"
+            f"the delete filter {' '.join(str(filter).split())} cannot be applied to the table: {reason}; "
+            f"the table's columns: {columns}"  # (one line: pyarrow writes an is_in's value set over several)
         ) from None
     return filter
 

@@ -1,6 +1,7 @@
 """Bad input to compaction and row-level delete, beyond the cases of their own tests: each is refused with an
-error that names the mistake, and the table is left exactly as it was (the same files, byte for byte in size,
-and the same latest snapshot). On local disk one case per test; on S3 (moto) every case on one table."""
+error that names the mistake in one line, and the table is left exactly as it was (the same files, byte for
+byte in size, and the same latest snapshot). On local disk one case per test; on S3 (moto) every case on one
+table."""
 
 from __future__ import annotations
 
@@ -66,8 +67,9 @@ def local_table(tmp_path_factory: pytest.TempPathFactory) -> lakefmt.Table:
 def refused_and_unchanged(table: lakefmt.Table, case: Case) -> None:
     _, call, error, words = case
     listing, latest = file_listing(table.io), table.latest_snapshot()
-    with pytest.raises(error, match=words):
+    with pytest.raises(error, match=words) as refused:
         call(table)
+    assert "\n" not in str(refused.value), f"a message of several lines: {refused.value}"
     assert file_listing(table.io) == listing, "the refused call changed the table's files"
     assert table.latest_snapshot() == latest
 
