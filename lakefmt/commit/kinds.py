@@ -21,6 +21,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakefmt.commit.merge import ManifestMerger
 from lakefmt.commit.producer import SnapshotProducer
 from lakefmt.errors import CommitConflictError, InvalidPartitionError, LakefmtError, RewriteConflictError
 from lakefmt.meta import entries
@@ -163,6 +164,20 @@ class CompactProducer(RewriteProducer):
 
     def carries_users_unchanged(self) -> bool:
         return True
+
+    def base_manifests(self, merger: ManifestMerger, latest: Snapshot) -> list[ManifestFileMeta]:
+        """The base list, with the table's small manifests merged into one when they fit in one (their ADD/DELETE
+        pairs cancelled): a compaction tidies the metadata a long stream leaves (up to ``manifest.merge-min-count``
+        small manifests, each one more read for every scan) as well as its data files. Otherwise the usual merge."""
+        metas = self.store.snapshot_manifests(latest)
+        target = self.store.schema_for(latest).table_options.manifest_target_size
+        small = [m for m in metas if m.file_size < target]
+        size = sum(m.file_size for m in small)
+        if len(small) < 3 or size >= target:
+            return merger.merge_base(metas)
+        merged = entries.cancel_pairs(entries.concat_entries(entries.read_manifests(self.store, small)))
+        big = [m for m in metas if m.file_size >= target]
+        return big + merger.write_entries(merged, size / max(merged.num_rows, 1))
 
 
 def live_paths(store: MetaStore, snap: Snapshot | None, among: pa.Table) -> set[str]:

@@ -104,6 +104,11 @@ class SnapshotProducer:
         re-plans when only compactions moved its files: the rows it replaces are the same, in other files)."""
         return None
 
+    def base_manifests(self, merger: ManifestMerger, latest: Snapshot) -> list[ManifestFileMeta]:
+        """(d) The manifests of the base list: ``latest``'s base and delta, minor or full merged. A kind that must
+        rewrite entries of the base overrides it (a restore drops the entries of the paths it adds again)."""
+        return merger.merge_base(self.store.snapshot_manifests(latest))
+
     def carries_users_unchanged(self) -> bool:
         """Whether the snapshot carries the commit-user map forward exactly as it is (a compaction: it is no
         writer's commit and must not age anyone's dedup mark out)."""
@@ -150,7 +155,7 @@ class SnapshotProducer:
                 if not delta and not self.empty_ok:
                     return CommitResult(CommitOutcome.NOTHING_TO_COMMIT)
                 delta_list = delta_list or self._write_list(merger, delta, schema, options)
-                base = merger.merge_base(self.store.snapshot_manifests(latest)) if latest else []  # (d)
+                base = self.base_manifests(merger, latest) if latest else []  # (d)
             except MissingMetadataError:  # latest's metadata is gone: expired, if latest is no longer latest
                 newer = self.store.latest_snapshot()
                 if latest is None or newer is None or newer.id == latest.id:

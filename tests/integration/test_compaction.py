@@ -291,6 +291,8 @@ def test_automatic_compaction_keeps_partitions_small(tmp_path: Any) -> None:
     assert kinds[lakefmt.CommitKind.APPEND] == 40 and kinds[lakefmt.CommitKind.COMPACT] >= 5
     per_part = Counter(f.partition["dt"] for f in t.files())
     assert max(per_part.values()) < 10  # 40 without it
+    last = next(s for s in reversed(t.snapshots()) if s.commit_kind is lakefmt.CommitKind.COMPACT)
+    assert len(MetaStore(t.io).snapshot_manifests(last)) <= 3  # the small manifests merged too (one base + delta)
     assert sorted(t.to_arrow().column("id").to_pylist()) == list(range(160))
 
 
