@@ -215,6 +215,63 @@ def plot_engines(plt: Any, engines: dict[str, Any], out: Path) -> None:
     _finish(fig, out, "engines.png")
 
 
+def plot_compaction(plt: Any, delta: dict[str, Any] | None, compaction: dict[str, Any] | None,
+                    stream: dict[str, Any] | None, out: Path) -> None:
+    """Compaction: delta-rs's optimize benchmark side by side, compaction against pyarrow rewriting the same
+    files, and a long stream's full read with automatic compaction on and off against the rows written at once."""
+    panels = [p for p in (delta, compaction, stream) if p is not None]
+    if not panels:
+        return
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 4.0), squeeze=False)
+    axes = list(axes[0])
+    if delta is not None:
+        ax = axes.pop(0)
+        m = delta["metrics"]
+        peer = m["deltalake"].get("peer", "deltalake")
+        like = next(k for k in m["lakefmt_best_s"] if k.endswith("_nofsync"))
+        tasks = list(m["deltalake_best_s"])
+        xs = range(len(tasks))
+        for offset, label, values, color in (
+            (-0.2, f"lakefmt ({like.replace('_', ', ')})", [m["lakefmt_best_s"][like][t] for t in tasks],
+             COLORS["lakefmt"]),
+            (0.2, peer, [m["deltalake_best_s"][t] for t in tasks], "#969696"),
+        ):
+            ax.bar([x + offset for x in xs], values, width=0.4, label=label, color=color)
+            for x, y in zip(xs, values, strict=True):
+                ax.text(x + offset, y, f"{y:.2f}", ha="center", va="bottom", fontsize=7)
+        ax.set_xticks(list(xs), [f"{t} task{'s' if t != '1' else ''}" for t in tasks])
+        ax.set_ylabel("seconds (best of runs)")
+        ax.set_title(f"50 files -> 5, {delta['params']['rows']:,} rows", fontsize=9)
+        ax.legend(fontsize=7)
+    if compaction is not None:
+        ax = axes.pop(0)
+        best = compaction["metrics"]["best_wall_s"]
+        names = ["lakefmt_compact_fsync", "lakefmt_compact_nofsync", "pyarrow_rewrite", "pyarrow_rewrite_fsync",
+                 "pyarrow_rewrite_same_encoding"]
+        names = [n for n in names if n in best]
+        ax.barh(range(len(names)), [best[n] for n in names],
+                color=[COLORS["lakefmt"] if n.startswith("lakefmt") else "#969696" for n in names])
+        ax.set_yticks(range(len(names)), [n.replace("_", " ") for n in names], fontsize=7)
+        ax.invert_yaxis()
+        ax.set_xlabel("seconds (best of runs)")
+        ax.set_title(f"Compaction vs pyarrow, {compaction['params']['rows']:,} rows", fontsize=9)
+    if stream is not None:
+        ax = axes.pop(0)
+        reads = stream["metrics"]["read_best_s"]
+        files = stream["metrics"]["live_files"]
+        names = [n for n in ("once", "on", "off") if n in reads]
+        labels = {"once": "written\nat once", "on": "stream,\ncompaction on", "off": "stream,\ncompaction off"}
+        values = [reads[n] * 1000 for n in names]
+        ax.bar(range(len(names)), values, color=["#969696", COLORS["lakefmt"], "#b2182b"][: len(names)])
+        for x, (n, y) in enumerate(zip(names, values, strict=True)):
+            ax.text(x, y, f"{y:.0f} ms\n{files[n]} files", ha="center", va="bottom", fontsize=7)
+        ax.set_xticks(range(len(names)), [labels[n] for n in names], fontsize=7)
+        ax.set_yscale("log")
+        ax.set_ylabel("full read, ms (best of runs, log scale)")
+        ax.set_title(f"After {stream['params']['micro_batches']:,} micro-batches", fontsize=9)
+    _finish(fig, out, "compaction.png")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.plots", description=__doc__)
     parser.add_argument("--results", type=Path, default=PACKAGE_DIR / "results")
@@ -244,6 +301,7 @@ def main(argv: list[str] | None = None) -> int:
     engines = load("engines")
     if engines is not None:
         plot_engines(plt, engines, args.out)
+    plot_compaction(plt, load("delta_optimize"), load("compaction"), load("compaction_stream"), args.out)
     return 0
 
 
