@@ -33,6 +33,7 @@ __all__ = [
     "empty_entries_for",
     "live",
     "live_entries",
+    "net_added",
     "paths",
     "read_manifests",
 ]
@@ -101,6 +102,20 @@ def cancel_pairs(entries: pa.Table) -> pa.Table:
     added = added.filter(pc.invert(pc.is_in(added.column(PATH), value_set=del_paths)))
     dels = dels.filter(pc.invert(pc.is_in(dels.column(PATH), value_set=add_paths)))
     return concat_entries([added, dels])
+
+
+def net_added(tables: Sequence[pa.Table]) -> pa.Table:
+    """The ADD entries of files that ``tables`` (entries of consecutive snapshots' deltas, oldest first) leave
+    added: for each path the last entry decides. A path DELETEd and ADDed again later (a restore) counts as
+    added; one ADDed and then DELETEd does not."""
+    if not tables:
+        raise ValueError("net_added needs at least one entries table")
+    entries = concat_entries(tables)
+    if entries.num_rows == 0 or pc.max(entries.column(KIND)).as_py() == int(FileKind.ADD):
+        return entries  # no DELETE: every path is added once
+    order = pa.table({PATH: entries.column(PATH), "i": pa.array(range(entries.num_rows), pa.int64())})
+    last = order.group_by(PATH, use_threads=False).aggregate([("i", "max")]).column("i_max")
+    return adds(entries.take(pc.take(last, pc.sort_indices(last))))  # in order
 
 
 def concat_entries(tables: Sequence[pa.Table]) -> pa.Table:
