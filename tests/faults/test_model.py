@@ -1,10 +1,11 @@
 """Model-based test: hypothesis drives random sequences of appends (one-off and by a job's committer, with
 one or many writer tasks), replays of a landed commit, overwrites of the whole table and of a partition
 (also with no rows), commits that trigger manifest merges, compactions (of the table or of a partition, and
-automatic ones after commits in one option set), row-level deletes by a predicate on ``id`` or ``dt``, expire,
-orphan-clean (age 0), abandoned writes and reopening the table. After every step the table equals a plain
-in-memory model: the retained snapshot ids, the rows of the latest snapshot and, by time travel, of every
-retained one.
+automatic ones after commits in one option set), row-level deletes by a predicate on ``id`` or ``dt``, tags
+(created on any retained snapshot, deleted), restores (of a retained snapshot or of a tag, whose snapshot may
+have expired), expire, orphan-clean (age 0), abandoned writes and reopening the table. After every step the
+table equals a plain in-memory model: the retained snapshot ids, the rows of the latest snapshot and, by time
+travel, of every retained one and of every tag.
 
 Tables get tiny merge thresholds (chosen per example) so minor and full manifest merges happen all the time.
 """
@@ -39,6 +40,7 @@ OPTION_SETS = [
     {"compaction.auto": "true", "compaction.min.file-num": "2", "compaction.max.file-num": "3"},
 ]
 USER = "model-job"
+TAG_NAMES = ["t1", "t2", "t3"]
 
 Row = tuple[int, str | None]
 partitions = st.sampled_from(PARTS)
@@ -63,6 +65,7 @@ class TableMachine(RuleBasedStateMachine):
         self.identifier = 0  # the job's last identifier handed out
         self.landed: int | None = None  # the job's last identifier that landed, and its rows
         self.landed_rows: list[Row] = []
+        self.tags: dict[str, Counter[Row]] = {}  # the model's tags: name -> rows of the tagged snapshot
 
     @initialize(options=st.sampled_from(OPTION_SETS))
     def create(self, options: dict[str, str]) -> None:
@@ -202,6 +205,49 @@ class TableMachine(RuleBasedStateMachine):
             assert snap.properties.get("lakefmt.operation") == "delete"
         self.landed_snapshot(snap, kept)
 
+    @precondition(lambda self: bool(self.snapshots))
+    @rule(name=st.sampled_from(TAG_NAMES), pick=st.integers(0, 1 << 20))
+    def create_tag(self, name: str, pick: int) -> None:
+        """Tag any retained snapshot; a name already taken is refused and changes nothing."""
+        ids = sorted(self.snapshots)
+        sid = ids[pick % len(ids)]
+        if name in self.tags:
+            with pytest.raises(lakefmt.TagAlreadyExistsError):
+                self.table.create_tag(name, sid)
+            return
+        assert self.table.create_tag(name, sid).snapshot_id == sid
+        self.tags[name] = Counter(self.snapshots[sid])
+
+    @precondition(lambda self: bool(self.tags))
+    @rule(pick=st.integers(0, 1 << 20))
+    def delete_tag(self, pick: int) -> None:
+        name = sorted(self.tags)[pick % len(self.tags)]
+        self.table.delete_tag(name)
+        del self.tags[name]
+
+    @precondition(lambda self: bool(self.snapshots))
+    @rule(by_tag=st.booleans(), pick=st.integers(0, 1 << 20), expire_after=st.sampled_from([None, 1, 2]))
+    def restore(self, by_tag: bool, pick: int, expire_after: int | None) -> None:
+        """Restore a retained snapshot, or a tag (its snapshot may have expired): a new snapshot with its rows, or
+        none when the table holds exactly its files already. The job's dedup marks are carried forward (the
+        replay rule then checks a replay is still skipped). Often an expiration follows at once: the window it
+        expires holds the snapshots that deleted the files the restore adds again (the trap of path reuse)."""
+        marks = self.table.commit_user_identifier(USER)
+        if by_tag and self.tags:
+            name = sorted(self.tags)[pick % len(self.tags)]
+            rows, snap = self.tags[name], self.table.restore(tag=name)
+        else:
+            ids = sorted(self.snapshots)
+            sid = ids[pick % len(ids)]
+            rows, snap = self.snapshots[sid], self.table.restore(sid)
+        if snap is not None:
+            assert snap.commit_kind is lakefmt.CommitKind.OVERWRITE
+            assert snap.properties.get("lakefmt.operation") == "restore"
+            assert self.table.commit_user_identifier(USER) == marks
+        self.landed_snapshot(snap, Counter(rows))
+        if expire_after is not None:
+            self.expire(expire_after)
+
     @rule(retain_max=st.integers(1, 4))
     def expire(self, retain_max: int) -> None:
         report = self.table.expire_snapshots(retain_max=retain_max)
@@ -239,6 +285,17 @@ class TableMachine(RuleBasedStateMachine):
         assert rows_of(fresh.to_arrow()) == self.latest_rows
         for sid, rows in self.snapshots.items():
             assert rows_of(fresh.to_arrow(snapshot_id=sid)) == rows, f"time travel to snapshot {sid}"
+
+
+    @invariant()
+    def tags_read(self) -> None:
+        """Every tag reads its snapshot's rows, whatever expired and whatever orphan-clean removed."""
+        if not hasattr(self, "table"):
+            return
+        fresh = lakefmt.open_table(self.uri)
+        assert [t.name for t in fresh.tags()] == sorted(self.tags)
+        for name, rows in self.tags.items():
+            assert rows_of(fresh.to_arrow(tag=name)) == rows, f"tag {name}"
 
 
 TableMachine.TestCase.settings = settings(
