@@ -95,9 +95,10 @@ class ExpirationPlan:
     expired_consumers: tuple[Consumer, ...] = ()
     #: tags (and restores' pins) past their ``retain`` time: they keep nothing, and their files are deleted last
     expired_tags: tuple[Tag, ...] = ()
-    #: the latest snapshot and the live tags (and pins) the plan saw: what arrives after them is spared
+    #: the latest snapshot and the live tags (and pins) the plan saw, by name and nonce (a name deleted and
+    #: created again is another tag): what arrives after them is spared
     planned_latest: int | None = None
-    planned_tags: frozenset[tuple[str, bool]] = frozenset()
+    planned_tags: frozenset[tuple[str, bool, str]] = frozenset()
 
     @property
     def new_earliest(self) -> int | None:
@@ -151,7 +152,7 @@ def plan_expiration(
     count, held = apply_holds(snaps, count, own.holds)
     expired, retained = snaps[:count], snaps[count:]
     kept = (retained[0].id, retained[-1].id) if retained else None
-    seen_tags = frozenset((t.name, t.pin) for t in live_tags)
+    seen_tags = frozenset((t.name, t.pin, t.nonce) for t in live_tags)
     if not expired:
         return ExpirationPlan((), kept, (), held, own.expired_consumers, expired_tags, latest.id, seen_tags)
     sizes: dict[str, int] = {}
@@ -267,7 +268,7 @@ def _arrived_since(store: MetaStore, plan: ExpirationPlan) -> set[str]:
     restores published since the plan add again. Tags first, then the latest snapshot: a restore deletes its pin
     only after it published."""
     now = int(time.time() * 1000)
-    new_tags = [t for t in list_tags(store.io).check().live(now) if (t.name, t.pin) not in plan.planned_tags]
+    new_tags = [t for t in list_tags(store.io).check().live(now) if (t.name, t.pin, t.nonce) not in plan.planned_tags]
     spared = tag_references(store, new_tags).paths() if new_tags else set()
     latest = store.latest_snapshot(strict=True)
     if latest is not None and plan.planned_latest is not None and latest.id > plan.planned_latest:

@@ -1,0 +1,46 @@
+"""Attacks on tags, restore, engines and the CLI (issue 17): each test is a way a user or a race could lose
+data or get a wrong answer, and shows that it no longer does."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+from helpers import create_table_in, sorted_ids
+
+import lakefmt
+from lakefmt.maintenance import plan_expiration
+from lakefmt.maintenance.expire import apply_expiration
+from lakefmt.meta.store import MetaStore
+
+SCHEMA = pa.schema([("id", pa.int64()), ("dt", pa.string())])
+
+
+def rows(*ids: int, dt: str = "a") -> pa.Table:
+    return pa.table({"id": list(ids), "dt": [dt] * len(ids)}, schema=SCHEMA)
+
+
+def history(t: lakefmt.Table) -> None:
+    """Snapshots 1..4: 1 appends 1 (a) and 2 (b); 2 overwrites a with 3; 3 overwrites the table with 4;
+    4 appends 5."""
+    t.append(pa.concat_tables([rows(1), rows(2, dt="b")]))
+    t.overwrite(rows(3), partition={"dt": "a"})
+    t.overwrite(rows(4))
+    t.append(rows(5))
+
+
+def test_a_tag_name_given_to_an_older_snapshot_while_an_expiration_runs_keeps_its_files(local_store: Any) -> None:
+    """The expiration's plan saw tag 'x' on a retained snapshot; before it deletes anything, 'x' is deleted and
+    created again for a snapshot the plan expires. The name is the same, the tag is not: its files are spared."""
+    t = create_table_in(local_store, SCHEMA, partition_by=["dt"])
+    history(t)
+    t.create_tag("x", 4)
+    store = MetaStore(t.io)
+    plan = plan_expiration(store, retain_max=1)
+    assert plan.expired == (1, 2, 3)
+    t.delete_tag("x")
+    t.create_tag("x", 1)  # snapshot 1 is still there and no expiration is announced yet: allowed
+    apply_expiration(t.io, store, plan)
+    assert sorted_ids(t, tag="x") == [1, 2]
+    t.remove_orphan_files(older_than=0)
+    assert sorted_ids(t, tag="x") == [1, 2]
