@@ -16,10 +16,13 @@ fails is retried by Spark; files of a job that fails are left to orphan-clean.
 from __future__ import annotations
 
 import contextlib
+import datetime
 import time
 from collections.abc import Mapping, Sequence
+from decimal import Decimal
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.compute as pc
 
 import lakefmt
@@ -56,7 +59,7 @@ def delete_filter(table: lakefmt.Table, predicate: str | pc.Expression) -> pc.Ex
         raise TypeError(f"a delete's predicate must be SQL text or a pyarrow expression, got {kind}")
     pred = parse_predicate(predicate)
     with contextlib.suppress(RecursionError):  # thousands of tests chained: bound as they are
-        pred = _ranged(pred)
+        pred = _ranged(pred, table.schema())
     return bind_predicate(pred, table.schema(), predicate)
 
 
@@ -64,21 +67,44 @@ def delete_filter(table: lakefmt.Table, predicate: str | pc.Expression) -> pc.Ex
 SIMPLIFIED_IN = 50
 
 
-def _ranged(pred: Predicate) -> Predicate:
+def _ranged(pred: Predicate, schema: pa.Schema) -> Predicate:
     """``pred`` with every ``IN`` list longer than :data:`SIMPLIFIED_IN` as ``c >= min AND c <= max AND c IN
     (...)``: the same rows under SQL's three-valued logic (a value in the list lies between its least and greatest
-    value; a null is unknown either way), but min/max pruning now rules out the files outside that range."""
-    if isinstance(pred, InList) and len(pred.values) > SIMPLIFIED_IN:
+    value; a null is unknown either way), but min/max pruning now rules out the files outside that range. Only
+    where the literals order as the column does (:func:`_orders_as_column`): the least of ``'9', '10'`` as text
+    is not the least as numbers, nor that of ``'2026-01-01 05:00:00', '2026-01-01T01:00:00'`` as timestamps, and
+    a range of the wrong ends would keep rows the list deletes."""
+    if isinstance(pred, InList) and len(pred.values) > SIMPLIFIED_IN and _orders_as_column(pred, schema):
         try:
             low, high = min(pred.values), max(pred.values)
         except TypeError:  # values of mixed kinds: binding names the problem
             return pred
         return And(Compare(pred.column, ">=", low), And(Compare(pred.column, "<=", high), pred))
     if isinstance(pred, Not):
-        return Not(_ranged(pred.operand))
+        return Not(_ranged(pred.operand, schema))
     if isinstance(pred, And | Or):
-        return type(pred)(_ranged(pred.left), _ranged(pred.right))
+        return type(pred)(_ranged(pred.left, schema), _ranged(pred.right, schema))
     return pred
+
+
+def _orders_as_column(pred: InList, schema: pa.Schema) -> bool:
+    """Whether Python orders the literals of ``pred`` as its column's type orders their bound values: numbers
+    for a numeric column, dates (``DATE '...'``) for a date column, text for a text column (code points order
+    as UTF-8 bytes). Text bound to a number, a date or a timestamp is parsed, and orders otherwise."""
+    fields = [f for f in schema if f.name == pred.column] or [
+        f for f in schema if f.name.lower() == pred.column.lower()
+    ]
+    if len(fields) != 1:  # unknown or ambiguous: binding names the problem
+        return False
+    t = fields[0].type
+    values = pred.values
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return all(isinstance(v, str) for v in values)
+    if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t):
+        return all(isinstance(v, int | float | Decimal) and not isinstance(v, bool) for v in values)
+    if pa.types.is_date(t):
+        return all(isinstance(v, datetime.date) and not isinstance(v, datetime.datetime) for v in values)
+    return False
 
 
 def delete(
