@@ -606,7 +606,8 @@ class Table:
         replayed batch committed after the restored version is still recognised (and skipped). Raises
         :class:`CommitConflictError` if another commit changes the table while the restore commits (nothing
         lands; compactions alone are followed), :class:`SnapshotNotFoundError` or :class:`TagNotFoundError` for a
-        target that does not exist or stopped being kept meanwhile."""
+        target that does not exist or stopped being kept meanwhile, :class:`InvalidCommitError` on a
+        format-version-1 table (upgrade it first: :meth:`upgrade`)."""
         target = self._restore_target(snapshot_id, tag, as_of)
         return restore_replans(
             lambda: plan_restore(self._store, target, tag=tag),

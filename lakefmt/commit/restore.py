@@ -46,7 +46,7 @@ from lakefmt.commit.kinds import compactions_only
 from lakefmt.commit.merge import ManifestMerger
 from lakefmt.commit.producer import SnapshotProducer
 from lakefmt.commit.types import CommitRequest, CommitResult
-from lakefmt.errors import CommitConflictError, SnapshotNotFoundError
+from lakefmt.errors import CommitConflictError, InvalidCommitError, SnapshotNotFoundError
 from lakefmt.io import FileIO
 from lakefmt.meta import entries
 from lakefmt.meta.store import MetaStore
@@ -276,10 +276,18 @@ def commit_restore(
     from the latest snapshot like any commit's). Returns the new snapshot, or None for a plan with nothing to do.
 
     Raises :class:`CommitConflictError` if another commit changed the table first (nothing landed; compactions
-    alone are followed), :class:`SnapshotNotFoundError` if the target stopped being kept while the restore ran."""
+    alone are followed), :class:`SnapshotNotFoundError` if the target stopped being kept while the restore ran,
+    :class:`InvalidCommitError` on a format-version-1 table (before anything is written)."""
     if plan.noop:
         return None
     schema = store.schema_for(plan.base)
+    if schema.format_version < 2:
+        raise InvalidCommitError(
+            f"{io.uri} is a format-version-1 table, and a restore needs version 2: libraries that know only version "
+            "1 would, when they expire snapshots, delete the files a restore adds again. Upgrade the table first "
+            "(lakefmt upgrade URI, or Table.upgrade(); no data file is rewritten, but readers that know only "
+            "version 1 can no longer read its new snapshots); nothing was committed"
+        )
     options = schema.table_options
     added = _write_added(io, store, plan, schema.id, options.fsync)
     pin = Tag(uuid.uuid4().hex, plan.target, int(clock() * 1000), PIN_RETAIN_MS, pin=True)

@@ -265,3 +265,21 @@ def test_refused_restores(local_store: Any) -> None:
         t.restore(1)
     assert t.restore(2) is None
     assert pc.sum(t.to_arrow().column("id")).as_py() == 3
+
+
+def test_a_version_1_table_is_upgraded_before_a_restore(tmp_path: Any) -> None:
+    """Libraries that know only version 1 would expire the files a restore adds again: a version-1 table refuses
+    a restore (nothing written) until it is upgraded; then the restore works."""
+    import shutil
+    from pathlib import Path
+
+    golden = Path(__file__).resolve().parents[1] / "data" / "golden_v1"
+    shutil.copytree(golden, tmp_path / "t")
+    t = lakefmt.open_table(str(tmp_path / "t"))
+    before = file_listing(t.io)
+    rows_1 = t.to_arrow(snapshot_id=1).num_rows
+    with pytest.raises(lakefmt.InvalidCommitError, match=r"format-version-1 table.*lakefmt upgrade"):
+        t.restore(1)
+    assert file_listing(t.io) == before
+    t.upgrade()
+    assert t.restore(1) is not None and t.to_arrow().num_rows == rows_1
