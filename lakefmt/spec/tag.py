@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lakefmt.errors import CorruptMetadataError, InvalidTagNameError
-from lakefmt.spec.codec import FORMAT_VERSION, check_version, decode_json, encode_json
+from lakefmt.spec.codec import check_version, decode_json, encode_json
 from lakefmt.spec.consumer import MAX_SNAPSHOT_ID
 from lakefmt.spec.layout import PIN_PREFIX, TAG_PREFIX
 from lakefmt.spec.snapshot import Snapshot
@@ -93,7 +93,7 @@ class Tag:
     def to_json(self) -> bytes:
         """The tag file's bytes."""
         obj: dict[str, Any] = {
-            "version": FORMAT_VERSION,
+            "version": self.snapshot.version,  # the table's version when it was tagged
             "tagName": self.name,
             "timeMillis": self.time_millis,
         }
