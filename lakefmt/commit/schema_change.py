@@ -32,6 +32,7 @@ from lakefmt.commit.producer import SnapshotProducer
 from lakefmt.commit.types import CommitRequest
 from lakefmt.errors import (
     CommitRetriesExhaustedError,
+    CommitStateUnknownError,
     NonAtomicStorageError,
     SchemaConflictError,
     SchemaEvolutionError,
@@ -203,7 +204,8 @@ class UpdateSchema:
             self.commit()
 
     def commit(self) -> TableSchema:
-        """Publish the changes as the next schema and return it (the current one when nothing changed).
+        """Publish the changes as the next schema and return it (the current one when nothing changed; if no
+        snapshot records that one yet, its snapshot is published now: running a change again finishes it).
 
         :class:`SchemaConflictError` when a concurrent schema change made one of them impossible (nothing was
         written); :class:`CommitRetriesExhaustedError` after losing the race too often."""
@@ -221,8 +223,9 @@ class UpdateSchema:
             new = editor.result(upgrade=self._upgrade, time_millis=int(self._clock() * 1000))
             if new is None:
                 self._done = base
+                self._finish(base)
                 return base
-            if self._io.publish(layout.schema_path(new.id), new.to_json(), sync=options.fsync):
+            if self._publish(new, options.fsync):
                 break
             delay = next(retries)
             if delay is None:
@@ -237,6 +240,29 @@ class UpdateSchema:
         self._done = new
         self._record(new, base)
         return new
+
+    def _publish(self, new: TableSchema, sync: bool) -> bool:
+        """Create ``schema-<id>`` exclusively: True if ours landed, False if another change took the id. A failure
+        that is not a definite refusal leaves the outcome unknown (the change may have landed):
+        :class:`CommitStateUnknownError`, never an error that reads as "nothing changed"."""
+        try:
+            return self._io.publish(layout.schema_path(new.id), new.to_json(), sync=sync)
+        except CommitStateUnknownError:
+            raise
+        except self._io.definite_refusals:  # the store refused the request: nothing was created
+            raise
+        except Exception as exc:
+            raise CommitStateUnknownError(
+                f"publishing schema {new.id} failed ({type(exc).__name__}: {exc}) and whether it landed is unknown; "
+                "run the change again: it finds it done (and records it in a snapshot), or makes it"
+            ) from exc
+
+    def _finish(self, current: TableSchema) -> None:
+        """Nothing to change: if ``current`` landed but no snapshot records it yet (the process that published it
+        died before its snapshot), record it now, so that running a change again finishes it."""
+        latest = self._store.latest_snapshot()
+        if current.id > (latest.schema_id if latest is not None else 0):
+            self._record(current, current)
 
     def _replay(self, base: TableSchema) -> SchemaEditor:
         """The same changes applied again on ``base`` (a schema committed concurrently)."""

@@ -352,8 +352,43 @@ class Restore:
         assert {f.path for f in table.files()} == {f.path for f in table.files(self.target)}, "not the target's files"
 
 
+# -- a schema change (schema evolution) ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SchemaChange:
+    """A schema change as a merge-schema write makes it (``UpdateSchema.union_by_name``: add the nullable column
+    ``note``): ``schema/schema-1``, created exclusively (the change lands there), then a snapshot that records it
+    and adds no file (best effort). Recovery runs it again: once the schema file landed it finds nothing to change
+    and publishes the recording snapshot if that is missing. Applied exactly once means: schemas 0 and 1 only,
+    ``note`` with field id 3, the latest snapshot recording schema 1 (``lakefmt.operation=schema-change``), and
+    every row as before, ``note`` null."""
+
+    column: str = "note"
+
+    def _change(self, table: lakefmt.Table) -> lakefmt.TableSchema:
+        return table.update_schema().union_by_name(pa.schema([(self.column, pa.string())])).commit()
+
+    def run(self, table: lakefmt.Table) -> Any:
+        return self._change(table)
+
+    def recover(self, table: lakefmt.Table, landed: bool | None) -> str:
+        before = table.table_schema().id
+        return APPLIED if self._change(table).id != before else ALREADY_APPLIED
+
+    def apply(self, model: Model) -> None:
+        model.commit(Counter(model.rows()))
+
+    def check_table(self, table: lakefmt.Table) -> None:
+        assert [s.id for s in table.schemas()] == [0, 1], "the change did not apply exactly once"
+        assert table.table_schema().column_ids == {"id": 1, "dt": 2, self.column: 3}
+        snap = table.snapshots()[-1]
+        assert snap.schema_id == 1 and snap.properties.get("lakefmt.operation") == "schema-change", snap
+        assert table.to_arrow().column(self.column).null_count == snap.total_record_count
+
+
 Step = Commit | OneOffAppend | Expire | OrphanClean | Garbage
-Operation = Commit | OneOffAppendOp | Expire | OrphanClean | Compact | Delete | Restore
+Operation = Commit | OneOffAppendOp | Expire | OrphanClean | Compact | Delete | Restore | SchemaChange
 
 
 @dataclass(frozen=True)
@@ -452,6 +487,7 @@ SCENARIOS: dict[str, Scenario] = {
 # snapshot 1's files: dt=a {0, 1}, dt=b {2, 3}; snapshot 3 overwrote b, so the restore removes snapshot 2's and
 # 3's files and adds dt=b {2, 3} again (its base must drop that path's ADD and DELETE)
 SCENARIOS.update({s.name: s for s in (Scenario("restore", H1, Restore(1)),)})
+SCENARIOS.update({s.name: s for s in (Scenario("schema-change", H1, SchemaChange()),)})
 
 
 # -- storage helpers ---------------------------------------------------------------------------------------

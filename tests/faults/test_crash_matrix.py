@@ -73,6 +73,7 @@ from .scenarios import (
     OneOffAppendOp,
     Restore,
     Scenario,
+    SchemaChange,
     copy_table,
     faulty_table,
     rows_of,
@@ -219,7 +220,7 @@ def _check_history(table: lakefmt.Table, scenario: Scenario, model: Model, appli
         pairs = Counter((s.commit_user, s.commit_identifier) for s in snapshots)
         assert pairs[(USER, op.identifier)] == 1, "the commit is not in exactly one snapshot"
         assert table.commit_user_identifier(USER) == op.identifier
-    if applied and isinstance(op, Compact | Delete | AutoCompactCommit | Restore):
+    if applied and isinstance(op, Compact | Delete | AutoCompactCommit | Restore | SchemaChange):
         op.check_table(table)  # the snapshot's kind and properties; a compaction's commit users and files
 
 
@@ -274,24 +275,24 @@ def crash_points(log: list[tuple[str, str]], store: str, kind: Fault) -> list[in
     return sorted({*mains, others[KINDS.index(kind) % len(others)]})
 
 
-def publish_index(log: list[tuple[str, str]], snapshot_id: int | None = None) -> int | None:
-    """The operation that publishes snapshot ``snapshot_id`` (default: the last publish), 1-based, if any."""
-    publishes = [
-        i
-        for i, (op, path) in enumerate(log, 1)
-        if op == "publish" and (snapshot_id is None or path == layout.snapshot_path(snapshot_id))
-    ]
+def publish_index(log: list[tuple[str, str]], snapshot_id: int | None = None, path: str | None = None) -> int | None:
+    """The operation that publishes snapshot ``snapshot_id`` (or the file ``path``; default: the last publish),
+    1-based, if any."""
+    want = path if path is not None else None if snapshot_id is None else layout.snapshot_path(snapshot_id)
+    publishes = [i for i, (op, p) in enumerate(log, 1) if op == "publish" and (want is None or p == want)]
     return publishes[-1] if publishes else None
 
 
-def landed_by_log(log: list[tuple[str, str]], plan: FaultPlan, snapshot_id: int | None = None) -> bool | None:
+def landed_by_log(
+    log: list[tuple[str, str]], plan: FaultPlan, snapshot_id: int | None = None, path: str | None = None
+) -> bool | None:
     """Whether the commit's snapshot file exists after the faulted first attempt, as far as the dry run's log
     decides it (runs are deterministic up to the fault): a fault after the publish comes when it was applied,
     and so does one that applies the publish itself; an interrupt or a process death before it ends the
     attempt there. None: not decided by the log (an error before the publish may be absorbed, a publish that
     failed before it was applied may be retried). ``snapshot_id``: which snapshot's publish (an append that
-    compacts automatically publishes two); default the last one."""
-    p = publish_index(log, snapshot_id)
+    compacts automatically publishes two; ``path``: another file's publish, a schema's); default the last one."""
+    p = publish_index(log, snapshot_id, path)
     if p is None or plan.kind is Fault.NONE:
         return None
     k = plan.at
@@ -372,6 +373,13 @@ def run_one(base: Base, scenario: Scenario, plan: FaultPlan, ctx: Any) -> dict[s
         if expected is not None:
             want = ALREADY_APPLIED if expected else APPLIED
             assert recovery == want, f"first attempt {first}, then {recovery}"
+    elif isinstance(op, SchemaChange):  # it lands with its schema file; the snapshot recording it is best effort
+        truth = landed_by_log(base.log, plan, path=layout.schema_path(1))
+        if truth is not None and landed is not None:
+            assert landed == truth, f"first attempt {first}: yet the schema file was {'' if truth else 'not '}published"
+        expected = landed if landed is not None else truth
+        if expected is not None:
+            assert recovery == (ALREADY_APPLIED if expected else APPLIED), f"first attempt {first}, then {recovery}"
     removed = verify(uri, base.storage_options, scenario, scenario.model_after(), io=plain)
     return {"first": first, "recovery": recovery, "orphans": removed - base.baseline_orphans, "where": where}
 
