@@ -16,6 +16,7 @@ from lakefmt.errors import (
 from lakefmt.io import FileIO
 from lakefmt.meta.store import MetaStore
 from lakefmt.spec import Snapshot, Tag, layout
+from lakefmt.spec.consumer import MAX_SNAPSHOT_ID
 from lakefmt.spec.tag import check_tag_name, parse_pin_name, parse_tag_name
 
 __all__ = [
@@ -123,8 +124,14 @@ def list_tags(io: FileIO) -> TagListing:
 
 def create_tag(io: FileIO, tag: Tag, *, sync: bool = True) -> None:
     """Create ``tag``'s file exclusively: :class:`TagAlreadyExistsError` if the name is taken (of two racing
-    creates of one name, exactly one wins)."""
+    creates of one name, exactly one wins). ``ValueError`` for a ``retain`` its own reader would refuse (not a
+    positive number of milliseconds that fits in a signed 64-bit integer): such a file would stop maintenance."""
     check_tag_name(tag.name)
+    if tag.retain_millis is not None and not 0 < tag.retain_millis <= MAX_SNAPSHOT_ID:
+        raise ValueError(
+            f"retain must be a positive duration of at most {MAX_SNAPSHOT_ID} ms (about 292 million years), "
+            f"got {tag.retain_millis} ms"
+        )
     if not io.publish(_path(tag), tag.to_json(), sync=sync):
         raise TagAlreadyExistsError(
             f"{io.uri} already has a tag {tag.name!r}; delete it first to give the name to another snapshot"

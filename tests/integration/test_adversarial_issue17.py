@@ -3,15 +3,18 @@ data or get a wrong answer, and shows that it no longer does."""
 
 from __future__ import annotations
 
+import datetime
 from typing import Any
 
 import pyarrow as pa
+import pytest
 from helpers import create_table_in, sorted_ids
 
 import lakefmt
 from lakefmt.maintenance import plan_expiration
 from lakefmt.maintenance.expire import apply_expiration
 from lakefmt.meta.store import MetaStore
+from lakefmt.spec import layout
 
 SCHEMA = pa.schema([("id", pa.int64()), ("dt", pa.string())])
 
@@ -44,3 +47,18 @@ def test_a_tag_name_given_to_an_older_snapshot_while_an_expiration_runs_keeps_it
     assert sorted_ids(t, tag="x") == [1, 2]
     t.remove_orphan_files(older_than=0)
     assert sorted_ids(t, tag="x") == [1, 2]
+
+
+@pytest.mark.parametrize("retain", [10**16, 10**30])
+def test_a_retain_too_long_to_read_back_is_refused(local_store: Any, retain: int) -> None:
+    """A retain of 10**16 s is 10**19 ms, beyond a signed 64-bit integer: the tag file was written, then refused
+    by its own reader, and every tags(), expire and orphan-clean failed until it was deleted."""
+    t = create_table_in(local_store, SCHEMA)
+    t.append(rows(1))
+    with pytest.raises(ValueError, match="retain must be a positive duration"):
+        t.create_tag("forever", retain=retain)
+    assert t.tags() == []
+    assert t.io.list(layout.TAG_DIR) == []
+    t.create_tag("long", retain=datetime.timedelta.max)  # 999999999 days fits
+    assert [g.name for g in t.tags()] == ["long"]
+    t.expire_snapshots(retain_min=1)
