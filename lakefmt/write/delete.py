@@ -370,7 +370,10 @@ def _column_guarantees(
         elif null_count is None or not lo.is_valid or not hi.is_valid:
             result.append(None)
         else:
-            rng = col == lo if lo == hi else (col >= lo) & (col <= hi)
+            # min == max is one value, unless it is a float zero: Parquet writes a column of zeros as -0.0..+0.0
+            # whatever their signs, and is_in tells 0.0 from -0.0, so ``c == -0.0`` would be a false guarantee
+            same = lo == hi and not (pa.types.is_floating(lo.type) and lo.as_py() == 0)
+            rng = col == lo if same else (col >= lo) & (col <= hi)
             result.append([rng] if null_count == 0 else [rng, col.is_null()])
     return result
 
