@@ -17,6 +17,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from lakefmt.commit.restore import is_restore
+from lakefmt.errors import CorruptMetadataError, PathOutsideTableError
 from lakefmt.meta import entries as ents
 from lakefmt.meta.store import MetaStore
 from lakefmt.spec import Snapshot, Tag, layout
@@ -54,11 +55,19 @@ def tag_references(store: MetaStore, tags: Sequence[Tag], *, data: bool = True) 
         if (snap.id, snap.nonce) in seen:
             continue
         seen.add((snap.id, snap.nonce))
-        for name in (snap.base_manifest_list, snap.delta_manifest_list):
-            lists.add(name)
-            manifests.update(m.file_name for m in store.manifest_list(name))
-        if data:
-            files.update(ents.paths(ents.live_entries(store, snap)))
+        try:
+            for name in (snap.base_manifest_list, snap.delta_manifest_list):
+                lists.add(name)
+                manifests.update(m.file_name for m in store.manifest_list(name))
+            if data:
+                files.update(ents.paths(ents.live_entries(store, snap)))
+        except (CorruptMetadataError, PathOutsideTableError) as exc:  # name the tag: it is the way out
+            what = "a restore's pin" if tag.pin else f"tag {tag.name!r}"
+            raise type(exc)(
+                f"{what} (snapshot {snap.id}) cannot be read: {exc}. Maintenance deletes nothing while a tag cannot "
+                "be read (it cannot know which files the tag keeps)"
+                + ("" if tag.pin else f": delete tag {tag.name!r} (lakefmt tag delete URI NAME, or Table.delete_tag)")
+            ) from exc
     return Kept(frozenset(files), frozenset(manifests), frozenset(lists), tuple(tags))
 
 

@@ -4,11 +4,12 @@ data or get a wrong answer, and shows that it no longer does."""
 from __future__ import annotations
 
 import datetime
+import json
 from typing import Any
 
 import pyarrow as pa
 import pytest
-from helpers import create_table_in, sorted_ids
+from helpers import create_table_in, file_listing, sorted_ids
 
 import lakefmt
 from lakefmt.maintenance import plan_expiration
@@ -62,3 +63,22 @@ def test_a_retain_too_long_to_read_back_is_refused(local_store: Any, retain: int
     t.create_tag("long", retain=datetime.timedelta.max)  # 999999999 days fits
     assert [g.name for g in t.tags()] == ["long"]
     t.expire_snapshots(retain_min=1)
+
+
+@pytest.mark.parametrize("manifest_list", ["manifest-list-00000000000000000000000000000000-1", "../../outside"])
+def test_an_unreadable_tag_snapshot_stops_maintenance_and_is_named(local_store: Any, manifest_list: str) -> None:
+    """A hand-made or damaged tag file naming a manifest list that is missing or outside the root: expire and
+    orphan-clean delete nothing, and their error names the tag to delete (it only named the manifest list)."""
+    t = create_table_in(local_store, SCHEMA, partition_by=["dt"])
+    history(t)
+    good = json.loads(t.io.read(layout.tag_path(t.create_tag("good", 1).name)))
+    bad = dict(good, tagName="bad", snapshot=dict(good["snapshot"], nonce="0" * 32, baseManifestList=manifest_list))
+    t.io.write(layout.tag_path("bad"), json.dumps(bad).encode())
+    before = file_listing(t.io)
+    for run in (lambda: t.expire_snapshots(retain_max=1), lambda: t.remove_orphan_files(older_than=0)):
+        with pytest.raises(lakefmt.LakefmtError, match=r"tag 'bad' .*delete tag 'bad'"):
+            run()
+    assert file_listing(t.io) == before
+    t.delete_tag("bad")
+    t.expire_snapshots(retain_max=1)
+    assert sorted_ids(t, tag="good") == [1, 2]
