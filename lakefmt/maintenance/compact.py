@@ -228,6 +228,8 @@ def _check_sort_by(schema: TableSchema, sort_by: Sequence[str] | str | None) -> 
         return ()
     if isinstance(sort_by, str):
         sort_by = [sort_by]
+    if not isinstance(sort_by, Sequence) or not all(isinstance(c, str) for c in sort_by):
+        raise TypeError(f"sort_by must be a column name or a list of column names, got {sort_by!r}")
     names = schema.arrow_schema.names
     unknown = [c for c in sort_by if c not in names]
     if unknown:

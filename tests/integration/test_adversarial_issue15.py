@@ -34,3 +34,15 @@ def test_a_delete_by_isin_tells_zero_from_minus_zero_as_pyarrow_does(
     want = sorted(t.to_arrow().filter(~flt | flt.is_null()).column("id").to_pylist())
     t.delete(flt)
     assert sorted(t.to_arrow().column("id").to_pylist()) == want
+
+
+@pytest.mark.parametrize("sort_by", [5, [1], ["id", None], {"id": 1}.values()])
+def test_compaction_refuses_a_sort_by_that_names_no_columns(tmp_path: Path, sort_by: object) -> None:
+    """Found by attack: ``sort_by=5`` failed with "'int' object is not iterable" from deep inside planning."""
+    t = lakefmt.create_table(str(tmp_path / "t"), ZEROS)
+    for i in range(3):
+        t.append(pa.table({"id": [i], "f": [0.5]}, schema=ZEROS))
+    latest = t.latest_snapshot()
+    with pytest.raises(TypeError, match="sort_by must be a column name or a list of column names"):
+        t.compact(min_files=2, sort_by=sort_by)  # type: ignore[arg-type]
+    assert t.latest_snapshot() == latest
