@@ -272,6 +272,38 @@ def plot_compaction(plt: Any, delta: dict[str, Any] | None, compaction: dict[str
     _finish(fig, out, "compaction.png")
 
 
+def plot_schema_evolution(plt: Any, evo: dict[str, Any], out: Path) -> None:
+    """Schema evolution: a read of files spanning 10 schema versions against the same rows under one schema, and a
+    schema change's commit time as the table's history grows."""
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.0))
+    best = evo["metrics"]["best_wall_s"]
+    groups = [("full read", "evolved", "one_schema"), ("2 columns, filter on\na renamed column",
+                                                      "evolved_projected", "one_schema_projected")]
+    xs = range(len(groups))
+    for offset, label, idx, color in ((-0.2, "10 schema versions", 1, COLORS["lakefmt"]),
+                                      (0.2, "one schema", 2, "#969696")):
+        values = [best[g[idx]] * 1000 for g in groups]
+        left.bar([x + offset for x in xs], values, width=0.4, label=label, color=color)
+        for x, y in zip(xs, values, strict=True):
+            left.text(x + offset, y, f"{y:.0f}", ha="center", va="bottom", fontsize=7)
+    left.set_xticks(list(xs), [g[0] for g in groups], fontsize=8)
+    left.set_ylabel("ms (best of runs)")
+    left.set_title(f"Read, {10 * evo['params']['rows_per_file']:,} rows in 10 files", fontsize=9)
+    left.legend(fontsize=7)
+    levels = evo["metrics"]["commit_levels"]
+    snaps = [levels[k]["snapshots"] for k in levels]
+    right.plot(snaps, [levels[k]["schema_change_s"] * 1000 for k in levels], "o-", color=COLORS["lakefmt"],
+               label="schema change (add a column)")
+    right.plot(snaps, [levels[k]["append_s"] * 1000 for k in levels], "s--", color="#969696", label="10-row append")
+    right.set_xscale("log")
+    right.set_ylim(bottom=0)
+    right.set_xlabel("snapshots in the table")
+    right.set_ylabel("ms per commit (median of 5)")
+    right.set_title("A schema change as a commit", fontsize=9)
+    right.legend(fontsize=7)
+    _finish(fig, out, "schema_evolution.png")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.plots", description=__doc__)
     parser.add_argument("--results", type=Path, default=PACKAGE_DIR / "results")
@@ -302,6 +334,9 @@ def main(argv: list[str] | None = None) -> int:
     if engines is not None:
         plot_engines(plt, engines, args.out)
     plot_compaction(plt, load("delta_optimize"), load("compaction"), load("compaction_stream"), args.out)
+    evo = load("schema_evolution")
+    if evo is not None:
+        plot_schema_evolution(plt, evo, args.out)
     return 0
 
 
