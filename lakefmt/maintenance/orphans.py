@@ -7,15 +7,16 @@ hints, every file directly in ``consumer/`` or ``tag/`` but temp files (consumer
 content or name: a record is the consumer's to delete, a tag its owner's or expiration's, never orphan-clean's),
 every retained snapshot file, its manifest lists and their manifests, every data file live in any retained
 snapshot (live in the earliest, or added by a later one), and the manifest lists, manifests and live data files
-of every tagged snapshot (tags and restores' pins not past their ``retain`` time). Only files under the root are ever
-listed (symlinks are not followed, and a symlink is deleted as a link, never its target).
+of every tagged snapshot (tags and restores' pins not past their ``retain`` time; the tags are read before the
+snapshots and again after them). Only files under the root are ever listed (symlinks are not followed, and a
+symlink is deleted as a link, never its target).
 """
 
 from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from lakefmt.errors import LakefmtError, MissingMetadataError
 from lakefmt.io import FileIO
@@ -26,7 +27,7 @@ from lakefmt.meta import entries as ents
 from lakefmt.meta.store import MetaStore
 from lakefmt.meta.tags import list_tags
 from lakefmt.options import DEFAULT_ORPHAN_OLDER_THAN_MS
-from lakefmt.spec import layout
+from lakefmt.spec import Tag, layout
 
 __all__ = ["nested_table_roots", "referenced_files", "remove_orphan_files"]
 
@@ -51,7 +52,7 @@ def referenced_files(store: MetaStore) -> set[str]:
     refs.update(tag_references(store, tags).paths())
     latest = store.latest_snapshot(strict=True)  # never a stale answer before deleting
     if latest is None:
-        return refs
+        return _tags_since(store, refs, tags)
     ids = [i for i in store.snapshot_ids() if i <= latest.id]
     hint = store.read_hint(layout.EARLIEST) or 0  # below it: being (or already) expired, perhaps half-way
     doubtful = [i for i in ids if i < hint]
@@ -76,6 +77,19 @@ def referenced_files(store: MetaStore) -> set[str]:
                     added = ents.adds(store.manifest(m.file_name))
                     ents.check_data_paths(added, f"a manifest of snapshot {sid}")
                     refs.update(ents.paths(added))
+    return _tags_since(store, refs, tags)
+
+
+def _tags_since(store: MetaStore, refs: set[str], seen: Sequence[Tag]) -> set[str]:
+    """``refs`` with what the tags created since ``seen`` was read keep: the tags are read again after the
+    snapshots, as a tag created meanwhile on a snapshot that an expiration then removed (sparing the tag's files)
+    is in neither the first reading of the tags nor the snapshots."""
+    known = {(t.name, t.pin, t.nonce) for t in seen}
+    now = int(time.time() * 1000)
+    new = [t for t in list_tags(store.io).check().live(now) if (t.name, t.pin, t.nonce) not in known]
+    if new:
+        refs.update(layout.pin_path(t.name) if t.pin else layout.tag_path(t.name) for t in new)
+        refs.update(tag_references(store, new).paths())
     return refs
 
 

@@ -12,7 +12,7 @@ import pytest
 from helpers import create_table_in, file_listing, sorted_ids
 
 import lakefmt
-from lakefmt.maintenance import plan_expiration
+from lakefmt.maintenance import orphans, plan_expiration
 from lakefmt.maintenance.expire import apply_expiration
 from lakefmt.meta.store import MetaStore
 from lakefmt.spec import layout
@@ -82,3 +82,28 @@ def test_an_unreadable_tag_snapshot_stops_maintenance_and_is_named(local_store: 
     t.delete_tag("bad")
     t.expire_snapshots(retain_max=1)
     assert sorted_ids(t, tag="good") == [1, 2]
+
+
+def test_a_tag_created_and_its_snapshot_expired_while_an_orphan_clean_runs(
+    local_store: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Orphan-clean read the tags (none yet); then a tag of snapshot 1 was created and an expiration removed
+    snapshots 1..3 (sparing the tag's files); then orphan-clean read the snapshots: the tag's files were in
+    neither reading and were deleted as orphans. It reads the tags again after the snapshots."""
+    t = create_table_in(local_store, SCHEMA, partition_by=["dt"])
+    history(t)
+    real = orphans.list_tags
+    calls: list[int] = []
+
+    def list_tags_then_race(io: Any) -> Any:
+        listing = real(io)
+        calls.append(1)
+        if len(calls) == 1:
+            t.create_tag("late", 1)
+            t.expire_snapshots(retain_max=1)
+        return listing
+
+    monkeypatch.setattr(orphans, "list_tags", list_tags_then_race)
+    t.remove_orphan_files(older_than=0)
+    monkeypatch.undo()
+    assert sorted_ids(t, tag="late") == [1, 2]
