@@ -144,6 +144,13 @@ def _duration(text: str) -> datetime.timedelta:
         raise argparse.ArgumentTypeError(str(exc)) from exc
 
 
+def _positive_duration(text: str) -> datetime.timedelta:
+    value = _duration(text)
+    if value <= datetime.timedelta(0):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive duration")
+    return value
+
+
 def _snapshot_id(text: str) -> int:
     try:
         value = int(text)
@@ -470,7 +477,7 @@ _COMMANDS: tuple[_Command, ...] = (
                     _arg("--snapshot", type=_snapshot_id, default=None, metavar="N", help="default: the latest"),
                     _arg(
                         "--retain",
-                        type=_duration,
+                        type=_positive_duration,
                         default=None,
                         metavar="AGE",
                         help="keep the tag this long after its creation: 90d, 12h (default: until deleted)",

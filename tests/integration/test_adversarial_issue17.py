@@ -12,6 +12,7 @@ import pytest
 from helpers import create_table_in, file_listing, sorted_ids
 
 import lakefmt
+from lakefmt.cli import main
 from lakefmt.maintenance import orphans, plan_expiration
 from lakefmt.maintenance.expire import apply_expiration
 from lakefmt.meta.store import MetaStore
@@ -107,3 +108,17 @@ def test_a_tag_created_and_its_snapshot_expired_while_an_orphan_clean_runs(
     t.remove_orphan_files(older_than=0)
     monkeypatch.undo()
     assert sorted_ids(t, tag="late") == [1, 2]
+
+
+@pytest.mark.parametrize("retain", ["0", "0s"])
+def test_cli_a_zero_retain_is_a_bad_argument(local_store: Any, capsys: pytest.CaptureFixture[str], retain: str) -> None:
+    """``lakefmt tag create --retain 0`` was exit 1 with 'ValueError: ...'; it is a bad argument (exit 2, one
+    line naming the option), and no tag is created."""
+    t = create_table_in(local_store, SCHEMA)
+    t.append(rows(1))
+    with pytest.raises(SystemExit) as exc:
+        main(["tag", "create", t.uri, "m", "--retain", retain])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2
+    assert err.count("\n") == 1 and "argument --retain" in err and "positive" in err and "ValueError" not in err
+    assert t.tags() == []
