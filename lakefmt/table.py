@@ -44,6 +44,7 @@ from lakefmt.spec.consumer import MAX_SNAPSHOT_ID, check_consumer_id
 from lakefmt.spec.scope import OverwriteScope, check_partition_given
 from lakefmt.spec.tag import Tag, check_tag_name
 from lakefmt.spec.types import type_to_json
+from lakefmt.write.conform import conform
 from lakefmt.write.delete import delete_rows
 from lakefmt.write.writer import TableWriter, as_tables
 
@@ -294,7 +295,11 @@ class Table:
                 raise ValueError(f"schema_mode must be 'merge' or None, got {schema_mode!r}")
             first = next(iter(parts), None)
             if first is not None:
-                self.update_schema().union_by_name(first.schema).commit()
+                update = self.update_schema().union_by_name(first.schema)
+                merged = update.preview()
+                if merged is not None:  # rows the merged table refuses add no column: check before publishing
+                    conform(first, merged.arrow_schema)
+                update.commit()
                 parts = itertools.chain([first], parts)
         scope = self.overwrite_scope(**overwrite) if overwrite is not None else None
         writer = self.new_writer()
