@@ -28,6 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
+from lakefmt.errors import CorruptMetadataError
 from lakefmt.io import FileIO
 from lakefmt.meta import entries as ents
 from lakefmt.read.bounds import SchemaLookup
@@ -36,6 +37,7 @@ from lakefmt.spec.evolution import is_promotion
 from lakefmt.spec.fields import FieldNode
 
 __all__ = [
+    "check_widening",
     "dataset_for",
     "evolve_batch",
     "name_compatible",
@@ -142,7 +144,18 @@ def _evolve(arr: pa.Array, o: FieldNode, n: FieldNode) -> pa.Array:
         keys = _evolve(entries.field(0), o.children[0], n.children[0])
         items = _evolve(entries.field(1), o.children[1], n.children[1])
         return pa.MapArray.from_arrays(_offsets(arr), keys, items, type=t, mask=mask)
+    check_widening(o, n)
     return arr.cast(t, safe=True)
+
+
+def check_widening(o: FieldNode, n: FieldNode) -> None:
+    """Refuse to read field ``o`` of a file as ``n`` (same id) unless ``n``'s type is ``o``'s or a widening of it:
+    no allowed change does anything else, so the schema files are corrupt (a cast would change values silently)."""
+    if o.type != n.type and not is_promotion(o.type, n.type):
+        raise CorruptMetadataError(
+            f"field {n.id} ({n.name!r}) is {n.type} in the schema read with but {o.type} in the schema its files "
+            "were written with, which is not a widening: a schema file is corrupt"
+        )
 
 
 def _offsets(arr: pa.Array) -> pa.Array:

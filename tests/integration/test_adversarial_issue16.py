@@ -3,13 +3,15 @@ table it should have left alone or get a wrong answer, and shows that it no long
 
 from __future__ import annotations
 
+import json
+import os
 from typing import Any
 
 import pyarrow as pa
 import pytest
 
 import lakefmt
-from lakefmt.errors import SchemaMismatchError
+from lakefmt.errors import CorruptMetadataError, SchemaMismatchError
 
 SCHEMA = pa.schema([("id", pa.int32()), ("a", pa.int64())])
 
@@ -38,3 +40,27 @@ def test_a_refused_merge_mode_append_leaves_the_schema_unchanged(tmp_path: Any, 
     assert [s.id for s in t.schemas()] == [0]
     assert t.schema().names == ["id", "a"]
     assert len(t.snapshots()) == 1
+
+
+@pytest.mark.parametrize("new_type", ["float64", "int32", "string"])
+def test_a_schema_file_that_changes_a_type_other_than_by_widening_is_corrupt_not_cast(
+    tmp_path: Any, new_type: str
+) -> None:
+    """A schema file (written by hand or by a foreign writer) that gives a field id another type than a widening
+    of the one its older files were written with: reading those files is refused as corrupt metadata. Before,
+    int64 values were cast to float64 or narrowed to int32 without a word (12 read as 12.0)."""
+    root = tmp_path / "t"
+    t = lakefmt.create_table(str(root), SCHEMA)
+    t.append(_rows([1], [12]))
+    with t.update_schema() as u:
+        u.rename_column("a", "b")
+    path = root / "schema" / "schema-1"
+    doc = json.loads(path.read_bytes())
+    doc["fields"][1]["type"] = new_type
+    os.chmod(path, 0o644)
+    path.write_text(json.dumps(doc))
+    t = lakefmt.open_table(str(root))
+    with pytest.raises(CorruptMetadataError, match="field 2"):
+        t.to_arrow()
+    with pytest.raises(CorruptMetadataError, match="field 2"):
+        t.to_arrow(columns=["b"], filter=pa.compute.field("id") == 1)
