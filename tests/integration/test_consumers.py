@@ -221,9 +221,9 @@ def test_an_unreadable_record_stops_expiration_with_a_clear_error(local_store: A
 
 def test_a_record_from_a_newer_format_stops_expiration(local_store: Any) -> None:
     t = _table(local_store)
-    t.io.write("consumer/consumer-new", b'{"version":2,"consumerId":"new","nextSnapshot":1,"timeMillis":1}')
+    t.io.write("consumer/consumer-new", b'{"version":99,"consumerId":"new","nextSnapshot":1,"timeMillis":1}')
     before = file_listing(t.io)
-    with pytest.raises(UnsupportedFormatVersionError, match=r"version 2.*upgrade lakefmt"):
+    with pytest.raises(UnsupportedFormatVersionError, match=r"version 99.*upgrade lakefmt"):
         t.expire_snapshots(retain_max=1)
     assert file_listing(t.io) == before
     with pytest.raises(UnsupportedFormatVersionError):
