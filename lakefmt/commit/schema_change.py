@@ -33,6 +33,7 @@ from lakefmt.commit.types import CommitRequest
 from lakefmt.errors import (
     CommitRetriesExhaustedError,
     CommitStateUnknownError,
+    CorruptMetadataError,
     NonAtomicStorageError,
     SchemaConflictError,
     SchemaEvolutionError,
@@ -123,7 +124,7 @@ class UpdateSchema:
         self._clock = clock or time.time
         self._upgrade = upgrade
         self._after_commit = after_commit
-        self._base = store.latest_schema(refresh=True)
+        self._base = _checked(store, store.latest_schema(refresh=True))
         self._editor = SchemaEditor(self._base)
         self._ops: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = []
         self._done: TableSchema | None = None
@@ -234,7 +235,7 @@ class UpdateSchema:
                     "not change"
                 )
             time.sleep(delay)
-            base = self._store.latest_schema(refresh=True)
+            base = _checked(self._store, self._store.latest_schema(refresh=True))
             editor = self._replay(base)
         self._store.remember_schema(new)
         self._done = new
@@ -301,6 +302,20 @@ class UpdateSchema:
                 exc,
                 new.id,
             )
+
+
+def _checked(store: MetaStore, base: TableSchema) -> TableSchema:
+    """``base``, once its ``highestFieldId`` is known to be at least its predecessor's (one more read: constant in
+    the table's history). A lower one would give a new column the id of a dropped one, whose values in older
+    files would then read as the new column's: such a schema file is corrupt."""
+    if base.id > 0 and base.format_version >= 2:
+        before = store.schema(base.id - 1)
+        if base.highest_field_id < before.highest_field_id:
+            raise CorruptMetadataError(
+                f"schema {base.id}: highestFieldId {base.highest_field_id} is below schema {before.id}'s "
+                f"({before.highest_field_id}); a new column would reuse a field id (the schema did not change)"
+            )
+    return base
 
 
 def _sibling(path: str | Sequence[str], other: str | Sequence[str]) -> str:

@@ -64,3 +64,27 @@ def test_a_schema_file_that_changes_a_type_other_than_by_widening_is_corrupt_not
         t.to_arrow()
     with pytest.raises(CorruptMetadataError, match="field 2"):
         t.to_arrow(columns=["b"], filter=pa.compute.field("id") == 1)
+
+
+def test_a_schema_file_that_lowers_the_highest_field_id_is_refused_before_an_id_is_reused(tmp_path: Any) -> None:
+    """The latest schema file says highestFieldId 1 although its predecessor assigned id 2 (to the column it
+    dropped): a change that adds a column would give it id 2 again, and the dropped column's old values would
+    come back under the new name. The change is refused as corrupt metadata and nothing is written. Before, the
+    added column 'c' read 7, the value of the dropped 'a'."""
+    root = tmp_path / "t"
+    t = lakefmt.create_table(str(root), SCHEMA)
+    t.append(_rows([1], [7]))
+    with t.update_schema() as u:
+        u.drop_column("a")
+    path = root / "schema" / "schema-1"
+    doc = json.loads(path.read_bytes())
+    assert doc["highestFieldId"] == 2
+    doc["highestFieldId"] = 1
+    os.chmod(path, 0o644)
+    path.write_text(json.dumps(doc))
+    t = lakefmt.open_table(str(root))
+    with pytest.raises(CorruptMetadataError, match="highestFieldId"), t.update_schema() as u:
+        u.add_column("c", pa.int64())
+    t = lakefmt.open_table(str(root))
+    assert [s.id for s in t.schemas()] == [0, 1]
+    assert t.to_arrow().to_pylist() == [{"id": 1}]
