@@ -105,7 +105,12 @@ def _patch_os_link() -> None:
         if name.startswith("snapshot-") and os.path.basename(os.path.dirname(os.fsdecode(dst))) == "snapshot":
             with open(src, "rb") as f:
                 snap = json.loads(f.read())
-            detail = {"snapshot": snap["id"], "identifier": snap["commitIdentifier"], "temp": os.fsdecode(src)}
+            detail = {
+                "snapshot": snap["id"],
+                "identifier": snap["commitIdentifier"],
+                "user": snap.get("commitUser"),
+                "temp": os.fsdecode(src),
+            }
             _reached("in_publish", detail)
         link(src, dst, *args, **kwargs)
 

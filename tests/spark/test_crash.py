@@ -12,8 +12,11 @@ checkpoint, until the query completes. Kills land:
 3. after the snapshot is published, before Spark records the batch in its checkpoint (``after_publish``): the
    restarted query replays the batch with the same id and new files, and the sink's dedup must skip it;
 
-and at random moments (seeded). Points 1-3 are injected from outside the product: crash_sitecustomize.py is put
-first on the child's PYTHONPATH as ``sitecustomize``, which Spark's Python workers run at start-up too.
+and at random moments (seeded). The run after the first after-publish kill restarts the query with a new column
+(``country``) and ``mergeSchema``: the schema changes mid-stream, and the batch that kill left unrecorded is
+replayed with the column and must be skipped (its rows stay as committed, without it). Points 1-3 are injected
+from outside the product: crash_sitecustomize.py is put first on the child's PYTHONPATH as ``sitecustomize``,
+which Spark's Python workers run at start-up too.
 
 After each kill the table must read with no row twice; after the final run every source row is in it exactly
 once, snapshot ids are contiguous, the sink's commit identifiers are exactly the batch ids in order, every
@@ -84,6 +87,8 @@ class Harness:
     staging: Path = field(init=False)
     driver: ChildDriver = field(init=False)
     files: int = 0
+    country: bool = False  #: runs from now on bring the column ``country`` with mergeSchema
+    replayed: dict[str, object] | None = None  #: the after-publish kill's marker whose batch the change replays
 
     def __post_init__(self) -> None:
         self.input_dir = self.root / "input"
@@ -134,12 +139,34 @@ def _check_consistent(h: Harness, when: str) -> pa.Table:
     return rows
 
 
+def _check_schema_change(h: Harness, t: lakefmt.Table, text: str) -> None:
+    """One schema change, mid-stream; each snapshot's rows are all without ``country`` (committed before it) or
+    all with it; the batch the change's run replayed kept its rows as committed before the change, once."""
+    assert h.replayed is not None, f"no after-publish kill, so no schema change mid-stream: {text}"
+    assert [s.id for s in t.schemas()] == [0, 1]
+    assert t.schema().names == ["id", "part", "payload", "country"]
+    before, after = [], []
+    for s in t.snapshots():
+        added = t.scan(from_snapshot=s.id - 1, to_snapshot=s.id).to_arrow().to_pylist()
+        if not added:
+            continue
+        if all(r.get("country") is None for r in added):  # (a snapshot of schema 0 reads without it)
+            assert s.schema_id == 0, f"snapshot {s.id} of schema {s.schema_id}: rows without the new column"
+            before.append(s.id)
+        else:
+            assert all(r["country"] == f"c{r['id'] % 2}" for r in added), f"snapshot {s.id}: wrong values"
+            assert s.schema_id == 1, f"snapshot {s.id}"
+            after.append(s.id)
+    assert before and after and max(before) < min(after), (before, after)
+    assert h.replayed["snapshot"] in before, h.replayed  # the replay with the column was skipped
+
+
 def _run(h: Harness, run: int, plan: str | None, rng: random.Random) -> Kill | None:
     """One life of the child, with new input files first (they arrive between runs too)."""
     pending = h.files - len(h.driver.committed_batches())
     for _ in range(max(1, MIN_PENDING - pending)):
         h.add_input_file()
-    return run_life(h.driver, run, plan, rng)
+    return run_life(h.driver, run, plan, rng, ["--country"] if h.country else [])
 
 
 def test_streaming_sink_is_exactly_once_under_sigkill(tmp_path: Path) -> None:
@@ -156,6 +183,8 @@ def test_streaming_sink_is_exactly_once_under_sigkill(tmp_path: Path) -> None:
             kill = _run(h, run, plan, rng)
             if kill is not None:
                 kills.append(kill)
+                if kill.kind == "after_publish" and not h.country:  # the schema changes in the next run
+                    h.country, h.replayed = True, kill.marker
             else:  # the query finished before the kill: try that plan again
                 missed.append(plan)
                 todo.append(plan)
@@ -182,6 +211,7 @@ def test_streaming_sink_is_exactly_once_under_sigkill(tmp_path: Path) -> None:
     # Spark plans at most one input file per micro-batch, but a batch re-planned after a kill may take two
     assert 0 < len(batches) <= h.files, f"Spark committed {batches}"
     check_sink_history(t, batches)
+    _check_schema_change(h, t, text)
 
     # -- orphan-clean returns the store to exactly the referenced files -----------------------------------
     check_orphan_clean(t)
