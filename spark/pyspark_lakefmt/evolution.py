@@ -8,8 +8,9 @@ called in the planning worker before each micro-batch's tasks, and again in the 
 
 1. with ``mergeSchema=true``, the DataFrame's columns the table lacks (and the fields its struct columns lack) are
    added as nullable columns, in one schema change (``UpdateSchema.union_by_name``) published before any task
-   starts; when there are none nothing is written, so a stream pays one read of the latest schema per
-   micro-batch. ``mergeSchema`` adds columns; it never changes one's type (widen with ``Table.update_schema``);
+   starts, once the data is known to match the result (a write refused for another mismatch changes nothing);
+   when there are none nothing is written, so a stream pays one read of the latest schema per micro-batch.
+   ``mergeSchema`` adds columns; it never changes one's type (widen with ``Table.update_schema``);
 2. the tasks write under the current schema if the data matches it; else under the newest earlier schema the
    data matches, provided the current schema reads that schema's files whole (the data lacks only columns added
    since, or uses a column's name from before a rename): a stream started before someone else changed the schema
@@ -63,7 +64,11 @@ def write_schema(table: lakefmt.Table, incoming: pa.Schema, *, merge: bool) -> l
     under, decided on the driver before they start (see the module docstring). ``merge``: add ``incoming``'s
     new columns first. :class:`lakefmt.SchemaMismatchError` if the data matches no usable schema."""
     if merge:
-        table.update_schema().union_by_name(incoming).commit()  # nothing new: nothing is written
+        update = table.update_schema().union_by_name(incoming)
+        merged = update.preview()
+        if merged is not None:  # nothing new: nothing is written
+            lakefmt.TableWriter.check_schema(incoming, merged.arrow_schema)  # refused: the table is unchanged
+            update.commit()
     current = table.table_schema()
     try:
         lakefmt.TableWriter.check_schema(incoming, current.arrow_schema)

@@ -92,6 +92,14 @@ def test_a_write_matching_an_older_schema_is_written_under_it(tmp_path: Path) ->
     assert table.table_schema().column_ids == {"id": 1, "grp": 2, "country": 4}
 
 
+def test_a_merge_write_refused_for_another_mismatch_changes_nothing(tmp_path: Path) -> None:
+    table = lakefmt.create_table(str(tmp_path / "t"), BASE)
+    bad = pa.schema([("id", pa.string()), ("g", pa.string()), ("country", pa.string())])  # id: another type
+    with pytest.raises(lakefmt.SchemaMismatchError, match="column 'id' has type string, the table expects int64"):
+        write_schema(table, bad, merge=True)
+    assert [s.id for s in table.schemas()] == [0] and table.snapshots() == []
+
+
 # -- streaming writes ---------------------------------------------------------------------------------------
 def _start(spark: Any, source: Path, uri: str, checkpoint: Path, *, country: bool, **options: str) -> Any:
     df = spark.readStream.schema("id long, g string").option("maxFilesPerTrigger", 1).parquet(str(source))
