@@ -33,6 +33,9 @@ import sys
 import time
 from typing import Any
 
+with contextlib.suppress(ImportError):  # from worker_path, next on the PYTHONPATH (whose sitecustomize this hides)
+    import pyspark_site  # noqa: F401
+
 _DIR = os.environ.get("LAKEFMT_CLUSTER_DIR", "")
 _HOLD_TABLE = os.environ.get("LAKEFMT_CLUSTER_HOLD_TABLE", "")
 _HOLD_BATCHES = {int(b) for b in os.environ.get("LAKEFMT_CLUSTER_HOLD_BATCHES", "").split(",") if b}
@@ -96,8 +99,8 @@ def _append(name: str, record: dict[str, Any]) -> None:
 def _role() -> str:
     """The pyspark module the process runs: ``pyspark.daemon <module>`` forks workers; a few run as scripts."""
     arg = sys.argv[-1] if len(sys.argv) > 1 else sys.argv[0]
-    if arg.endswith(".py") and "pyspark.zip/" in arg:
-        arg = arg.split("pyspark.zip/", 1)[1][: -len(".py")].replace("/", ".")
+    if arg.endswith(".py") and "/pyspark/" in arg:  # from pyspark.zip or the installed package (pyspark_site.py)
+        arg = "pyspark." + arg.rsplit("/pyspark/", 1)[1][: -len(".py")].replace("/", ".")
     return arg
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import filecmp
 import importlib.util
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +20,9 @@ import pytest
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
+#: a ``sitecustomize`` for the Python processes Spark starts: they import the installed pyspark, bytecode cached,
+#: instead of compiling it from ``pyspark.zip`` in each process (see worker_path/pyspark_site.py)
+WORKER_PATH = HERE / "worker_path"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -46,8 +50,21 @@ def _stale_installed_files() -> list[str]:
     return stale
 
 
+@pytest.fixture(scope="session", autouse=True)
+def spark_worker_path() -> Iterator[None]:
+    """WORKER_PATH first on ``PYTHONPATH`` from the first Spark test on: the shared session's JVM, and the child
+    drivers the SIGKILL and cluster tests start, pass it on to every Python process Spark starts."""
+    before = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(WORKER_PATH), before]))
+    yield
+    if before is None:
+        del os.environ["PYTHONPATH"]
+    else:
+        os.environ["PYTHONPATH"] = before
+
+
 @pytest.fixture(scope="session")
-def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+def spark(tmp_path_factory: pytest.TempPathFactory, spark_worker_path: None) -> Iterator[Any]:
     stale = _stale_installed_files()
     if stale:
         pytest.fail(

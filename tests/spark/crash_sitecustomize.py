@@ -30,6 +30,9 @@ import sys
 import time
 from typing import Any
 
+with contextlib.suppress(ImportError):  # from worker_path, next on the PYTHONPATH (whose sitecustomize this hides)
+    import pyspark_site  # noqa: F401
+
 _SPEC = os.environ.get("LAKEFMT_CRASH_AT", "")
 _STATE = os.environ.get("LAKEFMT_CRASH_STATE", "")
 

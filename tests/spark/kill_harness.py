@@ -33,6 +33,7 @@ from lakefmt.spec import layout
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
+WORKER_PATH = HERE / "worker_path"  #: pyspark_site.py: Spark's Python processes import the installed pyspark
 FULL = os.environ.get("LAKEFMT_FULL_FAULTS", "") not in ("", "0")
 RUN_TIMEOUT_S = 240
 TIMED = "timed"
@@ -99,7 +100,9 @@ class ChildDriver:
         run_dir.mkdir()
         # its own JVM: never attach to a gateway of this process (a session fixture may have one running)
         env = {k: v for k, v in os.environ.items() if not k.startswith(("LAKEFMT_CRASH", "PYSPARK_GATEWAY_"))}
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(self.inject_dir), env.get("PYTHONPATH")]))
+        env["PYTHONPATH"] = os.pathsep.join(
+            filter(None, [str(self.inject_dir), str(WORKER_PATH), env.get("PYTHONPATH")])
+        )
         env["PYSPARK_PYTHON"] = env["PYSPARK_DRIVER_PYTHON"] = sys.executable
         env["LAKEFMT_CRASH_DIR"] = str(self.root)  # tags every process of the child (see stragglers)
         env["LAKEFMT_CRASH_STATE"] = str(run_dir)

@@ -51,6 +51,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.s3]
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
+WORKER_PATH = HERE / "worker_path"
 FULL = os.environ.get("LAKEFMT_FULL_FAULTS", "") not in ("", "0")
 MASTER = "local-cluster[2,1,1024]"
 ROWS_PER_FILE = 40
@@ -174,7 +175,8 @@ def test_local_cluster_on_s3(tmp_path: Path, moto_server: dict[str, Any]) -> Non
     }
     env.update(
         {
-            "PYTHONPATH": os.pathsep.join(filter(None, [str(inject), env.get("PYTHONPATH")])),
+            # then pyspark_site.py: Spark's Python processes import the installed pyspark, bytecode cached
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(inject), str(WORKER_PATH), env.get("PYTHONPATH")])),
             "PYSPARK_PYTHON": sys.executable,
             "PYSPARK_DRIVER_PYTHON": sys.executable,
             "LAKEFMT_CLUSTER_DIR": str(probe_dir),
