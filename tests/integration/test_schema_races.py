@@ -33,7 +33,7 @@ pytestmark = pytest.mark.slow
 FULL = os.environ.get("LAKEFMT_FULL_FAULTS", "") not in ("", "0")
 APPENDERS = 4
 #: batches per appender: moto serves about 100 requests/s on the busy CI machine, so S3 races fewer in CI
-BATCHES = {"local": 20, "s3": 20 if FULL else 8}
+BATCHES = {"local": 20, "s3": 20 if FULL else 5}
 ROWS = 3
 RETRIES = 8  #: times a job runs a batch again after a conflict (the drop) or a commit that gave up
 START_TIMEOUT = 120
