@@ -67,12 +67,9 @@ def test_batch_merge_schema_adds_the_new_columns_and_is_refused_without_it(spark
         {"id": 2, "g": "g2", "country": None, "info": None},
         {"id": 3, "g": "g0", "country": "fr", "info": {"a": 7}},
     ]
-    assert _by_id(table.to_arrow().to_pylist()) == expected
-    assert _by_id([r.asDict(recursive=True) for r in spark.read.format(FMT).load(table.uri).collect()]) == expected
-    # the change is a snapshot of its own, then the data; a second write of the same columns changes nothing
+    assert _by_id(table.to_arrow().to_pylist()) == expected  # (Spark's reads: test_reads_use_...)
+    # the change is a snapshot of its own, then the data (later writes find nothing to add: the stream tests)
     assert [s.id for s in _schema_changes(table)] == [2] and table.latest_snapshot().schema_id == 1  # type: ignore[union-attr]
-    df.write.format(FMT).mode("append").option("mergeSchema", "true").save(table.uri)
-    assert [s.id for s in table.schemas()] == [0, 1] and len(_schema_changes(table)) == 1
 
 
 def test_a_write_matching_an_older_schema_is_written_under_it(tmp_path: Path) -> None:
