@@ -4,19 +4,19 @@ in place: each new position replaces the last, atomically."""
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
 from lakefmt.errors import CorruptMetadataError, InvalidConsumerIdError
 from lakefmt.spec.codec import check_version, decode_json, encode_json
 from lakefmt.spec.layout import CONSUMER_PREFIX
+from lakefmt.spec.names import MAX_NAME_LENGTH, check_name, is_valid, name_after
 
 __all__ = ["MAX_CONSUMER_ID_LENGTH", "MAX_SNAPSHOT_ID", "Consumer", "check_consumer_id", "parse_consumer_name"]
 
 #: the longest consumer id: ``.consumer-<id>.tmp-<32 hex>`` (a local write's temp name) must fit the 255 bytes
 #: a file name may have on common local filesystems
-MAX_CONSUMER_ID_LENGTH = 200
+MAX_CONSUMER_ID_LENGTH = MAX_NAME_LENGTH
 #: the largest id a consumer may record (a signed 64-bit integer, as every id of the format)
 MAX_SNAPSHOT_ID = (1 << 63) - 1
 
@@ -24,33 +24,17 @@ MAX_SNAPSHOT_ID = (1 << 63) - 1
 #: version-1 table reads them
 CONSUMER_FILE_VERSION = 1
 
-_ID = re.compile(rf"[A-Za-z0-9_][A-Za-z0-9._-]{{0,{MAX_CONSUMER_ID_LENGTH - 1}}}", re.ASCII)
-
-
 def check_consumer_id(consumer_id: Any) -> str:
-    """Return ``consumer_id`` if it can name a consumer file, else raise :class:`InvalidConsumerIdError`.
-
-    1 to 200 characters of ``A-Z a-z 0-9 . _ -``, the first a letter, a digit or ``_``: so never empty, no
-    ``/`` or ``\\``, no ``.``/``..``, no control character, no space, no glob character, no hidden file and
-    nothing a command line would take for an option. Ids are case-sensitive (on a case-insensitive filesystem
-    two ids that differ only in case share one file: do not use such pairs)."""
-    if not isinstance(consumer_id, str):
-        raise InvalidConsumerIdError(f"a consumer id must be a string, got {type(consumer_id).__name__}")
-    if not _ID.fullmatch(consumer_id):
-        raise InvalidConsumerIdError(
-            f"consumer id {consumer_id!r} is invalid: use 1 to {MAX_CONSUMER_ID_LENGTH} characters of "
-            "A-Z a-z 0-9 . _ -, starting with a letter, a digit or _"
-        )
-    return consumer_id
+    """Return ``consumer_id`` if it can name a consumer file, else raise :class:`InvalidConsumerIdError`: the
+    rule of :mod:`lakefmt.spec.names`. Ids are case-sensitive (on a case-insensitive filesystem two ids that
+    differ only in case share one file: do not use such pairs)."""
+    return check_name(consumer_id, "consumer id", InvalidConsumerIdError)
 
 
 def parse_consumer_name(name: str) -> str | None:
     """``consumer-silver`` -> ``silver``; None for a name that is not a consumer file (a temp file, a hint, a
     name whose id breaks the id rules)."""
-    if not name.startswith(CONSUMER_PREFIX):
-        return None
-    consumer_id = name[len(CONSUMER_PREFIX) :]
-    return consumer_id if _ID.fullmatch(consumer_id) else None
+    return name_after(name, CONSUMER_PREFIX)
 
 
 @dataclass(frozen=True)
@@ -86,7 +70,7 @@ class Consumer:
         obj = decode_json(data, what)
         check_version(obj.get("version"), what)
         consumer_id, next_snapshot, time_millis = obj.get("consumerId"), obj.get("nextSnapshot"), obj.get("timeMillis")
-        if not isinstance(consumer_id, str) or not _ID.fullmatch(consumer_id):
+        if not is_valid(consumer_id):
             raise CorruptMetadataError(f"{what} is malformed: consumerId {consumer_id!r} is not a consumer id")
         for key, value in (("nextSnapshot", next_snapshot), ("timeMillis", time_millis)):
             if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_SNAPSHOT_ID:

@@ -11,7 +11,6 @@ commits, so that maintenance running meanwhile keeps the target's files (it is n
 
 from __future__ import annotations
 
-import re
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,44 +19,29 @@ from lakefmt.errors import CorruptMetadataError, InvalidTagNameError
 from lakefmt.spec.codec import check_version, decode_json, encode_json
 from lakefmt.spec.consumer import MAX_SNAPSHOT_ID
 from lakefmt.spec.layout import PIN_PREFIX, TAG_PREFIX
+from lakefmt.spec.names import MAX_NAME_LENGTH, check_name, is_valid, name_after
 from lakefmt.spec.snapshot import Snapshot
 
 __all__ = ["MAX_TAG_NAME_LENGTH", "Tag", "check_tag_name", "parse_pin_name", "parse_tag_name"]
 
 #: the longest tag name: ``.tag-<name>.tmp-<32 hex>`` (a local publish's temp name) must fit in 255 bytes
-MAX_TAG_NAME_LENGTH = 200
-
-_NAME = re.compile(rf"[A-Za-z0-9_][A-Za-z0-9._-]{{0,{MAX_TAG_NAME_LENGTH - 1}}}", re.ASCII)
+MAX_TAG_NAME_LENGTH = MAX_NAME_LENGTH
 
 
 def check_tag_name(name: Any) -> str:
-    """Return ``name`` if it can name a tag file, else raise :class:`InvalidTagNameError`: 1 to 200 characters
-    of ``A-Z a-z 0-9 . _ -``, the first a letter, a digit or ``_`` (the rule of consumer ids: no ``/``, no
-    ``..``, no space or control character, nothing a command line takes for an option). Case-sensitive."""
-    if not isinstance(name, str):
-        raise InvalidTagNameError(f"a tag name must be a string, got {type(name).__name__}")
-    if not _NAME.fullmatch(name):
-        raise InvalidTagNameError(
-            f"tag name {name!r} is invalid: use 1 to {MAX_TAG_NAME_LENGTH} characters of A-Z a-z 0-9 . _ -, "
-            "starting with a letter, a digit or _"
-        )
-    return name
+    """Return ``name`` if it can name a tag file, else raise :class:`InvalidTagNameError`: the rule of
+    :mod:`lakefmt.spec.names` (the rule of consumer ids). Case-sensitive."""
+    return check_name(name, "tag name", InvalidTagNameError)
 
 
 def parse_tag_name(file_name: str) -> str | None:
     """``tag-month-end`` -> ``month-end``; None for any other name in ``tag/`` (pins, temp files)."""
-    if not file_name.startswith(TAG_PREFIX):
-        return None
-    name = file_name[len(TAG_PREFIX) :]
-    return name if _NAME.fullmatch(name) else None
+    return name_after(file_name, TAG_PREFIX)
 
 
 def parse_pin_name(file_name: str) -> str | None:
     """``pin-<id>`` -> ``<id>``; None for any other name."""
-    if not file_name.startswith(PIN_PREFIX):
-        return None
-    pin_id = file_name[len(PIN_PREFIX) :]
-    return pin_id if _NAME.fullmatch(pin_id) else None
+    return name_after(file_name, PIN_PREFIX)
 
 
 @dataclass(frozen=True)
@@ -110,7 +94,7 @@ class Tag:
         obj = decode_json(data, what)
         check_version(obj.get("version"), what)
         name, time_millis, retain = obj.get("tagName"), obj.get("timeMillis"), obj.get("retainMillis")
-        if not isinstance(name, str) or not _NAME.fullmatch(name):
+        if not is_valid(name):
             raise CorruptMetadataError(f"{what} is malformed: tagName {name!r} is not a tag name")
         for key, value in (("timeMillis", time_millis), ("retainMillis", retain)):
             if key == "retainMillis" and value is None:
