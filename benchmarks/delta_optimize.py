@@ -74,6 +74,7 @@ def run(quick: bool, workdir: Path) -> Result:
 
     peer = python_for("deltalake") is not None
     delta = _run_delta(base / "delta", source, reps) if peer else _run_pyarrow(base / "pyarrow", rows, reps)
+    drop_tree(base / "delta")
     codec = _codec_name(delta.get("codec"))
     configs = {
         "zstd_fsync": {"file.compression": "zstd", "write.fsync": "true"},  # lakefmt's defaults

@@ -161,19 +161,31 @@ class CompactProducer(RewriteProducer):
     (:func:`compactions_only`). Planning and rewriting: :mod:`lakefmt.maintenance.compact`."""
 
     kind = CommitKind.COMPACT
+    #: merge the small manifests into one once the base and delta of the snapshot it lands on hold this many
+    TIDY_MIN_MANIFESTS = 8
+
+    def __init__(self, *args: Any, planned_on: int | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.planned_on = planned_on  #: the snapshot the rewritten entries were read from, if one
 
     def carries_users_unchanged(self) -> bool:
         return True
 
+    def replaced(self, latest: Snapshot | None, schema: TableSchema) -> pa.Table:
+        if latest is not None and latest.id == self.planned_on:
+            return self.rewritten  # read from this very snapshot's live files: all live (no manifest read)
+        return super().replaced(latest, schema)
+
     def base_manifests(self, merger: ManifestMerger, latest: Snapshot) -> list[ManifestFileMeta]:
-        """The base list, with the table's small manifests merged into one when they fit in one (their ADD/DELETE
-        pairs cancelled): a compaction tidies the metadata a long stream leaves (up to ``manifest.merge-min-count``
-        small manifests, each one more read for every scan) as well as its data files. Otherwise the usual merge."""
+        """The base list, with the table's small manifests merged into one when there are at least
+        :attr:`TIDY_MIN_MANIFESTS` of them and they fit in one (their ADD/DELETE pairs cancelled): a compaction
+        tidies the metadata a long stream leaves (up to ``manifest.merge-min-count`` small manifests, each one more
+        read for every scan) as well as its data files. Otherwise the usual merge."""
         metas = self.store.snapshot_manifests(latest)
         target = self.store.schema_for(latest).table_options.manifest_target_size
         small = [m for m in metas if m.file_size < target]
         size = sum(m.file_size for m in small)
-        if len(small) < 3 or size >= target:
+        if len(small) < self.TIDY_MIN_MANIFESTS or size >= target:
             return merger.merge_base(metas)
         merged = entries.cancel_pairs(entries.concat_entries(entries.read_manifests(self.store, small)))
         big = [m for m in metas if m.file_size >= target]

@@ -272,20 +272,42 @@ def _may_hold(meta: ManifestFileMeta, partition: Partition) -> bool:
     return True
 
 
-#: per metadata store (one per Table object): the last snapshot automatic compaction planned on and its live
-#: entries, so that planning after the next commit only applies that commit's delta
-_LIVE: weakref.WeakKeyDictionary[MetaStore, tuple[int, pa.Table]] = weakref.WeakKeyDictionary()
+@dataclass
+class _Live:
+    """What automatic compaction knows of a snapshot: its live entries and, per partition, how many of them are
+    small (under ``threshold`` bytes), kept up to date one commit's delta at a time."""
+
+    snapshot_id: int
+    entries: pa.Table
+    threshold: int
+    small: dict[tuple[tuple[str, Any], ...], int]
 
 
-def _live_after(store: MetaStore, snap: Snapshot) -> pa.Table:
-    """Every live entry of ``snap``: the previous snapshot's (if this store planned on it) with ``snap``'s delta
-    applied, else read whole."""
+#: per metadata store (one per Table object): the last snapshot automatic compaction looked at
+_LIVE: weakref.WeakKeyDictionary[MetaStore, _Live] = weakref.WeakKeyDictionary()
+
+
+def _small_counts(entries: pa.Table, threshold: int) -> dict[tuple[tuple[str, Any], ...], int]:
+    """Small files per partition among ``entries``."""
+    small = entries.filter(pc.less(entries.column(ents.FILE_SIZE), threshold))
+    out: dict[tuple[tuple[str, Any], ...], int] = {}
+    if ents.PARTITION not in small.column_names:
+        return {(): small.num_rows} if small.num_rows else {}
+    for p in small.column(ents.PARTITION).to_pylist():
+        k = _key(p)
+        out[k] = out.get(k, 0) + 1
+    return out
+
+
+def _live_after(store: MetaStore, snap: Snapshot, threshold: int) -> _Live:
+    """What automatic compaction knows of ``snap``: the previous snapshot's (if this store looked at it) with
+    ``snap``'s delta applied, else read whole."""
     hit = _LIVE.get(store)
-    if hit is not None and hit[0] == snap.id:
-        return hit[1]
-    if hit is not None and hit[0] == snap.id - 1:
+    if hit is not None and hit.threshold == threshold and hit.snapshot_id == snap.id:
+        return hit
+    if hit is not None and hit.threshold == threshold and hit.snapshot_id == snap.id - 1:
         metas = store.manifest_list(snap.delta_manifest_list)
-        live = hit[1]
+        live, small = hit.entries, dict(hit.small)
         if metas:
             delta = ents.concat_entries(ents.read_manifests(store, metas))
             dels, adds = ents.deletes(delta), ents.adds(delta)
@@ -293,22 +315,33 @@ def _live_after(store: MetaStore, snap: Snapshot) -> pa.Table:
             if dels.num_rows:
                 gone = dels.column(ents.PATH).combine_chunks()
                 live = live.filter(pc.invert(pc.is_in(live.column(ents.PATH), value_set=gone)))
+                for k, n in _small_counts(dels, threshold).items():
+                    small[k] = small.get(k, 0) - n
             if adds.num_rows:
                 live = ents.concat_entries([live, adds])
+                for k, n in _small_counts(adds, threshold).items():
+                    small[k] = small.get(k, 0) + n
             if live.column(ents.PATH).num_chunks > 64:
                 live = live.combine_chunks()
+        found = _Live(snap.id, live, threshold, small)
     else:
         live = ents.live_entries(store, snap)
-    _LIVE[store] = (snap.id, live)
-    return live
+        found = _Live(snap.id, live, threshold, _small_counts(live, threshold))
+    _LIVE[store] = found
+    return found
 
 
 def _live_in_scope(
-    table: Table, snap: Snapshot, schema: TableSchema, wanted: list[Partition] | None, *, cached: bool = False
+    table: Table,
+    snap: Snapshot,
+    schema: TableSchema,
+    wanted: list[Partition] | None,
+    *,
+    cached_threshold: int | None = None,
 ) -> pa.Table:
     store = table._store
-    if cached:
-        return _live_after(store, snap)
+    if cached_threshold is not None:
+        return _live_after(store, snap, cached_threshold).entries
     metas = store.snapshot_manifests(snap)
     if wanted is not None and schema.partition_keys:
         metas = [m for m in metas if any(_may_hold(m, w) for w in wanted)]
@@ -367,7 +400,7 @@ def _plan_partition(
     files: _Files, target: int, min_files: int, max_files: int, sort_by: tuple[str, ...], tiered: bool
 ) -> list[list[int]]:
     """The input groups of one partition's live files, as indices into the live entries."""
-    small = [i for i, s in enumerate(files.sizes) if s < target * LARGE_ENOUGH]
+    small = [i for i, s in enumerate(files.sizes) if s < int(target * LARGE_ENOUGH)]
     if len(small) < max(min_files, 2):
         return []
     small.sort(key=lambda i: files.order[i])  # commit order: a run of newest files is a suffix
@@ -427,7 +460,8 @@ def plan_compaction(
             raise InvalidPartitionError(f"the table has no partition {_describe(wanted[0])}: it has no data yet")
         return CompactionPlan(None, target, columns, (), 0, 0, least, tiered)
     schema = table._store.schema_for(snap)
-    live = _live_in_scope(table, snap, schema, wanted, cached=tiered)
+    small = int(target * LARGE_ENOUGH)
+    live = _live_in_scope(table, snap, schema, wanted, cached_threshold=small if tiered else None)
     by_part = _by_partition(live, schema, wanted)
     if wanted:
         missing = [w for w in wanted if not any(_matches(p, [w]) for p, _ in by_part)]
@@ -590,8 +624,9 @@ def _commit(
     while ready:
         writers = list(dict.fromkeys(owner[g.group_id] for g in ready))
         written = {w: _written(table, by_id[w]) for w in writers}  # (the commit drops the per-task manifests)
+        planned_on = plan.snapshot_id if not replanned else None  # a re-plan read another snapshot
         try:
-            snap = _commit_groups(table, ready, [by_id[w] for w in writers], after_commit)
+            snap = _commit_groups(table, ready, [by_id[w] for w in writers], after_commit, planned_on)
         except RewriteConflictError as exc:
             gone = set(exc.gone)
             lost_writers = {owner[g.group_id] for g in ready if gone.intersection(g.paths)}
@@ -665,7 +700,11 @@ def _written(table: Table, message: CommitMessage) -> tuple[int, int]:
 
 
 def _commit_groups(
-    table: Table, groups: Sequence[CompactionGroup], messages: Sequence[CommitMessage], after_commit: bool
+    table: Table,
+    groups: Sequence[CompactionGroup],
+    messages: Sequence[CommitMessage],
+    after_commit: bool,
+    planned_on: int | None,
 ) -> Snapshot:
     store = table._store
     added = [meta for m in messages for meta in m.manifests]
@@ -673,7 +712,9 @@ def _commit_groups(
     request = CommitRequest(None, f"compact-{uuid.uuid4().hex}", 0, added, properties={OPERATION: "compact"})
     after = functools.partial(table._after_commit, compact=False) if after_commit else None
     clock = table._clock or time.time
-    producer = CompactProducer(table.io, store, request, clock=clock, after_commit=after, rewritten=rewritten)
+    producer = CompactProducer(
+        table.io, store, request, clock=clock, after_commit=after, rewritten=rewritten, planned_on=planned_on
+    )
     try:
         result = producer.commit()
     except RewriteConflictError:
@@ -805,6 +846,10 @@ def auto_compact(table: Table, snap: Snapshot) -> CompactionReport | None:
     parts = touched_partitions(table, snap)
     if not parts:
         return None
+    options = table.table_schema().table_options
+    counts = _live_after(table._store, snap, int(options.target_file_size * LARGE_ENOUGH)).small
+    if all(counts.get(_key(p), 0) < options.compaction_min_file_num for p in parts):
+        return None  # no touched partition holds enough small files: no plan needed
     plan = plan_compaction(table, parts if table.partition_keys else None, tiered=True, strict=False)
     if not plan.groups:
         return None

@@ -99,7 +99,9 @@ class StatsCollector:
                         break
                     mins.append(_from_parquet(st, "min", t))
                     maxs.append(_from_parquet(st, "max", t))
-                if mins:
+                if len(mins) == 1:  # one row group (most files): its bounds are the file's
+                    lo, hi = mins[0], maxs[0]
+                elif mins:
                     lo = pc.min(pa.array(mins, t))
                     hi = pc.max(pa.array(maxs, t))
                     if _too_long(lo) or _too_long(hi):
