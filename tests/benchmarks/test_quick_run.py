@@ -40,7 +40,7 @@ def quick_results(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.
     proc = subprocess.run(
         [sys.executable, "-m", "benchmarks", "--quick", "--out", str(out), "--workdir", str(work),
          *(f"--skip={name}" for name in SKIPPED)],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=900,
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=1800,
     )
     return proc, out
 
