@@ -22,6 +22,10 @@ After each kill the table must read with no row twice; after the final run every
 once, snapshot ids are contiguous, the sink's commit identifiers are exactly the batch ids in order, every
 snapshot reads, and orphan-clean leaves exactly the files the live snapshots reference. The machinery (the child's
 lives, kills and checks) is shared with test_chain.py in kill_harness.py.
+
+CI kills 6 times: each point once and once at random (test_chain.py kills the same sink 10 times beside it, the
+after-publish window twice and four random kills among them); ``LAKEFMT_FULL_FAULTS=1`` kills 10 times, the
+after-publish window three times and three at random.
 """
 
 from __future__ import annotations
