@@ -3,11 +3,15 @@
 pyarrow dictionary-encodes every column by default and falls back to plain encoding once a column chunk's
 dictionary passes its page limit (1 MiB). For a column of mostly distinct values (random floats, ids, UUIDs) the
 dictionary is built and thrown away in every row group: writing 420,000 rows of 20 random float64 columns took
-1.0 s of CPU with it and 0.28 s without (zstd; the file was smaller without, too). So the writer decides per file,
-from the first rows it writes: a top-level column of a plain type is dictionary-encoded only when a sample of it
-has at most half as many distinct values as non-null ones; nested columns keep pyarrow's default, and so does
-a file whose first rows are fewer than 8,192 (small files never reach the page limit). Encoding never changes the
-values read back.
+0.93 s of CPU with it and 0.26 s without (zstd; the file was smaller without, too). So the writer decides per
+file, from the first rows it writes: a top-level column of a plain type is dictionary-encoded unless a sample of it
+is nearly all distinct (more than 9 distinct values in 10 non-null ones); nested columns keep pyarrow's default,
+and so does a file whose first rows are fewer than 8,192 (small files never reach the page limit). Encoding never
+changes the values read back.
+
+Measured on 1M event rows (id, ts, user of 10,000, amount, dt; zstd): pyarrow's default 0.51 s of CPU and 8.1 MB,
+this rule 0.26 s and 8.2 MB (only ``amount`` loses its dictionary: 95% distinct in the sample, 100,000 values in
+all); a rule at half distinct would have written 9.1 MB (``user`` is 63% distinct in a sample of 10,000 rows).
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ SAMPLE_ROWS = 10_000
 #: size no dictionary reaches its page limit, and deciding would cost more than it saves
 MIN_ROWS = 8_192
 #: dictionary-encode a column when distinct / non-null values in the sample is at most this
-MAX_DISTINCT_RATIO = 0.5
+MAX_DISTINCT_RATIO = 0.9
 
 
 @functools.lru_cache(maxsize=64)
