@@ -165,10 +165,12 @@ def _offsets(arr: pa.Array) -> pa.Array:
 
 
 def runs(
-    entries: pa.Table, schema: TableSchema, schemas: SchemaLookup | None
+    entries: pa.Table, schema: TableSchema, schemas: SchemaLookup | None, *, grouped: bool = False
 ) -> list[tuple[TableSchema | None, pa.Table]]:
     """``entries`` cut into consecutive runs read the same way: ``(None, run)`` for files read by name with
-    ``schema`` (the fast path), ``(old, run)`` for files of schema ``old`` that need mapping by id."""
+    ``schema`` (the fast path), ``(old, run)`` for files of schema ``old`` that need mapping by id. ``grouped``:
+    one group per way instead (all the files read by name together, then those of each old schema, each in the
+    entries' order): fewer, larger reads for a caller that does not keep the rows' order across files."""
     if entries.num_rows == 0:
         return []
     if ents.SCHEMA_ID not in entries.column_names:
@@ -183,6 +185,15 @@ def runs(
         how[sid] = None if name_compatible(old, schema) else old
     if all(v is None for v in how.values()):
         return [(None, entries)]
+    if grouped:
+        keys: dict[int, list[int]] = {}  # id() of the way to read (None or an old schema) -> the schema ids
+        for sid, way in how.items():
+            keys.setdefault(id(way), []).append(sid)
+        groups = []
+        for sids_of in keys.values():
+            mask = pc.is_in(sids, value_set=pa.array(sids_of, sids.type))
+            groups.append((how[sids_of[0]], entries.filter(mask)))
+        return sorted(groups, key=lambda g: g[0] is not None)  # the fast group first
     out: list[tuple[TableSchema | None, pa.Table]] = []
     start, current = 0, None
     ids = sids.to_pylist()

@@ -204,7 +204,7 @@ class Scan:
         self.schema: TableSchema = (
             store.schema(self.snapshot.schema_id) if pinned and self.snapshot else store.schema_for(self.snapshot)
         )
-        self._runs: list[tuple[TableSchema | None, pa.Table]] | None = None
+        self._runs: dict[bool, list[tuple[TableSchema | None, pa.Table]]] | None = None
         if self.columns is not None:
             unknown = [c for c in self.columns if c not in self.schema.arrow_schema.names]
             if unknown:
@@ -318,7 +318,7 @@ class Scan:
                 else ds.InMemoryDataset(
                     self._read_mapped(old, run, columns=None, filter=None), schema=self.schema.arrow_schema
                 )
-                for old, run in self._layout_runs()
+                for old, run in self._layout_runs(grouped=True)
             ]
             return ds.dataset(parts)
         full = self._full_paths(ents.paths(self.entries()))
@@ -330,11 +330,14 @@ class Scan:
         )
 
     # -- files written under other schemas (lakefmt.read.evolve) -------------------------------------------
-    def _layout_runs(self) -> list[tuple[TableSchema | None, pa.Table]]:
-        """The planned entries in consecutive runs: ``(None, run)`` read by name, ``(old, run)`` mapped by id."""
+    def _layout_runs(self, grouped: bool = False) -> list[tuple[TableSchema | None, pa.Table]]:
+        """The planned entries in consecutive runs: ``(None, run)`` read by name, ``(old, run)`` mapped by id;
+        ``grouped``: one group per way of reading (larger reads, the files' order kept only within a group)."""
         if self._runs is None:
-            self._runs = runs(self.entries(), self.schema, self._store.schema)
-        return self._runs
+            self._runs = {}
+        if grouped not in self._runs:
+            self._runs[grouped] = runs(self.entries(), self.schema, self._store.schema, grouped=grouped)
+        return self._runs[grouped]
 
     def _mapped(self) -> bool:
         """Whether some planned file was written under a schema it cannot be read by name with."""
@@ -362,8 +365,9 @@ class Scan:
     def _mapped_batches(self, whole: bool = False) -> Iterator[pa.RecordBatch]:
         """The rows matching the filter, run by run: runs read by name as :meth:`to_batches` reads a plain scan,
         the others read with their own schema and mapped by id (the filter applied after mapping). ``whole``:
-        each run is read as one table (pyarrow's threaded scan, for :meth:`to_arrow`)."""
-        for old, run in self._layout_runs():
+        the files are read in one group per way of reading, each as one table (pyarrow's threaded scan, for
+        :meth:`to_arrow`)."""
+        for old, run in self._layout_runs(grouped=whole):
             if old is None:
                 dataset = dataset_for(self._io, run, self.schema, self._full_paths(ents.paths(run)))
                 if self._pushdown_safe():

@@ -189,7 +189,7 @@ def _filled(row: dict[str, Any], schema: pa.Schema = BASE) -> dict[str, Any]:
         "score": i + 0.5,
         "amount": D(i % 1000) + D("0.25"),
         "info": {"a": i % 1000, "b": f"b{i}"},
-        "dt": "d1" if i % 2 else "d2",
+        "dt": "d1" if i % 2 or i > 4 else "d2",  # rows after the first four: one file per append
         "extra": extra,
         "req": 1,
     }
@@ -201,8 +201,11 @@ def test_every_allowed_change_reads_latest_by_time_travel_filtered_and_increment
     with the schema it had, a filter on the changed column is right over old and new files, and an incremental
     read across the change returns what came after it, in the new schema."""
     # merges at every commit: manifests written under different schemas (and versions of a column's type) are
-    # concatenated into one, as a long history would do
-    t = create_table_in(store, BASE, partition_by=["dt"], options={"manifest.merge-min-count": "2"})
+    # concatenated into one, as a long history would do. On S3 (each request a round trip to moto) the checks
+    # that do not depend on the storage (merges, count, to_dataset) are left to local disk and memory.
+    lean = store.kind == "s3"
+    options = {} if lean else {"manifest.merge-min-count": "2"}
+    t = create_table_in(store, BASE, partition_by=["dt"], options=options)
     model = [_filled({"id": i}) for i in (1, 2, 3, 4)]
     t.append(pa.Table.from_pylist([{f.name: r[f.name] for f in BASE} for r in model], schema=BASE))
     for name, change, transform, written, flt, keeps in STEPS:
@@ -222,8 +225,9 @@ def test_every_allowed_change_reads_latest_by_time_travel_filtered_and_increment
         want = sorted(r["id"] for r in model if keeps(r))
         scan = t.scan(filter=flt)  # planned once, read three ways
         assert sorted(scan.to_arrow().column("id").to_pylist()) == want, name
-        assert scan.count() == len(want), name
-        if name != "widen-float":  # to_dataset() refuses a filter on a float column (NaN): see Scan.to_dataset
+        if not lean:
+            assert scan.count() == len(want), name
+        if not lean and name != "widen-float":  # to_dataset() refuses a float column's filter (NaN): Scan.to_dataset
             assert scan.to_dataset().to_table().num_rows == len(want), name
         inc = t.scan(from_snapshot=before.id).to_arrow()
         assert inc.schema == schema and _by_id(inc) == _py(schema, new), name
