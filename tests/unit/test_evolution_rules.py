@@ -342,6 +342,11 @@ def test_runs_keep_the_entries_order() -> None:
         (0, ["d"]),
     ]
     assert runs(entries.slice(2, 1), s1, None) == [(None, entries.slice(2, 1))]
+    grouped = runs(entries, s1, {0: s0, 1: s1}.__getitem__, grouped=True)  # one read per way, fast one first
+    assert [(old.id if old else None, r.column("path").to_pylist()) for old, r in grouped] == [
+        (None, ["c"]),
+        (0, ["a", "b", "d"]),
+    ]
 
 
 # -- statistics by field id -------------------------------------------------------------------------------
