@@ -176,9 +176,10 @@ def runs(
     if ents.SCHEMA_ID not in entries.column_names:
         return [(None, entries)]
     sids = entries.column(ents.SCHEMA_ID)
-    distinct = pc.unique(sids).to_pylist()
-    if distinct == [schema.id]:
+    bounds = pc.min_max(sids)
+    if bounds["min"].as_py() == bounds["max"].as_py() == schema.id:  # every file of the schema read with: as before
         return [(None, entries)]
+    distinct = pc.unique(sids).to_pylist()
     how: dict[int, TableSchema | None] = {}
     for sid in distinct:
         old = schema if sid == schema.id else _lookup(sid, schemas)
