@@ -288,7 +288,7 @@ def test_push_filters_prunes_files(spark: Any, pruned_table: lakefmt.Table) -> N
     reader = source.reader(source.schema())
     pushed = [EqualTo(("dt",), "b"), GreaterThanOrEqual(("id",), 30)]
     assert list(reader.pushFilters(pushed)) == pushed  # all handed back: Spark still filters the rows
-    planned = {p for part in reader.partitions() for p in part.paths}
+    planned = {f.path for part in reader.partitions() for f in part.files}
     scan = pruned_table.scan(filter=(pc.field("dt") == "b") & (pc.field("id") >= 30))
     assert planned == {f.path for f in scan.files()}
     assert len(planned) == 1 < len(all_files)
