@@ -50,6 +50,7 @@ from lakefmt.errors import (
     InvalidOptionError,
     InvalidPartitionError,
     RewriteConflictError,
+    SchemaConflictError,
     SchemaMismatchError,
     UnsupportedTypeError,
 )
@@ -594,7 +595,9 @@ def commit_compaction(
     If a concurrent commit removed input files of some groups, those groups are dropped and their written files
     deleted; with ``replan`` (default) their partitions are planned again on the latest snapshot, rewritten by
     ``rewrite`` (default: here, one group after another; an engine passes its own) and committed; a partition
-    that loses again is given up (:attr:`CompactionReport.given_up`). A conflict never raises. Other failures do
+    that loses again is given up (:attr:`CompactionReport.given_up`). A column dropped while the groups were
+    rewritten (their files hold it) re-plans every group once under the new schema in the same way. A conflict
+    never raises. Other failures do
     (:class:`CommitStateUnknownError`: nothing is deleted then). ``after_commit``: once the snapshot landed, run
     the table's after-commit work (snapshot expiration, when the table's options ask for it)."""
     owner = {g.group_id: g.group_id for g in plan.groups}
@@ -620,6 +623,7 @@ def _commit(
         if owner.get(g.group_id) not in by_id:
             report.given_up.append(GivenUp(g.partition, "its files were not rewritten (no commit message)"))
     replanned: set[tuple[tuple[str, Any], ...]] = set()
+    schema_replanned = False
     rewriter = rewrite if rewrite is not None else _local_rewriter(table, plan)
     while ready:
         writers = list(dict.fromkeys(owner[g.group_id] for g in ready))
@@ -627,6 +631,25 @@ def _commit(
         planned_on = plan.snapshot_id if not replanned else None  # a re-plan read another snapshot
         try:
             snap = _commit_groups(table, ready, [by_id[w] for w in writers], after_commit, planned_on)
+        except SchemaConflictError as exc:
+            # a column of the rewritten files was dropped meanwhile: the written files are gone (the commit
+            # discarded them); write every group again under the new schema, once
+            parts = {_key(g.partition): g.partition for g in ready}
+            ready = []
+            for w in writers:
+                by_id.pop(w, None)
+            if not replan or schema_replanned:
+                why = f"the table's schema changed meanwhile ({exc})"
+                report.given_up.extend(GivenUp(p, why) for p in parts.values())
+                continue
+            schema_replanned = True
+            report.replanned.extend(p for k, p in parts.items() if k not in replanned)
+            replanned.update(parts)
+            table._store.latest_schema(refresh=True)
+            fresh = _replan(table, plan, list(parts.values()), rewriter, by_id, ready)
+            owner.update((g.group_id, g.group_id) for g in fresh)
+            ready.extend(fresh)
+            continue
         except RewriteConflictError as exc:
             gone = set(exc.gone)
             lost_writers = {owner[g.group_id] for g in ready if gone.intersection(g.paths)}

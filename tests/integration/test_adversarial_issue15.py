@@ -46,3 +46,25 @@ def test_compaction_refuses_a_sort_by_that_names_no_columns(tmp_path: Path, sort
     with pytest.raises(TypeError, match="sort_by must be a column name or a list of column names"):
         t.compact(min_files=2, sort_by=sort_by)  # type: ignore[arg-type]
     assert t.latest_snapshot() == latest
+
+
+def test_a_compaction_racing_a_dropped_column_replans_instead_of_raising(tmp_path: Path) -> None:
+    """Found by attack: a column dropped while a compaction rewrote its files made the commit fail with a
+    SchemaConflictError, where a compaction promises never to raise a conflict (it re-plans once): its files held
+    the dropped column. Re-planned, the files are written again under the new schema and the rows are the same."""
+    from lakefmt.maintenance.compact import commit_compaction, plan_compaction, rewrite_group
+
+    schema = pa.schema([("id", pa.int64()), ("w", pa.string())])
+    t = lakefmt.create_table(str(tmp_path / "t"), schema)
+    for i in range(4):
+        t.append(pa.table({"id": [i], "w": [str(i)]}, schema=schema))
+    plan = plan_compaction(t, min_files=2)
+    messages = [rewrite_group(t, g) for g in plan.groups]
+    with lakefmt.open_table(t.uri).update_schema() as update:  # another process drops w meanwhile
+        update.drop_column("w")
+    report = commit_compaction(t, plan, messages)
+    assert report.snapshot is not None and report.snapshot.commit_kind is lakefmt.CommitKind.COMPACT
+    assert report.replanned == [{}] and not report.given_up
+    assert len(t.files()) == 1
+    assert sorted(t.to_arrow().column("id").to_pylist()) == [0, 1, 2, 3]
+    assert t.to_arrow().column_names == ["id"]
