@@ -80,9 +80,10 @@ def check_filter(filter: Any, schema: pa.Schema) -> pc.Expression:
         schema.empty_table().filter(filter)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, TypeError) as exc:
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        missing = re.search(r"No match for FieldRef\.\w+\((.*?)\)", reason)
-        if missing:
-            reason = f"no column {missing.group(1)!r}"
+        missing = re.search(r"No match for (FieldRef\.\w+\(.*\)) in ", reason)
+        if missing:  # FieldRef.Name(a), or FieldRef.Nested(FieldRef.Name(a) FieldRef.Name(b)) for a.b
+            names = re.findall(r"FieldRef\.Name\((.*?)\)", missing.group(1))
+            reason = f"no column {'.'.join(names) or missing.group(1)!r}"
         elif "no kernel matching input types" in reason:
             reason = f"a column is compared with a value of another type ({reason})"
         raise InvalidPredicateError(

@@ -68,3 +68,18 @@ def test_a_compaction_racing_a_dropped_column_replans_instead_of_raising(tmp_pat
     assert len(t.files()) == 1
     assert sorted(t.to_arrow().column("id").to_pylist()) == [0, 1, 2, 3]
     assert t.to_arrow().column_names == ["id"]
+
+
+def test_a_delete_on_a_missing_nested_field_names_the_field(tmp_path: Path) -> None:
+    """Found by attack: ``pc.field("id", "x")`` (a field of a column that is no struct) was refused as "no column
+    'FieldRef.Name(id'", pyarrow's reference cut in the middle."""
+    from lakefmt.errors import InvalidPredicateError
+
+    t = lakefmt.create_table(str(tmp_path / "t"), ZEROS)
+    t.append(pa.table({"id": [1], "f": [0.5]}, schema=ZEROS))
+    latest = t.latest_snapshot()
+    with pytest.raises(InvalidPredicateError, match=r"no column 'id\.x';"):
+        t.delete(pc.field("id", "x") == 1)
+    with pytest.raises(InvalidPredicateError, match=r"no column 'nope';"):
+        t.delete(pc.field("nope") == 1)
+    assert t.latest_snapshot() == latest
