@@ -32,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import operator
 import time
 import uuid
 import weakref
@@ -214,14 +215,24 @@ def _check_settings(
     schema: TableSchema, target_file_size: int | None, min_files: int | None, sort_by: Sequence[str] | None
 ) -> tuple[int, int, int, tuple[str, ...]]:
     options = schema.table_options
-    target = options.target_file_size if target_file_size is None else target_file_size
-    if isinstance(target, bool) or not isinstance(target, int) or target < 1:
+    target = options.target_file_size if target_file_size is None else _whole(target_file_size)
+    if target is None or target < 1:
         raise InvalidOptionError(f"target_file_size must be a positive number of bytes, got {target_file_size!r}")
-    least = options.compaction_min_file_num if min_files is None else min_files
-    if isinstance(least, bool) or not isinstance(least, int) or least < 1:
+    least = options.compaction_min_file_num if min_files is None else _whole(min_files)
+    if least is None or least < 1:
         raise InvalidOptionError(f"min_files must be a positive whole number, got {min_files!r}")
     columns = _check_sort_by(schema, sort_by)
     return target, least, max(options.compaction_max_file_num, least), columns
+
+
+def _whole(value: object) -> int | None:
+    """``value`` as an int if it is an integer of any kind (numpy's too), not a bool; else None."""
+    if isinstance(value, bool):
+        return None
+    try:
+        return operator.index(value)  # type: ignore[arg-type]
+    except TypeError:
+        return None
 
 
 def _check_sort_by(schema: TableSchema, sort_by: Sequence[str] | str | None) -> tuple[str, ...]:

@@ -83,3 +83,15 @@ def test_a_delete_on_a_missing_nested_field_names_the_field(tmp_path: Path) -> N
     with pytest.raises(InvalidPredicateError, match=r"no column 'nope';"):
         t.delete(pc.field("nope") == 1)
     assert t.latest_snapshot() == latest
+
+
+def test_compaction_takes_numpy_integers_for_sizes_and_counts(tmp_path: Path) -> None:
+    """Found by attack: ``target_file_size=np.int64(...)`` (a size computed with numpy or pandas) was refused as
+    "must be a positive number of bytes"; any integer is taken, a bool, a float or a text still is not."""
+    np = pytest.importorskip("numpy")
+    t = lakefmt.create_table(str(tmp_path / "t"), ZEROS)
+    for i in range(3):
+        t.append(pa.table({"id": [i], "f": [0.5]}, schema=ZEROS))
+    report = t.compact(target_file_size=np.int64(1 << 20), min_files=np.int32(2))
+    assert report.rewritten_files == 3 and report.written_files == 1
+    assert sorted(t.to_arrow().column("id").to_pylist()) == [0, 1, 2]
