@@ -267,6 +267,7 @@ def plot_compaction(plt: Any, delta: dict[str, Any] | None, compaction: dict[str
             ax.text(x, y, f"{y:.0f} ms\n{files[n]} files", ha="center", va="bottom", fontsize=7)
         ax.set_xticks(range(len(names)), [labels[n] for n in names], fontsize=7)
         ax.set_yscale("log")
+        ax.set_ylim(top=max(values) * 4)  # room for the labels above the tallest bar, below the title
         ax.set_ylabel("full read, ms (best of runs, log scale)")
         ax.set_title(f"After {stream['params']['micro_batches']:,} micro-batches", fontsize=9)
     _finish(fig, out, "compaction.png")
