@@ -21,6 +21,7 @@ from lakefmt.commit.restore import RestorePlan, commit_restore, plan_restore, re
 from lakefmt.commit.schema_change import UpdateSchema
 from lakefmt.errors import (
     ConsumerNotFoundError,
+    InvalidOptionError,
     InvalidSnapshotIdError,
     LakefmtError,
     LocationNotEmptyError,
@@ -550,9 +551,10 @@ class Table:
         is deleted or ``retain`` (a ``timedelta``, ``"30d"`` or seconds) has passed since its creation. A tag never
         holds other snapshots back from expiration. One exclusive create of ``tag/tag-<name>``.
 
-        ``name``: the rules of consumer ids (:class:`InvalidTagNameError`). :class:`TagAlreadyExistsError` if
-        the name is taken (of two racing creates, one wins); :class:`SnapshotNotFoundError` if the snapshot does
-        not exist, has expired, or expired while the tag was created."""
+        ``name``: the rules of consumer ids (:class:`InvalidTagNameError`); ``retain``: a positive duration
+        (:class:`InvalidOptionError`). :class:`TagAlreadyExistsError` if the name is taken (of two racing creates,
+        one wins); :class:`SnapshotNotFoundError` if the snapshot does not exist, has expired, or expired while
+        the tag was created."""
         check_tag_name(name)
         if snapshot_id is None:
             snap = self._store.latest_snapshot()
@@ -560,9 +562,7 @@ class Table:
                 raise SnapshotNotFoundError(f"{self.uri} has no snapshot to tag yet")
         else:
             snap = self._store.snapshot(check_snapshot_id(snapshot_id))
-        retain_ms = None if retain is None else duration_ms(retain, "retain")
-        if retain_ms is not None and retain_ms < 1:
-            raise ValueError(f"retain must be a positive duration, got {retain!r}")
+        retain_ms = None if retain is None else tags_store.check_retain(retain)
         sync = self.table_schema().table_options.fsync
         return tags_store.tag_snapshot(self._store, name, snap, retain_ms=retain_ms, now_ms=self._now_ms(), sync=sync)
 
@@ -626,7 +626,9 @@ class Table:
     ) -> Snapshot:
         given = [n for n, v in (("snapshot_id", snapshot_id), ("tag", tag), ("as_of", as_of)) if v is not None]
         if len(given) != 1:
-            raise ValueError(f"name the version to restore: one of snapshot_id, tag or as_of, got {given or 'none'}")
+            raise InvalidOptionError(
+                f"name the version to restore: one of snapshot_id, tag or as_of, got {given or 'none'}"
+            )
         if tag is not None:
             return tags_store.tagged_snapshot(self.io, check_tag_name(tag), self._now_ms()).snapshot
         return self.scan(snapshot_id=snapshot_id, as_of=as_of).snapshot  # type: ignore[return-value]

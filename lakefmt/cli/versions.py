@@ -4,12 +4,14 @@ back as a new snapshot."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import time
 from typing import Any
 
 import lakefmt
 from lakefmt.cli.output import _emit, _iso, _when
-from lakefmt.errors import InvalidTagNameError, InvalidTimestampError
+from lakefmt.errors import InvalidTagNameError, InvalidTimestampError, LakefmtError
+from lakefmt.meta.tags import read_tag
 from lakefmt.options import format_duration_ms
 from lakefmt.read.scan import parse_as_of
 from lakefmt.spec.tag import check_tag_name
@@ -90,7 +92,10 @@ def cmd_tag_create(table: lakefmt.Table, args: argparse.Namespace) -> None:
 
 
 def cmd_tag_delete(table: lakefmt.Table, args: argparse.Namespace) -> None:
-    tag = next((t for t in table.tags() if t.name == args.name), None)
+    # this tag alone, to show its snapshot: deleting is the way out of an unreadable tag file (this one or another)
+    tag = None
+    with contextlib.suppress(LakefmtError):
+        tag = read_tag(table.io, args.name)
     table.delete_tag(args.name)  # TagNotFoundError when there is none
     if args.json:
         _emit({"operation": "delete-tag", "tag": args.name, "snapshot_id": tag.snapshot_id if tag else None}, True)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from lakefmt.errors import (
     CorruptMetadataError,
+    InvalidOptionError,
     SnapshotNotFoundError,
     TagAlreadyExistsError,
     TagNotFoundError,
@@ -15,6 +16,7 @@ from lakefmt.errors import (
 )
 from lakefmt.io import FileIO
 from lakefmt.meta.store import MetaStore
+from lakefmt.options import Duration, duration_ms
 from lakefmt.spec import Snapshot, Tag, layout
 from lakefmt.spec.consumer import MAX_SNAPSHOT_ID
 from lakefmt.spec.tag import check_tag_name, parse_pin_name, parse_tag_name
@@ -22,6 +24,7 @@ from lakefmt.spec.tag import check_tag_name, parse_pin_name, parse_tag_name
 __all__ = [
     "TagListing",
     "UnreadableTag",
+    "check_retain",
     "create_tag",
     "delete_pin",
     "delete_tag",
@@ -122,16 +125,37 @@ def list_tags(io: FileIO) -> TagListing:
     return TagListing(tuple(sorted(tags, key=lambda t: t.name)), tuple(sorted(pins, key=lambda t: t.name)), tuple(bad))
 
 
+def check_retain(retain: Duration) -> int:
+    """A tag's ``retain`` (a ``timedelta``, a duration string such as ``"30d"``, or seconds) in milliseconds:
+    :class:`InvalidOptionError` naming it unless it is a positive duration whose milliseconds fit in a signed
+    64-bit integer (a tag file with another would be refused by its own reader and stop maintenance)."""
+    try:
+        ms = duration_ms(retain, "retain")
+    except InvalidOptionError:
+        raise
+    except (TypeError, ValueError, OverflowError) as exc:  # NaN, infinity, a negative number, a list, a bool
+        raise InvalidOptionError(
+            f"retain must be a positive duration (a timedelta, a string like '30d', or seconds), got {retain!r}: {exc}"
+        ) from None
+    _check_retain_ms(ms, repr(retain))
+    return ms
+
+
+def _check_retain_ms(ms: int, given: str) -> None:
+    if not 0 < ms <= MAX_SNAPSHOT_ID:
+        raise InvalidOptionError(
+            f"retain must be a positive duration of at most {MAX_SNAPSHOT_ID} ms (about 292 million years), got {given}"
+        )
+
+
 def create_tag(io: FileIO, tag: Tag, *, sync: bool = True) -> None:
     """Create ``tag``'s file exclusively: :class:`TagAlreadyExistsError` if the name is taken (of two racing
-    creates of one name, exactly one wins). ``ValueError`` for a ``retain`` its own reader would refuse (not a
-    positive number of milliseconds that fits in a signed 64-bit integer): such a file would stop maintenance."""
+    creates of one name, exactly one wins). :class:`InvalidOptionError` for a ``retain`` its own reader would
+    refuse (not a positive number of milliseconds that fits in a signed 64-bit integer): such a file would stop
+    maintenance."""
     check_tag_name(tag.name)
-    if tag.retain_millis is not None and not 0 < tag.retain_millis <= MAX_SNAPSHOT_ID:
-        raise ValueError(
-            f"retain must be a positive duration of at most {MAX_SNAPSHOT_ID} ms (about 292 million years), "
-            f"got {tag.retain_millis} ms"
-        )
+    if tag.retain_millis is not None:
+        _check_retain_ms(tag.retain_millis, f"{tag.retain_millis} ms")
     if not io.publish(_path(tag), tag.to_json(), sync=sync):
         raise TagAlreadyExistsError(
             f"{io.uri} already has a tag {tag.name!r}; delete it first to give the name to another snapshot"

@@ -16,6 +16,7 @@ import pyarrow.dataset as ds
 
 from lakefmt.binpack import pack
 from lakefmt.errors import (
+    InvalidOptionError,
     InvalidSnapshotIdError,
     InvalidTimestampError,
     SchemaMismatchError,
@@ -170,11 +171,11 @@ class Scan:
         tag: str | None = None,
     ) -> None:
         if snapshot_id is not None and as_of is not None:
-            raise ValueError("pass snapshot_id or as_of, not both")
+            raise InvalidOptionError("pass snapshot_id or as_of, not both")
         if tag is not None and (snapshot_id, as_of, from_snapshot, to_snapshot) != (None, None, None, None):
-            raise ValueError("pass tag alone: it names the snapshot to read")
+            raise InvalidOptionError("pass tag alone: it names the snapshot to read")
         if from_snapshot is not None and (snapshot_id is not None or as_of is not None):
-            raise ValueError("an incremental scan (from_snapshot/to_snapshot) takes no snapshot_id or as_of")
+            raise InvalidOptionError("an incremental scan (from_snapshot/to_snapshot) takes no snapshot_id or as_of")
         # checked before any metadata is read: snapshot -1 is not "expired", it never can exist
         if snapshot_id is not None:
             snapshot_id = check_snapshot_id(snapshot_id, "snapshot_id")

@@ -122,3 +122,54 @@ def test_cli_a_zero_retain_is_a_bad_argument(local_store: Any, capsys: pytest.Ca
     assert exc.value.code == 2
     assert err.count("\n") == 1 and "argument --retain" in err and "positive" in err and "ValueError" not in err
     assert t.tags() == []
+
+
+def test_cli_tag_delete_removes_an_unreadable_tag(local_store: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    """An unreadable tag file stops maintenance, and the error says to delete it with ``lakefmt tag delete URI
+    NAME``; that command listed every tag first (to show the deleted one's snapshot) and so failed with the same
+    error, leaving no way out from the shell. Deleting another, readable tag failed the same way."""
+    t = create_table_in(local_store, SCHEMA)
+    t.append(rows(1))
+    t.create_tag("good")
+    t.create_tag("other")
+    t.io.write(layout.tag_path("broken"), b'{"version":1,"tagName":"broken"')
+    assert main(["tag", "delete", t.uri, "other"]) == 0
+    assert capsys.readouterr().out.startswith("deleted tag 'other' (snapshot 1)")
+    assert main(["tag", "delete", t.uri, "broken"]) == 0
+    assert capsys.readouterr().out.startswith("deleted tag 'broken';")
+    assert [g.name for g in t.tags()] == ["good"]
+    t.expire_snapshots(retain_max=1)
+
+
+@pytest.mark.parametrize("retain", [0, 0.0001, -1, float("nan"), float("inf"), True, [], "-1d", 10**30])
+def test_a_bad_retain_is_an_invalid_option(local_store: Any, retain: Any) -> None:
+    """``create_tag(retain=...)`` raised ValueError, TypeError or OverflowError (NaN: "cannot convert float NaN
+    to integer"); each is now :class:`InvalidOptionError` (a LakefmtError and a ValueError) naming retain, and no
+    tag file is written."""
+    t = create_table_in(local_store, SCHEMA)
+    t.append(rows(1))
+    with pytest.raises(lakefmt.InvalidOptionError, match="retain"):
+        t.create_tag("x", retain=retain)
+    assert t.io.list(layout.TAG_DIR) == [] and t.tags() == []
+
+
+def test_ambiguous_versions_are_invalid_options(local_store: Any) -> None:
+    """``restore()`` with no version or with two, and ``scan(tag=..., snapshot_id=...)``, raised a plain
+    ValueError; they are :class:`InvalidOptionError` (a LakefmtError and a ValueError), as the same mistake in
+    Spark's read options is, and nothing is committed."""
+    t = create_table_in(local_store, SCHEMA)
+    t.append(rows(1))
+    t.create_tag("x")
+    for call in (
+        lambda: t.restore(),
+        lambda: t.restore(1, tag="x"),
+        lambda: t.restore(1, as_of=0),
+        lambda: t.plan_restore(tag="x", as_of=0),
+        lambda: t.scan(tag="x", snapshot_id=1),
+        lambda: t.scan(tag="x", as_of=0),
+        lambda: t.scan(snapshot_id=1, as_of=0),
+        lambda: t.scan(from_snapshot=0, snapshot_id=1),
+    ):
+        with pytest.raises(lakefmt.InvalidOptionError):
+            call()
+    assert [s.id for s in t.snapshots()] == [1]
