@@ -36,18 +36,20 @@ import operator
 import time
 import uuid
 import weakref
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from lakefmt.commit.kinds import CompactProducer
 from lakefmt.commit.types import CommitOutcome, CommitRequest
 from lakefmt.errors import (
     CommitError,
+    CorruptMetadataError,
     InvalidOptionError,
     InvalidPartitionError,
     RewriteConflictError,
@@ -546,7 +548,7 @@ def rewrite_group(
     On an error, the files written so far are deleted."""
     schema = table.table_schema()
     columns = _check_sort_by(schema, sort_by)
-    batches = read_entries(table.io, group.entries, schema)
+    batches = _counted(table, group.entries, read_entries(table.io, group.entries, schema))
     if not columns:  # one output: the group is at most the target in input bytes
         with table.new_writer(writer_id=group.group_id, target_file_size=target_file_size) as writer:
             for chunk in _chunks(batches, schema.table_options.row_group_rows):
@@ -585,6 +587,38 @@ def _chunks(batches: Iterable[pa.RecordBatch], rows: int) -> Iterable[pa.Table]:
             buf, n = [], 0
     if buf:
         yield pa.Table.from_batches(buf)
+
+
+def _counted(table: Table, entries: pa.Table, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """``batches``, the rows read from the files of ``entries``; once they are all read,
+    :class:`CorruptMetadataError` if they are not as many as the entries say (a data file replaced behind the
+    table's back): a COMPACT snapshot must not change what the metadata says the table holds. The writer that
+    takes these rows deletes what it wrote on that error, so nothing lands."""
+    n = 0
+    for batch in batches:
+        n += batch.num_rows
+        yield batch
+    want = int(pc.sum(entries.column(ents.ROW_COUNT)).as_py() or 0)
+    if n != want:
+        raise _row_count_error(table, entries, n, want)
+
+
+def _row_count_error(table: Table, entries: pa.Table, read: int, want: int) -> CorruptMetadataError:
+    """The error naming the file of ``entries`` whose Parquet footer disagrees with its entry's row count."""
+    fs = table.io.arrow_filesystem()
+    for path, count in zip(ents.paths(entries), entries.column(ents.ROW_COUNT).to_pylist(), strict=True):
+        with contextlib.suppress(Exception):  # only to name the file: the totals already disagree
+            with fs.open_input_file(table.io.full_path(path)) as f:
+                held = pq.ParquetFile(f).metadata.num_rows
+            if held != count:
+                return CorruptMetadataError(
+                    f"data file {path} holds {held} rows where its manifest entry says {count}; nothing was compacted"
+                )
+    paths = ents.paths(entries)
+    named = ", ".join(paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
+    return CorruptMetadataError(
+        f"the data files {named} hold {read} rows where their manifest entries say {want}; nothing was compacted"
+    )
 
 
 # -- committing ------------------------------------------------------------------------------------------------
@@ -867,7 +901,8 @@ def _rewrite_together(
     schema = table.table_schema()
     with table.new_writer(writer_id=writer_id, target_file_size=target) as writer:
         for done, group in enumerate(groups, 1):
-            for chunk in _chunks(read_entries(table.io, group.entries, schema), schema.table_options.row_group_rows):
+            rows = _counted(table, group.entries, read_entries(table.io, group.entries, schema))
+            for chunk in _chunks(rows, schema.table_options.row_group_rows):
                 writer.write(chunk)
             if progress:
                 progress(done, len(groups), _describe(group.partition))

@@ -95,3 +95,25 @@ def test_compaction_takes_numpy_integers_for_sizes_and_counts(tmp_path: Path) ->
     report = t.compact(target_file_size=np.int64(1 << 20), min_files=np.int32(2))
     assert report.rewritten_files == 3 and report.written_files == 1
     assert sorted(t.to_arrow().column("id").to_pylist()) == [0, 1, 2]
+
+
+@pytest.mark.parametrize(
+    "how", [{}, {"sort_by": "id"}, {"parallelism": 2}], ids=["together", "sorted", "threads"]
+)
+def test_compaction_refuses_a_file_that_holds_other_rows_than_its_entry_says(tmp_path: Path, how: dict) -> None:
+    """Found by attack: a data file replaced by hand with one of 2 rows where its manifest entry says 1 was
+    compacted without a word, and the COMPACT snapshot's record count went from 6 to 7: a compaction must not change
+    what the metadata says the table holds. It is refused, as a delete refuses such a file, and nothing lands."""
+    import pyarrow.parquet as pq
+    from helpers import file_listing
+
+    schema = pa.schema([("id", pa.int64()), ("dt", pa.string())])
+    t = lakefmt.create_table(str(tmp_path / "t"), schema, partition_by=["dt"])
+    for i in range(6):
+        t.append(pa.table({"id": [i], "dt": ["a" if i < 3 else "b"]}, schema=schema))
+    bad = sorted(f.path for f in t.files() if f.partition == {"dt": "b"})[0]
+    pq.write_table(pa.table({"id": [100, 101], "dt": ["b", "b"]}, schema=schema), str(tmp_path / "t" / bad))
+    listing, latest = file_listing(t.io), t.latest_snapshot()
+    with pytest.raises(lakefmt.CorruptMetadataError, match=rf"{bad} holds 2 rows where its manifest entry says 1"):
+        t.compact(min_files=2, **how)
+    assert file_listing(t.io) == listing and t.latest_snapshot() == latest
