@@ -32,8 +32,8 @@ def parse_target_size(text: str) -> int:
     """``128MiB``, ``512kb``, ``1g`` or bytes; at least 1 byte."""
     try:
         size = parse_size(text, "--target-file-size")
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+    except ValueError:  # (argparse names the option already)
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size (examples: 128MiB, 512kb, 1g, 1000000)") from None
     if size < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1 byte, got {text!r}")
     return size

@@ -117,3 +117,16 @@ def test_compaction_refuses_a_file_that_holds_other_rows_than_its_entry_says(tmp
     with pytest.raises(lakefmt.CorruptMetadataError, match=rf"{bad} holds 2 rows where its manifest entry says 1"):
         t.compact(min_files=2, **how)
     assert file_listing(t.io) == listing and t.latest_snapshot() == latest
+
+
+def test_the_cli_names_a_bad_target_size_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Found by attack: ``--target-file-size -1`` said "argument --target-file-size: --target-file-size: '-1' is not
+    a size": the option named twice, and examples without the binary units the issue's own example uses."""
+    from lakefmt.cli import main
+
+    t = lakefmt.create_table(str(tmp_path / "t"), ZEROS)
+    with pytest.raises(SystemExit) as exited:
+        main(["compact", t.uri, "--target-file-size", "-1"])
+    err = capsys.readouterr().err
+    assert exited.value.code == 2 and err.count("\n") == 1 and "Traceback" not in err
+    assert err.count("--target-file-size") == 1 and "'-1' is not a size" in err and "128MiB" in err
