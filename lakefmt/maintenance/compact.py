@@ -831,9 +831,11 @@ def compact(
     """Plan, rewrite (``parallelism`` groups at a time in threads; pyarrow releases the GIL) and commit a
     compaction; see :meth:`lakefmt.Table.compact`."""
     started = time.monotonic()
-    bad = isinstance(parallelism, bool) or not isinstance(parallelism, int) or parallelism < 1
-    if parallelism is not None and bad:  # refused whether or not there is work (checked before planning)
-        raise ValueError(f"parallelism must be a positive whole number, got {parallelism!r}")
+    if parallelism is not None:  # refused whether or not there is work (checked before planning)
+        threads = _whole(parallelism)
+        if threads is None or threads < 1:
+            raise InvalidOptionError(f"parallelism must be a positive whole number, got {parallelism!r}")
+        parallelism = threads
     plan = plan_compaction(
         table, partition, target_file_size=target_file_size, min_files=min_files, sort_by=sort_by, tiered=tiered
     )

@@ -130,3 +130,15 @@ def test_the_cli_names_a_bad_target_size_once(tmp_path: Path, capsys: pytest.Cap
     err = capsys.readouterr().err
     assert exited.value.code == 2 and err.count("\n") == 1 and "Traceback" not in err
     assert err.count("--target-file-size") == 1 and "'-1' is not a size" in err and "128MiB" in err
+
+
+@pytest.mark.parametrize("parallelism", [0, -1, 1.5, True, "2"])
+def test_a_bad_parallelism_is_a_lakefmt_error(tmp_path: Path, parallelism: object) -> None:
+    """Found by attack: ``parallelism=0`` was a bare ValueError, where every other bad argument of a compaction is
+    a LakefmtError (callers catch that one type); it is an InvalidOptionError (a ValueError still)."""
+    from lakefmt.errors import InvalidOptionError
+
+    t = lakefmt.create_table(str(tmp_path / "t"), ZEROS)
+    t.append(pa.table({"id": [1], "f": [0.5]}, schema=ZEROS))
+    with pytest.raises(InvalidOptionError, match="parallelism must be a positive whole number"):
+        t.compact(parallelism=parallelism)  # type: ignore[arg-type]
