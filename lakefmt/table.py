@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakefmt.commit.committer import Committer
-from lakefmt.commit.restore import RestorePlan, commit_restore, plan_restore, restore_replans
+from lakefmt.commit.restore import RestorePlan, commit_restore, commit_shown_plan, plan_restore, restore_replans
 from lakefmt.commit.schema_change import UpdateSchema
 from lakefmt.errors import (
     ConsumerNotFoundError,
@@ -619,6 +619,15 @@ class Table:
             lambda plan: commit_restore(
                 self.io, self._store, plan, clock=self._clock or time.time, after_commit=self._after_commit
             ),
+        )
+
+    def apply_restore_plan(self, plan: RestorePlan) -> Snapshot | None:
+        """Commit exactly ``plan``, from :meth:`plan_restore` (after showing it, say): if another commit changed
+        the table since it was planned, :class:`CommitConflictError` and nothing lands (compactions alone are
+        followed), so the files removed and added again are those the plan lists. Returns None (and commits
+        nothing) for a plan with nothing to do. Otherwise as :meth:`restore`."""
+        return commit_shown_plan(
+            self.io, self._store, plan, clock=self._clock or time.time, after_commit=self._after_commit
         )
 
     def _restore_target(

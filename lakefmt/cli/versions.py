@@ -115,7 +115,7 @@ def _n(count: int, what: str) -> str:
 def cmd_restore(table: lakefmt.Table, args: argparse.Namespace) -> None:
     target = {"snapshot_id": args.snapshot, "tag": args.tag, "as_of": args.as_of}
     plan = table.plan_restore(**target)
-    snap = None if args.dry_run or plan.noop else table.restore(**target)
+    snap = None if args.dry_run or plan.noop else table.apply_restore_plan(plan)  # what is shown, or a conflict
     summary = plan.to_dict()
     if args.json:
         out: dict[str, Any] = {"operation": "restore", "dry_run": args.dry_run, **summary}

@@ -63,6 +63,7 @@ __all__ = [
     "RestorePlan",
     "RestoreProducer",
     "commit_restore",
+    "commit_shown_plan",
     "is_restore",
     "plan_restore",
     "restore_replans",
@@ -313,6 +314,26 @@ def commit_restore(
             with contextlib.suppress(Exception):  # a pin left behind only keeps files until PIN_RETAIN_MS
                 delete_pin(io, pin.name)
     return result.snapshot
+
+
+def commit_shown_plan(
+    io: FileIO,
+    store: MetaStore,
+    plan: RestorePlan,
+    *,
+    clock: Callable[[], float],
+    after_commit: Callable[[Snapshot], None] | None = None,
+) -> Snapshot | None:
+    """Commit ``plan`` as it was planned (and shown to a user), never a new plan: if the table changed since
+    (other than by compactions that leave the files it adds alone), :class:`CommitConflictError` and nothing
+    lands, so the files it removes and adds are those that were shown."""
+    try:
+        return commit_restore(io, store, plan, clock=clock, after_commit=after_commit)
+    except _Replan:
+        raise CommitConflictError(
+            f"compactions moved files the restore of snapshot {plan.target.id} adds again since it was planned; "
+            "the restore did not land: plan it again"
+        ) from None
 
 
 def restore_replans(

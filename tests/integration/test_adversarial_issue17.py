@@ -173,3 +173,26 @@ def test_ambiguous_versions_are_invalid_options(local_store: Any) -> None:
         with pytest.raises(lakefmt.InvalidOptionError):
             call()
     assert [s.id for s in t.snapshots()] == [1]
+
+
+def test_cli_restore_commits_the_plan_it_shows(
+    local_store: Any, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``lakefmt restore`` showed a plan, then had ``Table.restore`` plan again: an append landing in between was
+    removed by the restore without being listed among the files it removed. The command commits the plan it
+    shows: the append makes it a conflict (exit 1), and the appended row stays."""
+    t = create_table_in(local_store, SCHEMA)
+    t.append(rows(1))
+    t.append(rows(2))
+    real = lakefmt.Table.plan_restore
+
+    def plan_then_append(self: lakefmt.Table, *args: Any, **kwargs: Any) -> Any:
+        plan = real(self, *args, **kwargs)
+        lakefmt.open_table(t.uri).append(rows(3))
+        return plan
+
+    monkeypatch.setattr(lakefmt.Table, "plan_restore", plan_then_append)
+    assert main(["restore", t.uri, "--snapshot", "1"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "did not land" in err, err
+    assert [s.id for s in t.snapshots()] == [1, 2, 3] and sorted_ids(t) == [1, 2, 3]
