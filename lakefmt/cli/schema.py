@@ -10,26 +10,29 @@ import lakefmt
 from lakefmt.cli.output import _emit, _iso, _when
 from lakefmt.spec.evolution import describe_changes
 from lakefmt.spec.fields import FieldNode
+from lakefmt.spec.types import DOC_KEY
 
 __all__ = ["cmd_schema", "cmd_upgrade"]
 
 
 def _fields(schema: lakefmt.TableSchema) -> list[dict[str, Any]]:
-    """Every field, nested ones too, pre-order: id, path, type, nullable."""
+    """Every field, nested ones too, pre-order: id, path, type, nullable (and doc, if it has one)."""
     rows: list[dict[str, Any]] = []
 
     def visit(nodes: tuple[FieldNode, ...], prefix: str) -> None:
         for n in nodes:
             path = f"{prefix}{n.name}"
-            rows.append(
-                {
-                    "id": n.id,
-                    "path": path,
-                    "type": _type_text(n),
-                    "nullable": n.field.nullable,
-                    "partition_key": not prefix and n.name in schema.partition_keys,
-                }
-            )
+            row = {
+                "id": n.id,
+                "path": path,
+                "type": _type_text(n),
+                "nullable": n.field.nullable,
+                "partition_key": not prefix and n.name in schema.partition_keys,
+            }
+            doc = (n.field.metadata or {}).get(DOC_KEY)
+            if doc:
+                row["doc"] = doc.decode("utf-8", "replace")
+            rows.append(row)
             visit(n.children, f"{path}.")
 
     visit(schema.nodes, "")
@@ -102,6 +105,7 @@ def cmd_schema(table: lakefmt.Table, args: argparse.Namespace) -> None:
                 "type": f["type"],
                 "nullable": "yes" if f["nullable"] else "no",
                 "partition": "yes" if f["partition_key"] else "",
+                **({"doc": f.get("doc", "")} if any("doc" in g for g in fields) else {}),
             }
             for f in fields
         ],

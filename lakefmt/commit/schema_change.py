@@ -42,7 +42,7 @@ from lakefmt.io import FileIO
 from lakefmt.meta.store import MetaStore
 from lakefmt.retry import backoff
 from lakefmt.spec import CommitKind, Snapshot, TableSchema, layout
-from lakefmt.spec.evolution import SchemaEditor, as_path
+from lakefmt.spec.evolution import SchemaEditor
 
 __all__ = [
     "OPERATION_PROPERTY",
@@ -108,8 +108,9 @@ class UpdateSchema:
 
     Use it as a context manager (it commits when the block ends without an error) or call :meth:`commit`. Each
     change is checked when it is made: :class:`SchemaEvolutionError` says why one is refused (the table is left
-    unchanged). Paths: a column name, or a sequence of names for a field inside a struct
-    (``("address", "city")``); a plain string is always one name, dots included."""
+    unchanged). The method names and keywords are pyiceberg's. Paths: a sequence of names for a field inside a
+    struct (``("address", "city")``), or a string: the column of that name, else the field of that dotted name
+    (``"address.city"``); a tuple is never ambiguous."""
 
     def __init__(
         self,
@@ -129,41 +130,65 @@ class UpdateSchema:
         self._ops: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = []
         self._done: TableSchema | None = None
 
-    # -- changes (each returns the builder, so they chain) ------------------------------------------------
-    def add_column(self, path: str | Sequence[str], type: pa.DataType) -> UpdateSchema:
+    # -- changes (each returns the builder, so they chain; names and keywords as in pyiceberg) ---------------
+    def add_column(
+        self,
+        path: str | Sequence[str],
+        field_type: pa.DataType,
+        doc: str | None = None,
+        required: bool = False,
+    ) -> UpdateSchema:
         """Add a nullable column at the end of the table (or of the struct ``path`` names a field of). Files
-        written before it read it as null."""
-        return self._apply("add_column", path, type)
+        written before it read it as null. ``doc``: its documentation (Arrow field metadata ``doc``).
+        ``required=True`` is refused: the files written before it have no value for it."""
+        return self._apply("add_column", path, field_type, doc=doc, required=required)
 
     def drop_column(self, path: str | Sequence[str]) -> UpdateSchema:
         """Drop a column: no file changes; readers stop reading it. Its field id is never reused, so a column
-        added later under the same name is a new column."""
+        added later under the same name is a new column. Also named :meth:`delete_column` (pyiceberg)."""
         return self._apply("drop_column", path)
 
-    def rename_column(self, path: str | Sequence[str], new_name: str) -> UpdateSchema:
-        """Rename a column (or a field of a struct: ``new_name`` is its new last name). No file changes."""
-        return self._apply("rename_column", path, new_name)
+    def delete_column(self, path: str | Sequence[str]) -> UpdateSchema:
+        """Drop a column (pyiceberg's name for :meth:`drop_column`)."""
+        return self.drop_column(path)
 
-    def update_column(self, path: str | Sequence[str], type: pa.DataType) -> UpdateSchema:
-        """Widen a column's type: int8 -> int16 -> int32 -> int64 (unsigned likewise), float32 -> float64, or a
-        decimal's precision up with the same scale. Narrowing and other changes are refused."""
-        return self._apply("update_column", path, type)
+    def rename_column(self, path_from: str | Sequence[str], new_name: str) -> UpdateSchema:
+        """Rename a column (or a field of a struct: ``new_name`` is its new last name). No file changes."""
+        return self._apply("rename_column", path_from, new_name)
+
+    def update_column(
+        self,
+        path: str | Sequence[str],
+        field_type: pa.DataType | None = None,
+        required: bool | None = None,
+        doc: str | None = None,
+    ) -> UpdateSchema:
+        """Widen a column's type to ``field_type``: int8 -> int16 -> int32 -> int64 (unsigned likewise),
+        float32 -> float64, or a decimal's precision up with the same scale. Narrowing and other changes are
+        refused. ``required=False`` makes the column nullable (``True`` is refused for a nullable column: older
+        files may hold nulls); ``doc`` sets its documentation."""
+        return self._apply("update_column", path, field_type, required=required, doc=doc)
 
     def make_nullable(self, path: str | Sequence[str]) -> UpdateSchema:
-        """Let a column (or a list's element, a map's value) hold nulls."""
+        """Let a column (or a list's element, a map's value) hold nulls. Also named :meth:`make_column_optional`
+        (pyiceberg)."""
         return self._apply("make_nullable", path)
+
+    def make_column_optional(self, path: str | Sequence[str]) -> UpdateSchema:
+        """Let a column hold nulls (pyiceberg's name for :meth:`make_nullable`)."""
+        return self.make_nullable(path)
 
     def move_first(self, path: str | Sequence[str]) -> UpdateSchema:
         """Move a column to the front of the table (or of its struct)."""
         return self._apply("move", path, first=True)
 
-    def move_after(self, path: str | Sequence[str], other: str | Sequence[str]) -> UpdateSchema:
-        """Move a column right after ``other`` (a column beside it: same table or struct)."""
-        return self._apply("move", path, after=_sibling(path, other))
+    def move_after(self, path: str | Sequence[str], after_name: str | Sequence[str]) -> UpdateSchema:
+        """Move a column right after ``after_name`` (a column beside it: same table or struct)."""
+        return self._apply("move", path, after=after_name)
 
-    def move_before(self, path: str | Sequence[str], other: str | Sequence[str]) -> UpdateSchema:
-        """Move a column right before ``other`` (a column beside it: same table or struct)."""
-        return self._apply("move", path, before=_sibling(path, other))
+    def move_before(self, path: str | Sequence[str], before_path: str | Sequence[str]) -> UpdateSchema:
+        """Move a column right before ``before_path`` (a column beside it: same table or struct)."""
+        return self._apply("move", path, before=before_path)
 
     def union_by_name(self, schema: pa.Schema) -> UpdateSchema:
         """Add every column of ``schema`` the table lacks, and every field its struct columns lack, as nullable
@@ -305,9 +330,13 @@ class UpdateSchema:
 
 
 def _checked(store: MetaStore, base: TableSchema) -> TableSchema:
-    """``base``, once its ``highestFieldId`` is known to be at least its predecessor's (one more read: constant in
-    the table's history). A lower one would give a new column the id of a dropped one, whose values in older
-    files would then read as the new column's: such a schema file is corrupt."""
+    """``base``, once it is known to be at least the schema the latest snapshot records and its ``highestFieldId``
+    at least its predecessor's (two more reads: constant in the table's history). Otherwise a new column would
+    take the id of a column of the missing or damaged schema, and that column's values in older files would read
+    as the new column's: :class:`MissingMetadataError` / :class:`CorruptMetadataError`, nothing written."""
+    latest = store.latest_snapshot()
+    if latest is not None and latest.schema_id > base.id:
+        base = store.schema_for(latest)  # MissingMetadataError: the schema file it records is gone
     if base.id > 0 and base.format_version >= 2:
         before = store.schema(base.id - 1)
         if base.highest_field_id < before.highest_field_id:
@@ -316,13 +345,3 @@ def _checked(store: MetaStore, base: TableSchema) -> TableSchema:
                 f"({before.highest_field_id}); a new column would reuse a field id (the schema did not change)"
             )
     return base
-
-
-def _sibling(path: str | Sequence[str], other: str | Sequence[str]) -> str:
-    """The name of ``other``, a column beside ``path`` (same parent)."""
-    mine, theirs = as_path(path), as_path(other)
-    if len(theirs) > 1 and theirs[:-1] != mine[:-1]:
-        raise SchemaEvolutionError(
-            f"cannot move {'.'.join(mine)!r} next to {'.'.join(theirs)!r}: columns move only within their own struct"
-        )
-    return theirs[-1]

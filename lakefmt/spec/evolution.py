@@ -34,7 +34,7 @@ import pyarrow as pa
 from lakefmt.errors import SchemaEvolutionError, UnsupportedTypeError
 from lakefmt.spec.fields import FieldNode, assign_ids, child_fields, walk, with_children
 from lakefmt.spec.schema import TableSchema
-from lakefmt.spec.types import type_to_json
+from lakefmt.spec.types import DOC_KEY, type_to_json
 
 __all__ = [
     "Path",
@@ -45,9 +45,11 @@ __all__ = [
     "readable_under",
 ]
 
-#: a column's path of names: ``("info", "city")`` is field ``city`` of struct column ``info``; a plain string
-#: names a top-level column (a name may contain dots)
+#: a column's path of names: ``("info", "city")`` is field ``city`` of struct column ``info``. A string names the
+#: column of that exact name or, when there is none, a field inside a struct by its dotted name (``"info.city"``,
+#: as in pyiceberg); see :meth:`SchemaEditor.resolve`
 Path = tuple[str, ...]
+
 
 _INT_ORDER = {
     True: [pa.int8(), pa.int16(), pa.int32(), pa.int64()],
@@ -56,11 +58,27 @@ _INT_ORDER = {
 
 
 def as_path(path: str | Sequence[str]) -> Path:
-    """A column path from a name or a sequence of names (``TypeError`` / :class:`SchemaEvolutionError`)."""
-    parts: Path = (path,) if isinstance(path, str) else tuple(path)
+    """A column path from a name or a sequence of names, taken literally (:class:`SchemaEvolutionError` for
+    anything else)."""
+    try:
+        parts: Path = (path,) if isinstance(path, str) else tuple(path)
+    except TypeError:
+        parts = ()
     if not parts or not all(isinstance(p, str) for p in parts):
-        raise TypeError(f"a column path is a name or a sequence of names, got {path!r}")
+        raise SchemaEvolutionError(f"a column path is a name or a sequence of names, got {path!r}")
     return parts
+
+
+def _check_type(type: object) -> pa.DataType:
+    if not isinstance(type, pa.DataType):
+        raise UnsupportedTypeError(f"a column type must be a pyarrow DataType (such as pa.string()), got {type!r}")
+    return type
+
+
+def _check_doc(doc: object) -> str | None:
+    if doc is not None and not isinstance(doc, str):
+        raise SchemaEvolutionError(f"a column's doc must be a string, got {doc!r}")
+    return doc
 
 
 def is_promotion(src: pa.DataType, dst: pa.DataType) -> bool:
@@ -101,14 +119,17 @@ class _Field:
     type: pa.DataType  # for a nested field: its kind (and a map's keys_sorted); children live in ``children``
     nullable: bool
     children: list[_Field] = field(default_factory=list)
+    doc: str | None = None
 
     @classmethod
     def of(cls, node: FieldNode) -> _Field:
-        return cls(node.id, node.name, node.type, node.field.nullable, [cls.of(c) for c in node.children])
+        doc = (node.field.metadata or {}).get(DOC_KEY)
+        children = [cls.of(c) for c in node.children]
+        return cls(node.id, node.name, node.type, node.field.nullable, children, None if doc is None else doc.decode())
 
     def to_arrow(self) -> pa.Field:
         t = with_children(self.type, [c.to_arrow() for c in self.children]) if self.children else self.type
-        return pa.field(self.name, t, nullable=self.nullable)
+        return pa.field(self.name, t, nullable=self.nullable, metadata={DOC_KEY: self.doc} if self.doc else None)
 
     def ids(self) -> list[int]:
         return [self.id, *(i for c in self.children for i in c.ids())]
@@ -127,6 +148,42 @@ class SchemaEditor:
         self.changes: list[str] = []  #: what each change did, in words
 
     # -- lookups ----------------------------------------------------------------------------------------
+    def resolve(self, path: str | Sequence[str], *, new: bool = False) -> Path:
+        """The path of names ``path`` means: a sequence is taken as it is; a string is the top-level column of
+        that exact name, else the field whose dotted name it is (``"geo.lat"``: field ``lat`` of struct ``geo``),
+        else (``new``: a column to add) the field after the last dot of a struct named before it
+        (``"geo.alt"``), else one name, dots included. :class:`SchemaEvolutionError` when a dotted name fits two
+        fields (pass a tuple)."""
+        if not isinstance(path, str):
+            return as_path(path)
+        if not path or "." not in path or any(c.name == path for c in self._root.children):
+            return as_path(path)
+        if new:
+            parent, _, last = path.rpartition(".")
+            where = self.resolve(parent)
+            return (*where, last) if last and self._is_struct(where) else (path,)
+        found = [p for p in self._paths(self._root, ()) if ".".join(p) == path]
+        if len(found) > 1:
+            raise SchemaEvolutionError(
+                f"{path!r} names more than one field ({', '.join(map(str, found))}): give a tuple of names"
+            )
+        return found[0] if found else (path,)
+
+    def _paths(self, parent: _Field, prefix: Path) -> list[Path]:
+        """Every field's path of names under ``parent`` (a struct's fields, at any depth)."""
+        out = []
+        for c in parent.children:
+            out.append((*prefix, c.name))
+            if _kind(c.type) == "struct":
+                out += self._paths(c, (*prefix, c.name))
+        return out
+
+    def _is_struct(self, path: Path) -> bool:
+        try:
+            return _kind(self._get(path).type) == "struct"
+        except SchemaEvolutionError:
+            return False
+
     def _find(self, path: Path) -> tuple[_Field, int]:
         """The parent of ``path`` and the index of its last part there."""
         parent = self._root
@@ -173,25 +230,38 @@ class SchemaEditor:
             raise SchemaEvolutionError(f"cannot {what}: {where} already has a column {name!r}")
 
     # -- changes ----------------------------------------------------------------------------------------
-    def add_column(self, path: str | Sequence[str], type: pa.DataType) -> None:
+    def add_column(
+        self,
+        path: str | Sequence[str],
+        field_type: pa.DataType,
+        doc: str | None = None,
+        required: bool = False,
+    ) -> None:
         """Add a nullable column (the last part of ``path``) at the end of its struct (or of the table)."""
-        path = as_path(path)
+        path = self.resolve(path, new=True)
         parent = self._struct(path[:-1])
         self._free_name(parent, path[-1], f"add {_show(path)}")
-        if not isinstance(type, pa.DataType):
-            raise TypeError(f"a column type must be a pyarrow DataType, got {type!r}")
+        _check_type(field_type)
+        doc = _check_doc(doc)
+        if required:
+            raise SchemaEvolutionError(
+                f"cannot add {_show(path)} as a required column: the files written before it have no value for it; "
+                "add it nullable (required=False)"
+            )
         try:
-            type_to_json(type)
+            type_to_json(field_type)
         except UnsupportedTypeError as exc:
             raise SchemaEvolutionError(f"cannot add {_show(path)}: {exc}") from exc
-        nodes = assign_ids([pa.field(path[-1], type, nullable=True)], start=self._highest + 1)
+        nodes = assign_ids([pa.field(path[-1], field_type, nullable=True)], start=self._highest + 1)
         self._highest = max(walk(nodes), key=lambda n: n.id).id
-        parent.children.append(_Field.of(nodes[0]))
-        self.changes.append(f"add {_show(path)} {type} (field id {nodes[0].id})")
+        added = _Field.of(nodes[0])
+        added.doc = doc
+        parent.children.append(added)
+        self.changes.append(f"add {_show(path)} {field_type} (field id {nodes[0].id})")
 
     def drop_column(self, path: str | Sequence[str]) -> None:
         """Drop a column (files keep it; readers no longer read it)."""
-        path = as_path(path)
+        path = self.resolve(path)
         parent, i = self._find(path)
         self._check_not_element(parent, "drop", path)
         if self._partition(path):
@@ -206,7 +276,7 @@ class SchemaEditor:
 
     def rename_column(self, path: str | Sequence[str], new_name: str) -> None:
         """Rename a column (files are matched by id: no file changes)."""
-        path = as_path(path)
+        path = self.resolve(path)
         parent, i = self._find(path)
         self._check_not_element(parent, "rename", path)
         if self._partition(path):
@@ -221,31 +291,50 @@ class SchemaEditor:
         f.name = new_name
         self.changes.append(f"rename {_show(path)} to {new_name!r} (field id {f.id})")
 
-    def update_column(self, path: str | Sequence[str], type: pa.DataType) -> None:
-        """Widen a column's type: int8 -> int16 -> int32 -> int64 (unsigned likewise), float32 -> float64,
-        decimal precision up with the same scale. Anything else is refused."""
-        path = as_path(path)
+    def update_column(
+        self,
+        path: str | Sequence[str],
+        field_type: pa.DataType | None = None,
+        required: bool | None = None,
+        doc: str | None = None,
+    ) -> None:
+        """Widen a column's type (``field_type``): int8 -> int16 -> int32 -> int64 (unsigned likewise),
+        float32 -> float64, decimal precision up with the same scale; anything else is refused.
+        ``required=False`` makes it nullable (``True`` is refused for a nullable column); ``doc`` sets its doc."""
+        path = self.resolve(path)
         f = self._get(path)
-        if not isinstance(type, pa.DataType):
-            raise TypeError(f"a column type must be a pyarrow DataType, got {type!r}")
-        if f.type == type and not f.children:
+        doc = _check_doc(doc)
+        if required:
+            if f.nullable:
+                raise SchemaEvolutionError(
+                    f"cannot make {_show(path)} required: files written before may hold nulls in it"
+                )
+        elif required is not None:
+            self.make_nullable(path)
+        if doc is not None and doc != (f.doc or None):
+            f.doc = doc or None
+            self.changes.append(f"set the doc of {_show(path)} (field id {f.id})")
+        if field_type is None:
+            return
+        _check_type(field_type)
+        if f.type == field_type and not f.children:
             return
         if self._partition(path):
             raise SchemaEvolutionError(
-                f"cannot change the type of partition column {path[0]!r} ({f.type} to {type}): its values name "
-                "the table's folders and the manifests' partition ranges"
+                f"cannot change the type of partition column {path[0]!r} ({f.type} to {field_type}): its values "
+                "name the table's folders and the manifests' partition ranges"
             )
-        if f.children or not is_promotion(f.type, type):
+        if f.children or not is_promotion(f.type, field_type):
             raise SchemaEvolutionError(
-                f"cannot change {_show(path)} from {f.to_arrow().type} to {type}: only widening is allowed "
+                f"cannot change {_show(path)} from {f.to_arrow().type} to {field_type}: only widening is allowed "
                 "(int8 -> int16 -> int32 -> int64, float32 -> float64, decimal precision up with the same scale)"
             )
-        old, f.type = f.type, type
-        self.changes.append(f"widen {_show(path)} from {old} to {type} (field id {f.id})")
+        old, f.type = f.type, field_type
+        self.changes.append(f"widen {_show(path)} from {old} to {field_type} (field id {f.id})")
 
     def make_nullable(self, path: str | Sequence[str]) -> None:
         """Let a column (or a list's element, a map's value) hold nulls."""
-        path = as_path(path)
+        path = self.resolve(path)
         parent, i = self._find(path)
         f = parent.children[i]
         if _kind(parent.type) == "map" and i == 0:
@@ -256,19 +345,32 @@ class SchemaEditor:
         self.changes.append(f"make {_show(path)} nullable (field id {f.id})")
 
     def move(
-        self, path: str | Sequence[str], *, first: bool = False, after: str | None = None, before: str | None = None
+        self,
+        path: str | Sequence[str],
+        *,
+        first: bool = False,
+        after: str | Sequence[str] | None = None,
+        before: str | Sequence[str] | None = None,
     ) -> None:
         """Move a column within its struct (or the table): first, or right after or before a sibling."""
-        path = as_path(path)
+        path = self.resolve(path)
         parent, i = self._find(path)
         self._check_not_element(parent, "move", path)
+        other: str | None = None
+        given = after if after is not None else before
+        if not first:
+            theirs = self.resolve(given) if given is not None else ()
+            if len(theirs) > 1 and theirs[:-1] != path[:-1]:
+                raise SchemaEvolutionError(
+                    f"cannot move {_show(path)} next to {_show(theirs)}: columns move only within their own struct"
+                )
+            other = theirs[-1] if theirs else None
         f = parent.children.pop(i)
         try:
             if first:
                 parent.children.insert(0, f)
                 where = "first"
             else:
-                other = after if after is not None else before
                 names = [c.name for c in parent.children]
                 if other not in names:
                     raise SchemaEvolutionError(
@@ -299,8 +401,10 @@ class SchemaEditor:
     # -- result -----------------------------------------------------------------------------------------
     def result(self, *, upgrade: bool = False, time_millis: int | None = None) -> TableSchema | None:
         """The next schema (id + 1, format version 2), or None if nothing changed and no upgrade is asked for
-        (a version-1 base is upgraded by any change)."""
-        if not self.changes and not (upgrade and self.base.format_version < 2):
+        (a version-1 base is upgraded by any change). Changes that undo each other (a rename and its reverse, a
+        column added then dropped) change nothing."""
+        upgrading = upgrade and self.base.format_version < 2
+        if (not self.changes or self._root.children == [_Field.of(n) for n in self.base.nodes]) and not upgrading:
             return None
         fields = [c.to_arrow() for c in self._root.children]
         ids = [i for c in self._root.children for i in c.ids()]
@@ -363,6 +467,8 @@ def describe_changes(old: TableSchema | None, new: TableSchema) -> list[str]:
             out.append(f"widened {_show(path)} from {old_node.type} to {node.type} (field id {fid})")
         if node.field.nullable and not old_node.field.nullable:
             out.append(f"made {_show(path)} nullable (field id {fid})")
+        if (node.field.metadata or {}).get(DOC_KEY) != (old_node.field.metadata or {}).get(DOC_KEY):
+            out.append(f"set the doc of {_show(path)} (field id {fid})")
     for fid, (path, _node) in before.items():
         if fid not in after and (len(path) == 1 or _parent_id(old, path) in after):
             out.append(f"dropped {_show(path)} (field id {fid})")

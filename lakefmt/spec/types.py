@@ -8,7 +8,7 @@ import pyarrow as pa
 
 from lakefmt.errors import CorruptMetadataError, UnsupportedTypeError
 
-__all__ = ["field_from_json", "field_to_json", "type_from_json", "type_to_json"]
+__all__ = ["DOC_KEY", "field_from_json", "field_to_json", "type_from_json", "type_to_json"]
 
 _PRIMITIVES: dict[str, pa.DataType] = {
     "null": pa.null(),
@@ -97,13 +97,25 @@ def type_from_json(j: Any) -> pa.DataType:
     raise CorruptMetadataError(f"unknown type {kind!r} in schema")
 
 
+#: the Arrow field metadata key of a field's documentation (pyiceberg's too); stored as the field's ``doc``
+DOC_KEY = b"doc"
+
+
 def field_to_json(f: pa.Field) -> dict[str, Any]:
-    """The JSON form of a (nested) Arrow field: name, type, nullable."""
-    return {"name": f.name, "type": type_to_json(f.type), "nullable": f.nullable}
+    """The JSON form of a (nested) Arrow field: name, type, nullable, and its ``doc`` if it has one."""
+    out = {"name": f.name, "type": type_to_json(f.type), "nullable": f.nullable}
+    doc = (f.metadata or {}).get(DOC_KEY)
+    if doc:
+        out["doc"] = doc.decode("utf-8", "replace")
+    return out
 
 
 def field_from_json(j: Any) -> pa.Field:
     """Inverse of :func:`field_to_json`."""
     if not isinstance(j, dict) or not isinstance(j.get("name"), str) or "type" not in j:
         raise CorruptMetadataError(f"malformed field {j!r} in schema")
-    return pa.field(j["name"], type_from_json(j["type"]), nullable=bool(j.get("nullable", True)))
+    doc = j.get("doc")
+    if doc is not None and not isinstance(doc, str):
+        raise CorruptMetadataError(f"malformed doc {doc!r} of field {j['name']!r} in schema")
+    metadata = {DOC_KEY: doc.encode()} if doc else None
+    return pa.field(j["name"], type_from_json(j["type"]), nullable=bool(j.get("nullable", True)), metadata=metadata)

@@ -11,7 +11,14 @@ import pyarrow as pa
 import pytest
 
 import lakefmt
-from lakefmt.errors import CorruptMetadataError, SchemaMismatchError
+from lakefmt.cli import main
+from lakefmt.errors import (
+    CorruptMetadataError,
+    InvalidOptionError,
+    LakefmtError,
+    MissingMetadataError,
+    SchemaMismatchError,
+)
 
 SCHEMA = pa.schema([("id", pa.int32()), ("a", pa.int64())])
 
@@ -88,3 +95,219 @@ def test_a_schema_file_that_lowers_the_highest_field_id_is_refused_before_an_id_
     t = lakefmt.open_table(str(root))
     assert [s.id for s in t.schemas()] == [0, 1]
     assert t.to_arrow().to_pylist() == [{"id": 1}]
+
+
+# -- a pyiceberg user's habits ------------------------------------------------------------------------------
+
+NESTED = pa.schema([("id", pa.int32()), ("user", pa.string()), ("geo", pa.struct([("lat", pa.float32())]))])
+
+
+def _nested_table(root: Any) -> lakefmt.Table:
+    t = lakefmt.create_table(str(root), NESTED)
+    t.append(pa.table({"id": pa.array([1], pa.int32()), "user": ["ann"], "geo": [{"lat": 1.5}]}, schema=NESTED))
+    return t
+
+
+def test_the_builder_takes_pyiceberg_names_keywords_and_dotted_paths(tmp_path: Any) -> None:
+    """What a pyiceberg user writes works as in pyiceberg: ``delete_column``, ``make_column_optional``,
+    ``add_column(path, field_type, doc=, required=False)``, ``update_column(path, field_type=, required=False,
+    doc=)``, and a dotted name for a field inside a struct. Before, each was an AttributeError or a TypeError, and
+    ``rename_column("geo.lat", ...)`` said the table had no column 'geo.lat'."""
+    t = _nested_table(tmp_path / "t")
+    with t.update_schema() as u:
+        u.add_column("country", field_type=pa.string(), doc="ISO code", required=False)
+        u.add_column("geo.lon", pa.float32())  # "geo" is a struct: a field inside it
+        u.rename_column("geo.lat", "latitude")
+        u.update_column("geo.latitude", field_type=pa.float64())
+        u.update_column("id", pa.int64(), required=False, doc="the key")
+        u.make_column_optional("user")
+        u.move_before("geo.lon", "geo.latitude")
+        u.move_after("country", "id")
+    with t.update_schema() as u:
+        u.delete_column("user")
+    t = lakefmt.open_table(str(tmp_path / "t"))
+    schema = t.schema()
+    assert schema.names == ["id", "country", "geo"]
+    assert schema.field("geo").type == pa.struct([("lon", pa.float32()), ("latitude", pa.float64())])
+    assert schema.field("id").type == pa.int64()
+    assert schema.field("country").metadata == {b"doc": b"ISO code"}
+    assert schema.field("id").metadata == {b"doc": b"the key"}
+    assert t.to_arrow().to_pylist() == [{"id": 1, "country": None, "geo": {"lon": None, "latitude": 1.5}}]
+
+
+def test_a_dotted_name_that_is_a_column_of_its_own_stays_one_name(tmp_path: Any) -> None:
+    """A column whose name has a dot (and no struct of the name before the dot) is one column: it is added and
+    found by its full name, as before."""
+    t = _nested_table(tmp_path / "t")
+    with t.update_schema() as u:
+        u.add_column("a.b", pa.int8())
+    with t.update_schema() as u:
+        u.rename_column("a.b", "a.c")
+    assert t.schema().names == ["id", "user", "geo", "a.c"]
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda u: u.add_column("c", pa.string(), required=True), "required"),
+        (lambda u: u.update_column("id", required=True), "required"),
+        (lambda u: u.update_column("id", pa.int16()), "only widening"),
+        (lambda u: u.rename_column("geo.lat", "user"), None),  # a struct field may take a top-level name
+        (lambda u: u.add_column("c", "string"), "pyarrow DataType"),
+        (lambda u: u.add_column(7, pa.string()), "column path"),
+        (lambda u: u.drop_column(("geo", 3)), "column path"),
+    ],
+    ids=[
+        "add-required",
+        "make-required",
+        "narrow",
+        "struct-field-takes-top-level-name",
+        "type-name",
+        "int-path",
+        "int-in-path",
+    ],
+)
+def test_bad_builder_input_is_a_lakefmt_error_and_changes_nothing(
+    tmp_path: Any, change: Any, message: str | None
+) -> None:
+    """Bad input to the builder raises a LakefmtError that names the problem (before: a TypeError for a type
+    given as a string or a path that is not a name), and the table keeps its schema and snapshots."""
+    t = _nested_table(tmp_path / "t")
+    if message is None:
+        with t.update_schema() as u:
+            change(u)
+        assert t.schema().field("geo").type.field(0).name == "user"
+        return
+    with pytest.raises(LakefmtError, match=message), t.update_schema() as u:
+        change(u)
+    t = lakefmt.open_table(str(tmp_path / "t"))
+    assert [s.id for s in t.schemas()] == [0] and len(t.snapshots()) == 1
+
+
+def test_changes_that_undo_each_other_publish_no_schema(tmp_path: Any) -> None:
+    """A rename and its reverse (or a column added and dropped in the same update) leave the columns as they were:
+    nothing is published. Before, each published a schema and a snapshot that changed nothing."""
+    t = _nested_table(tmp_path / "t")
+    with t.update_schema() as u:
+        u.rename_column("user", "u").rename_column("u", "user")
+    with t.update_schema() as u:
+        u.add_column("tmp", pa.int8()).drop_column("tmp")
+    assert [s.id for s in t.schemas()] == [0] and len(t.snapshots()) == 1
+
+
+def test_an_unknown_schema_mode_is_an_option_error(tmp_path: Any) -> None:
+    t = _nested_table(tmp_path / "t")
+    with pytest.raises(InvalidOptionError, match="schema_mode"):
+        t.append(pa.table({"id": pa.array([2], pa.int32())}), schema_mode="overwrite")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("dtype", ["categorical", "enum"])
+def test_a_polars_categorical_or_enum_column_is_written_as_its_strings(tmp_path: Any, dtype: str) -> None:
+    """Polars hands a Categorical or Enum column over as dictionary<string_view>, which Arrow's cast to string
+    cannot decode ("array_take has no kernel for string_view"): it was refused. It is written as its strings."""
+    pl = pytest.importorskip("polars")
+    t = lakefmt.create_table(
+        str(tmp_path / "t"), pa.schema([("id", pa.int64()), ("dt", pa.string())]), partition_by=["dt"]
+    )
+    kind = pl.Categorical if dtype == "categorical" else pl.Enum(["a", "b"])
+    t.append(pl.DataFrame({"id": [1, 2, 3], "dt": pl.Series(["a", "b", None], dtype=kind)}))
+    assert t.to_arrow().sort_by("id").to_pylist() == [{"id": 1, "dt": "a"}, {"id": 2, "dt": "b"}, {"id": 3, "dt": None}]
+
+
+# -- hostile metadata ----------------------------------------------------------------------------------------
+
+
+def _evolved(root: Any) -> lakefmt.Table:
+    t = lakefmt.create_table(str(root), SCHEMA)
+    t.append(_rows([1], [10]))
+    with t.update_schema() as u:
+        u.add_column("b", pa.string())
+    t.append(pa.table({"id": pa.array([2], pa.int32()), "a": [20], "b": ["x"]}))
+    return lakefmt.open_table(str(root))
+
+
+def _unchanged(root: Any, schemas: list[int], snapshots: int) -> None:
+    files = sorted(p.name for p in (root / "schema").iterdir())
+    assert files == [f"schema-{i}" for i in schemas]
+    assert len([p for p in (root / "snapshot").iterdir() if p.name.startswith("snapshot-")]) == snapshots
+
+
+@pytest.mark.parametrize("damage", ["missing", "unknown-id"])
+def test_a_latest_snapshot_whose_schema_file_is_missing_refuses_commits(tmp_path: Any, damage: str) -> None:
+    """The latest snapshot records schema 1 but schema/schema-1 is gone (or it names schema 99, which never
+    existed). A schema change was built on schema 0 and published a new schema-1 whose new column took field id 3,
+    the id of the lost column 'b' (whose values then read as the new column's); an append committed a snapshot
+    whose schema id went back to 0. Both are refused with MissingMetadataError, and nothing is written."""
+    root = tmp_path / "t"
+    _evolved(root)
+    if damage == "missing":
+        os.chmod(root / "schema" / "schema-1", 0o644)
+        os.remove(root / "schema" / "schema-1")
+        left = [0]
+    else:
+        path = root / "snapshot" / "snapshot-3"
+        doc = json.loads(path.read_bytes())
+        doc["schemaId"] = 99
+        os.chmod(path, 0o644)
+        path.write_text(json.dumps(doc))
+        left = [0, 1]
+    t = lakefmt.open_table(str(root))
+    with pytest.raises(MissingMetadataError, match="schema"), t.update_schema() as u:
+        u.add_column("c", pa.int64())
+    t = lakefmt.open_table(str(root))
+    with pytest.raises(MissingMetadataError, match="schema"):
+        t.append(_like(t, 3))
+    _unchanged(root, left, 3)
+
+
+def _like(t: lakefmt.Table, i: int) -> pa.Table:
+    """A row of the table's current columns (the schema its listing says is newest)."""
+    return pa.table({f.name: pa.array([i], f.type) if f.name != "b" else ["y"] for f in t.schema()})
+
+
+def test_a_schema_file_that_names_another_id_is_corrupt(tmp_path: Any) -> None:
+    """schema/schema-2 holds a schema whose id is 7 (a file copied by hand): it is corrupt, not taken for
+    schema 7 (a change then looked for schema-6 and said it was missing)."""
+    root = tmp_path / "t"
+    _evolved(root)
+    doc = json.loads((root / "schema" / "schema-1").read_bytes())
+    doc["id"] = 7
+    (root / "schema" / "schema-2").write_text(json.dumps(doc))
+    with (
+        pytest.raises(CorruptMetadataError, match="schema-2 holds schema 7"),
+        lakefmt.open_table(str(root)).update_schema() as u,
+    ):
+        u.add_column("c", pa.int64())
+    _unchanged(root, [0, 1, 2], 3)
+
+
+def test_a_snapshot_with_a_negative_schema_id_is_corrupt(tmp_path: Any) -> None:
+    root = tmp_path / "t"
+    _evolved(root)
+    path = root / "snapshot" / "snapshot-3"
+    doc = json.loads(path.read_bytes())
+    doc["schemaId"] = -1
+    os.chmod(path, 0o644)
+    path.write_text(json.dumps(doc))
+    t = lakefmt.open_table(str(root))
+    with pytest.raises(CorruptMetadataError, match="schemaId"):
+        t.append(_like(t, 3))
+    _unchanged(root, [0, 1], 3)
+
+
+def test_a_columns_doc_is_kept_shown_and_changed(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    """``doc=`` (pyiceberg's keyword) is stored in the schema file, read back as the Arrow field metadata ``doc``,
+    shown by ``lakefmt schema`` and its history, and changed by ``update_column(path, doc=...)``."""
+    t = _nested_table(tmp_path / "t")
+    with t.update_schema() as u:
+        u.add_column(("geo", "alt"), pa.float32(), doc="metres")
+    with t.update_schema() as u:
+        u.update_column("geo.alt", doc="metres above sea level")
+    assert main(["schema", t.uri, "--json"]) == 0
+    fields = {f["path"]: f for f in json.loads(capsys.readouterr().out)["fields"]}
+    assert fields["geo.alt"]["doc"] == "metres above sea level" and "doc" not in fields["id"]
+    assert main(["schema", t.uri, "--history", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)[2]["changes"] == ["set the doc of 'geo.alt' (field id 5)"]
+    assert lakefmt.open_table(t.uri).schema().field("geo").type.field("alt").metadata == {
+        b"doc": b"metres above sea level"
+    }
