@@ -67,6 +67,8 @@ class MetaStore:
         except FileNotFoundError as exc:
             raise MissingMetadataError(f"schema {schema_id} is missing ({path})") from exc
         schema = TableSchema.from_json(data, what=f"schema file {path}")
+        if schema.id != schema_id:
+            raise CorruptMetadataError(f"schema file {path} holds schema {schema.id}: the metadata is corrupt")
         self._schemas[schema_id] = schema  # schema files are immutable
         return schema
 
@@ -87,10 +89,20 @@ class MetaStore:
             self._latest_schema_id = schema.id
 
     def schema_for(self, snap: Snapshot | None) -> TableSchema:
-        """The schema to commit on top of ``snap``: the newest known, or the snapshot's if that is newer."""
+        """The schema to commit on top of ``snap``: the newest known, or the snapshot's if that is newer.
+        :class:`MissingMetadataError` if the schema ``snap`` records is gone (a commit on top of it would record
+        an older schema, and a schema change would reuse the field ids it assigned)."""
         schema = self.latest_schema()
         if snap is not None and snap.schema_id > schema.id:
             schema = self.latest_schema(refresh=True)
+            if snap.schema_id > schema.id:
+                try:
+                    schema = self.schema(snap.schema_id)
+                except MissingMetadataError as exc:
+                    raise MissingMetadataError(
+                        f"snapshot {snap.id} records schema {snap.schema_id}, but the table's newest schema file is "
+                        f"schema-{schema.id}: {exc}"
+                    ) from exc
         return schema
 
     # -- snapshots --------------------------------------------------------------------------------------

@@ -93,7 +93,7 @@ class Snapshot:
             return cls(
                 version=version,
                 id=_int(obj["id"]),
-                schema_id=_int(obj["schemaId"]),
+                schema_id=_id(obj["schemaId"], "schemaId"),
                 base_manifest_list=_str(obj["baseManifestList"]),
                 base_manifest_list_size=_int(obj.get("baseManifestListSize", 0)),
                 delta_manifest_list=_str(obj["deltaManifestList"]),
@@ -133,6 +133,13 @@ def _int(v: Any) -> int:
     if isinstance(v, bool) or not isinstance(v, int):
         raise TypeError(f"expected an integer, got {v!r}")
     return v
+
+
+def _id(v: Any, name: str) -> int:
+    n = _int(v)
+    if n < 0:
+        raise ValueError(f"{name} {n} is negative")
+    return n
 
 
 def _str(v: Any) -> str:
