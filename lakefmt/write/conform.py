@@ -123,7 +123,7 @@ def conform(data: pa.Table, schema: pa.Schema) -> pa.Table:
     for f in schema:
         if f.name not in have or f.name in extra:
             continue
-        col = data.column(f.name)
+        col = _plain_dictionary(data.column(f.name))
         if not _castable(col.type, f.type):
             if not _coercible(col.type, f.type):
                 problems.append(f"column {f.name!r} has type {col.type}, the table expects {f.type}")
@@ -153,6 +153,16 @@ def conform(data: pa.Table, schema: pa.Schema) -> pa.Table:
     if problems:
         raise SchemaMismatchError("data does not match the table schema: " + "; ".join(problems))
     return pa.Table.from_arrays(columns, schema=schema)
+
+
+def _plain_dictionary(col: pa.ChunkedArray) -> pa.ChunkedArray:
+    """A dictionary column of view values (Polars' Categorical and Enum: dictionary<string_view>) with plain values:
+    Arrow cannot decode a dictionary of views (no ``take`` kernel for them), so its values are cast first."""
+    t = col.type
+    if pa.types.is_dictionary(t) and (pa.types.is_string_view(t.value_type) or pa.types.is_binary_view(t.value_type)):
+        plain = pa.string() if pa.types.is_string_view(t.value_type) else pa.binary()
+        return pc.cast(col, pa.dictionary(t.index_type, plain, t.ordered))
+    return col
 
 
 def _float_pairs(src: pa.Array, dst: pa.Array) -> list[tuple[pa.Array, pa.Array]]:
