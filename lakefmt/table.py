@@ -45,7 +45,7 @@ from lakefmt.spec.consumer import MAX_SNAPSHOT_ID, check_consumer_id
 from lakefmt.spec.scope import OverwriteScope, check_partition_given
 from lakefmt.spec.tag import Tag, check_tag_name
 from lakefmt.spec.types import type_to_json
-from lakefmt.write.conform import conform
+from lakefmt.write.conform import conform, fill_missing
 from lakefmt.write.delete import delete_rows
 from lakefmt.write.writer import TableWriter, as_tables
 
@@ -151,8 +151,9 @@ class Table:
 
     def update_schema(self) -> UpdateSchema:
         """Change the schema: ``with t.update_schema() as u: u.add_column("country", pa.string())`` (also
-        ``drop_column``, ``rename_column``, ``update_column`` to widen a type, ``make_nullable``, ``move_first``,
-        ``move_before``, ``move_after``, ``union_by_name``). The changes apply in order and commit together as
+        ``delete_column``/``drop_column``, ``rename_column``, ``update_column`` to widen a type,
+        ``make_column_optional``/``make_nullable``, ``move_first``, ``move_before``, ``move_after``,
+        ``union_by_name``: pyiceberg's names and keywords). The changes apply in order and commit together as
         the next schema when the block ends; a refused change raises :class:`SchemaEvolutionError` and the table
         stays as it was. Files are never rewritten: readers match them by field id. The first change of a
         format-version-1 table upgrades it to version 2."""
@@ -237,8 +238,9 @@ class Table:
         """Append rows (Table, RecordBatch, RecordBatchReader or iterable of batches) in one snapshot.
 
         ``schema_mode="merge"``: first add the columns of the data (its first batch's schema) that the table
-        lacks, as nullable columns (and the fields its struct columns lack), in a schema change of their own;
-        without it, a column the table does not have is refused (:class:`SchemaMismatchError`)."""
+        lacks, as nullable columns (and the fields its struct columns lack), in a schema change of their own; the
+        table's nullable columns the data lacks are written as nulls (Delta's mergeSchema). Without it, a column
+        the table does not have, or one the data lacks, is refused (:class:`SchemaMismatchError`)."""
         return self._write_and_commit(data, None, schema_mode=schema_mode)
 
     def overwrite(
@@ -293,15 +295,15 @@ class Table:
         parts = as_tables(data)
         if schema_mode is not None:
             if schema_mode != "merge":
-                raise ValueError(f"schema_mode must be 'merge' or None, got {schema_mode!r}")
+                raise InvalidOptionError(f"schema_mode must be 'merge' or None, got {schema_mode!r}")
             first = next(iter(parts), None)
             if first is not None:
                 update = self.update_schema().union_by_name(first.schema)
                 merged = update.preview()
                 if merged is not None:  # rows the merged table refuses add no column: check before publishing
-                    conform(first, merged.arrow_schema)
-                update.commit()
-                parts = itertools.chain([first], parts)
+                    conform(fill_missing(first, merged.arrow_schema), merged.arrow_schema)
+                target = update.commit().arrow_schema
+                parts = (fill_missing(p, target) for p in itertools.chain([first], parts))
         scope = self.overwrite_scope(**overwrite) if overwrite is not None else None
         writer = self.new_writer()
         with writer:  # an error here deletes what the writer wrote

@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 
 from lakefmt.errors import SchemaMismatchError
 
-__all__ = ["conform"]
+__all__ = ["conform", "fill_missing"]
 
 
 def _castable(src: pa.DataType, dst: pa.DataType) -> bool:
@@ -153,6 +153,17 @@ def conform(data: pa.Table, schema: pa.Schema) -> pa.Table:
     if problems:
         raise SchemaMismatchError("data does not match the table schema: " + "; ".join(problems))
     return pa.Table.from_arrays(columns, schema=schema)
+
+
+def fill_missing(data: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``data`` with a column of nulls for each nullable column of ``schema`` it lacks (a merge-mode write, as
+    Delta's mergeSchema: the data's rows read those columns as null). Columns that are not nullable are left
+    missing, for :func:`conform` to refuse."""
+    have = set(data.column_names)
+    for f in schema:
+        if f.name not in have and f.nullable:
+            data = data.append_column(f, pa.nulls(data.num_rows, f.type))
+    return data
 
 
 def _plain_dictionary(col: pa.ChunkedArray) -> pa.ChunkedArray:
