@@ -20,7 +20,6 @@ import logging
 import os
 import threading
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -103,10 +102,13 @@ def counting_moto_server(log: RequestLog) -> Iterator[dict[str, Any]]:
         options = {"key": "bench", "secret": "bench", "endpoint_url": f"http://{host}:{port}"}
         import s3fs
 
-        # moto's backends are process-wide: start each server empty, or a bucket an earlier server of this
-        # process made (another benchmark of the same run) is still there and mkdir fails
-        urllib.request.urlopen(urllib.request.Request(f"{options['endpoint_url']}/moto-api/reset", method="POST"))
-        s3fs.S3FileSystem(skip_instance_cache=True, use_listings_cache=False, **options).mkdir(BUCKET)
+        fs = s3fs.S3FileSystem(skip_instance_cache=True, use_listings_cache=False, **options)
+        try:
+            fs.mkdir(BUCKET)
+        except FileExistsError:  # moto's backends are process-wide: an earlier server of this process made it
+            left = fs.find(BUCKET)
+            if left:
+                fs.rm(left)
         yield options
     finally:
         server.shutdown()
