@@ -179,7 +179,11 @@ def test_schema_mismatch_after_good_batches_leaves_no_files(mfx: Fixture, case: 
     mfx.assert_unchanged()
 
 
-@pytest.mark.parametrize("data", [None, "text", 42, {"id": [1]}, [1, 2], [pa.array([1])]], ids=repr)
+@pytest.mark.parametrize(
+    "data",
+    [None, "text", 42, {"id": [1]}, [1, 2], [pa.array([1])]],
+    ids=["none", "text", "int", "dict", "list", "list-of-arrays"],  # stable names: repr() shows an address
+)
 def test_not_arrow_data_is_refused(mfx: Fixture, data: Any) -> None:
     with pytest.raises(SchemaMismatchError):
         mfx.table.append(data)
