@@ -13,8 +13,12 @@ Measured in one run, on the same disk:
   the requests the server receives, and timed (best of 3; the table left with compaction off: once).
 
 The two streams run side by side: each micro-batch is appended to both tables, in alternating order, and each
-side's wall and CPU time is summed over its appends, so that a neighbour's load falls on both alike. Quick
-mode: 20 micro-batches.
+side's wall and CPU time is summed over its appends, so that a neighbour's load falls on both alike.
+
+A third stream has the compaction in the table's worker thread (``compaction.async=true``): it runs alone,
+timed from its first append to the end of its worker's last compaction, right after the stream with
+compaction off run alone the same way (target: at most 1.5x); its read and files per partition are reported
+as the others'. Quick mode: 20 micro-batches.
 """
 
 from __future__ import annotations
@@ -38,6 +42,8 @@ PARTITIONS = 4
 ROWS = 1000
 READS = 5
 S3_READS = 3
+#: the third stream: automatic compaction in the table's worker thread
+ASYNC_OPTIONS = {"compaction.auto": "true", "compaction.async": "true"}
 
 
 def _batches(n: int) -> list[pa.Table]:
@@ -69,6 +75,19 @@ def _streams(base: Path, batches: list[pa.Table]) -> tuple[dict[str, lakefmt.Tab
             spent[side]["wall"] += time.perf_counter() - t0
             spent[side]["cpu"] += time.process_time() - c0
     return tables, spent
+
+
+def _solo(
+    base: Path, batches: list[pa.Table], name: str, options: dict[str, str]
+) -> tuple[lakefmt.Table, float, float]:
+    """One stream alone, start to end: every append, then (``compaction.async``) the wait for the table's
+    compaction worker to finish; wall and CPU seconds (the process's CPU: the worker thread's included)."""
+    table = lakefmt.create_table(str(base / name), EVENTS_SCHEMA, partition_by=["dt"], options=options)
+    c0, t0 = time.process_time(), time.perf_counter()
+    for batch in batches:
+        table.append(batch)
+    assert table.wait_for_compaction(timeout=600)
+    return table, time.perf_counter() - t0, time.process_time() - c0
 
 
 def _best_read(table: lakefmt.Table, reps: int, rows: int) -> float:
@@ -103,6 +122,12 @@ def run(quick: bool, workdir: Path) -> Result:
     once.append(pa.concat_tables(batches))
     once_write = time.perf_counter() - t0
     tables["once"] = once
+    # compaction in the table's worker thread: each stream alone, so that the worker's overlap with the appends
+    # is its own stream's (side by side, it would overlap the other stream's appends too)
+    solo_off, solo_off_s, solo_off_cpu = _solo(base, batches, "solo-off", {})
+    tables["async"], solo_async_s, solo_async_cpu = _solo(base, batches, "async", ASYNC_OPTIONS)
+    drop_tree(base / "solo-off")
+    del solo_off
 
     reads = {name: _best_read(t, READS, rows) for name, t in tables.items()}
     files = {name: len(t.files()) for name, t in tables.items()}
@@ -114,7 +139,7 @@ def run(quick: bool, workdir: Path) -> Result:
     stream = {k: v["wall"] for k, v in spent.items()}
     cpu = {k: v["cpu"] for k, v in spent.items()}
 
-    s3 = _s3_reads(tables, rows, 1 if quick else S3_READS)
+    s3 = _s3_reads({k: v for k, v in tables.items() if k != "async"}, rows, 1 if quick else S3_READS)
     result.comparisons += [
         Comparison(f"full read after {n} micro-batches, compaction on vs written at once", reads["on"],
                    reads["once"], "s", reads["on"] / reads["once"], TARGET_READ, "ratio<="),
@@ -123,6 +148,14 @@ def run(quick: bool, workdir: Path) -> Result:
         Comparison(f"stream of {n} appends, compaction on vs off", stream["on"], stream["off"], "s",
                    stream["on"] / stream["off"], TARGET_STREAM, "ratio<="),
         Comparison("stream CPU time, compaction on vs off", cpu["on"], cpu["off"], "s", cpu["on"] / cpu["off"]),
+        Comparison(f"stream of {n} appends alone, compaction.async (until its worker is done) vs compaction off",
+                   solo_async_s, solo_off_s, "s", solo_async_s / solo_off_s, TARGET_STREAM, "ratio<="),
+        Comparison("stream CPU time alone, compaction.async vs compaction off", solo_async_cpu, solo_off_cpu, "s",
+                   solo_async_cpu / solo_off_cpu),
+        Comparison("full read after the stream with compaction.async vs written at once", reads["async"],
+                   reads["once"], "s", reads["async"] / reads["once"], TARGET_READ, "ratio<="),
+        Comparison("files per partition at the end, compaction.async (target: compaction.max.file-num)",
+                   per_part["async"], max_files, "files", per_part["async"] / max_files, 1.0, "ratio<="),
         Comparison("files per partition at the end, compaction on (target: compaction.max.file-num)",
                    per_part["on"], max_files, "files", per_part["on"] / max_files, 1.0, "ratio<="),
         Comparison("most files per partition after any commit, compaction on (bound: all partitions' files)",
@@ -138,6 +171,9 @@ def run(quick: bool, workdir: Path) -> Result:
         "stream_s": spent,
         "per_append_ms": {k: round(1000 * v / n, 2) for k, v in stream.items()},
         "write_once_s": once_write,
+        "solo_s": {"off": {"wall": solo_off_s, "cpu": solo_off_cpu}, "async": {"wall": solo_async_s,
+                                                                           "cpu": solo_async_cpu}},
+        "snapshots_async": dict(Counter(s.commit_kind.value for s in tables["async"].snapshots())),
         "read_best_s": reads,
         "live_files": files,
         "files_per_partition_end": per_part,
@@ -149,6 +185,9 @@ def run(quick: bool, workdir: Path) -> Result:
         "Table.append per micro-batch (a one-off commit each); automatic compaction runs in the appending thread "
         "right after a commit lands, so its cost is inside the stream's time",
         "live_files_peak_on is the most live files of all 4 partitions together after any commit",
+        "compaction.async: the stream run alone (and compaction off alone beside it, right before), timed from "
+        "the first append to the end of the compaction worker's last job; CPU is the process's, the worker's "
+        "thread included",
         "S3: the tables are uploaded to moto (127.0.0.1) after the local measurements; the requests are those the "
         "server received for one full read of the latest snapshot through a freshly opened table",
     ]

@@ -182,6 +182,10 @@ class TableOptions:
     #: ``compaction.auto``: after each commit through a Table, compact the partitions it touched that hold
     #: ``compaction.min.file-num`` small files, as a separate COMPACT snapshot (best effort)
     compaction_auto: bool = False
+    #: ``compaction.async``: with ``compaction.auto``, the compaction after a commit runs in a worker thread of
+    #: the table object instead of the committing thread, so ``Table.append`` returns as soon as its commit
+    #: lands (``Table.wait_for_compaction`` waits for the worker; the Spark sink always compacts in place)
+    compaction_async: bool = False
     #: ``write-only``: commits never compact automatically (Paimon's name: the writers of a table that one
     #: dedicated compactor serves); per writer, ``Table.new_committer(write_only=True)``
     write_only: bool = False
@@ -208,6 +212,7 @@ class TableOptions:
         "compaction.min.file-num": ("compaction_min_file_num", _int),
         "compaction.max.file-num": ("compaction_max_file_num", _int),
         "compaction.auto": ("compaction_auto", _bool),
+        "compaction.async": ("compaction_async", _bool),
         "write-only": ("write_only", _bool),
     }
     #: keys whose value may be 0 (sizes, never negative; every other integer must be positive)

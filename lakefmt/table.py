@@ -32,7 +32,8 @@ from lakefmt.errors import (
 from lakefmt.io import FileIO, file_io_for
 from lakefmt.io.paths import is_temp_of
 from lakefmt.maintenance import MaintenanceReport, Progress, expire_snapshots, remove_orphan_files
-from lakefmt.maintenance.compact import CompactionReport, auto_compact, compact
+from lakefmt.maintenance import background as background_compaction
+from lakefmt.maintenance.compact import CompactionReport, auto_compact, auto_compact_after, compact
 from lakefmt.meta import consumers as cons
 from lakefmt.meta import entries as ents
 from lakefmt.meta import tags as tags_store
@@ -199,30 +200,47 @@ class Table:
         *,
         clock: Callable[[], float] | None = None,
         write_only: bool = False,
+        compact_in_background: bool | None = None,
     ) -> Committer:
         """A committer; ``commit(messages, identifier=n)`` publishes exactly once per (commit user, n).
 
         ``commit_user`` must be stable across restarts of one logical writer (a non-empty string); None makes
         a one-off user that is never remembered for dedup. ``write_only=True``: its commits never compact
         automatically, whatever ``compaction.auto`` says (one dedicated compactor serves many writers; Paimon's
-        ``write-only``). ``clock`` (seconds since the epoch) is for tests."""
+        ``write-only``). ``compact_in_background``: whether the automatic compaction after a commit runs in
+        the table object's worker thread (True) or before ``commit`` returns (False); None follows the table
+        option ``compaction.async``. A process that ends right after committing (a Spark driver-side worker)
+        wants False. ``clock`` (seconds since the epoch) is for tests."""
         clock = clock if clock is not None else self._clock
-        after = functools.partial(self._after_commit, compact=not write_only)
+        after = functools.partial(self._after_commit, compact=not write_only, background=compact_in_background)
         return Committer(self.io, self._store, commit_user, after_commit=after, clock=clock)
 
-    def _after_commit(self, snap: Snapshot, *, compact: bool = True) -> None:
+    def wait_for_compaction(self, timeout: float | None = None) -> bool:
+        """Wait until the automatic compactions that commits through this table object handed to its worker
+        thread (``compaction.async``) are done; False if ``timeout`` seconds passed first. Returns at once when
+        there are none. At interpreter exit the worker finishes its queue by itself (for up to a minute)."""
+        return background_compaction.wait_idle(self._store, timeout)
+
+    def _after_commit(self, snap: Snapshot, *, compact: bool = True, background: bool | None = None) -> None:
         """After a commit landed: compact the partitions it touched when ``compaction.auto`` is set (unless the
-        committer or the table is ``write-only``), then expire snapshots when the table's options ask for it
+        committer or the table is ``write-only``; here, or in the table's worker thread with
+        ``compaction.async``), then expire snapshots when the table's options ask for it
         (``snapshot.num-retained.*``, ``snapshot.time-retained``). Best effort: the commit has landed; an error
         is logged, a failed compaction is retried after the next commit, a failed expiration by the next commit
         or by ``lakefmt expire``; an interrupt propagates."""
         options = self.table_schema().table_options
         auto = compact and options.compaction_auto and not options.write_only
         if auto and snap.commit_kind is not CommitKind.COMPACT:
-            try:
-                auto_compact(self, snap)
-            except Exception as exc:  # the data commit has landed; compaction is optional
-                log.warning("automatic compaction after snapshot %d failed: %s: %s", snap.id, type(exc).__name__, exc)
+            in_background = options.compaction_async if background is None else background
+            if in_background:
+                background_compaction.submit(self._store, snap, functools.partial(auto_compact_after, self))
+            else:
+                try:
+                    auto_compact(self, snap)
+                except Exception as exc:  # the data commit has landed; compaction is optional
+                    log.warning(
+                        "automatic compaction after snapshot %d failed: %s: %s", snap.id, type(exc).__name__, exc
+                    )
         if not options.auto_expire:
             return
         with contextlib.suppress(Exception):  # botocore's connection errors are not OSErrors

@@ -61,7 +61,7 @@ from lakefmt.maintenance.report import Progress
 from lakefmt.meta import entries as ents
 from lakefmt.meta.store import MetaStore
 from lakefmt.read.files import read_entries
-from lakefmt.spec import CommitMessage, ManifestFileMeta, Snapshot, TableSchema
+from lakefmt.spec import CommitKind, CommitMessage, ManifestFileMeta, Snapshot, TableSchema
 from lakefmt.spec.scope import normalize_partition
 
 if TYPE_CHECKING:  # annotations only: the table imports this module
@@ -72,6 +72,8 @@ __all__ = [
     "CompactionPlan",
     "CompactionReport",
     "GivenUp",
+    "auto_compact",
+    "auto_compact_after",
     "commit_compaction",
     "compact",
     "plan_compaction",
@@ -914,7 +916,22 @@ def _rewrite_together(
 def auto_compact(table: Table, snap: Snapshot) -> CompactionReport | None:
     """The automatic compaction after ``snap`` (a commit that landed): the partitions it touched, in size tiers.
     None when nothing qualified."""
-    parts = touched_partitions(table, snap)
+    return _auto_compact(table, touched_partitions(table, snap), snap)
+
+
+def auto_compact_after(table: Table, snaps: Sequence[Snapshot]) -> CompactionReport | None:
+    """The automatic compaction after several commits that landed (``compaction.async``: a worker that fell
+    behind takes them together): the partitions any of them touched, planned on the latest snapshot."""
+    parts: dict[tuple[tuple[str, Any], ...], Partition] = {}
+    for snap in snaps:
+        if snap.commit_kind is not CommitKind.COMPACT:
+            for p in touched_partitions(table, snap):
+                parts.setdefault(_key(p), p)
+    latest = table.latest_snapshot() if parts else None
+    return None if latest is None else _auto_compact(table, list(parts.values()), latest)
+
+
+def _auto_compact(table: Table, parts: list[Partition], snap: Snapshot) -> CompactionReport | None:
     if not parts:
         return None
     options = table.table_schema().table_options

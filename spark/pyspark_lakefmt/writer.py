@@ -282,7 +282,7 @@ class BatchWriter(DataSourceArrowWriter):
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         table = self.ref.open()
         # a one-off write: a fresh commit user, never replayed
-        committer = table.new_committer(write_only=self.write_only)
+        committer = table.new_committer(write_only=self.write_only, compact_in_background=False)
         if self.overwrite is not None:
             try:
                 overwrite = session_overwrite(table, self.overwrite, messages)
@@ -319,7 +319,9 @@ class StreamWriter(DataSourceStreamArrowWriter):
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         table = self.ref.open()
-        committer = table.new_committer(commit_user=self.commit_user, write_only=self.write_only)
+        committer = table.new_committer(
+            commit_user=self.commit_user, write_only=self.write_only, compact_in_background=False
+        )
         msgs = _messages(messages)
         if self.complete:
             snap = committer.overwrite(msgs, identifier=batchId)

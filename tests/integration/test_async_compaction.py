@@ -1,0 +1,171 @@
+"""Automatic compaction in the table's worker thread (``compaction.async``): the append returns before the
+compaction runs, the worker takes the commits it fell behind on together, a failure is logged and retried, the
+queue is finished at interpreter exit, and appends racing the worker land with every row once."""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+import textwrap
+import threading
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from helpers import create_table_in
+
+import lakefmt
+from lakefmt.errors import InvalidOptionError
+from lakefmt.maintenance import compact as compact_module
+from lakefmt.spec import CommitKind, Snapshot
+
+SCHEMA = pa.schema([("id", pa.int64()), ("dt", pa.string())])
+ASYNC = {"compaction.auto": "true", "compaction.async": "true", "compaction.min.file-num": "3", "write.fsync": "false"}
+
+
+def batch(start: int, n: int = 10) -> pa.Table:
+    ids = list(range(start, start + n))
+    return pa.table({"id": ids, "dt": ["a" if i % 2 else "b" for i in ids]}, schema=SCHEMA)
+
+
+def kinds(t: lakefmt.Table) -> Counter[str]:
+    return Counter(s.commit_kind.value for s in t.snapshots())
+
+
+def ids(t: lakefmt.Table) -> list[int]:
+    return sorted(t.to_arrow().column("id").to_pylist())
+
+
+@pytest.fixture
+def held(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The worker's job, held at its start until ``release`` is set; ``calls`` records the snapshots of each."""
+
+    class Held:
+        started = threading.Event()
+        release = threading.Event()
+        calls: list[list[int]] = []
+
+    real = compact_module.auto_compact_after
+
+    def job(table: lakefmt.Table, snaps: Sequence[Snapshot]) -> Any:
+        Held.calls.append([s.id for s in snaps])
+        Held.started.set()
+        assert Held.release.wait(30)
+        return real(table, snaps)
+
+    import lakefmt.table as table_module
+
+    monkeypatch.setattr(table_module, "auto_compact_after", job)
+    yield Held
+    Held.release.set()
+
+
+def test_the_append_returns_while_the_compaction_waits_and_the_worker_takes_what_it_fell_behind_on(
+    tmp_path: Path, held: Any
+) -> None:
+    t = lakefmt.create_table(str(tmp_path / "t"), SCHEMA, partition_by=["dt"], options=ASYNC)
+    for k in range(3):
+        t.append(batch(10 * k))
+    assert held.started.wait(10)  # the worker took snapshot 1 and is held
+    for k in range(3, 6):
+        t.append(batch(10 * k))  # each returns: nothing waits for the worker
+    assert kinds(t) == {"APPEND": 6}
+    assert not t.wait_for_compaction(timeout=0.2)  # still held
+    held.release.set()
+    assert t.wait_for_compaction(timeout=30)
+    assert held.calls[0] == [1]
+    assert sorted(s for call in held.calls for s in call) == [1, 2, 3, 4, 5, 6]
+    assert len(held.calls) <= 3  # the snapshots that piled up were taken together, not one job each
+    assert kinds(t)["COMPACT"] >= 1
+    assert ids(t) == list(range(60))
+    assert [s.id for s in t.snapshots()] == list(range(1, len(t.snapshots()) + 1))
+    per_partition = Counter(f.partition["dt"] for f in t.files())
+    assert max(per_partition.values()) < 3
+
+
+def test_a_committer_may_compact_in_place_whatever_the_option(tmp_path: Path, held: Any) -> None:
+    t = lakefmt.create_table(str(tmp_path / "t"), SCHEMA, partition_by=["dt"], options=ASYNC)
+    for k in range(3):
+        committer = t.new_committer("w", compact_in_background=False)
+        with t.new_writer() as w:
+            w.write(batch(10 * k))
+            committer.commit(w.prepare_commit(), identifier=k)
+    assert held.calls == []  # never handed to the worker
+    assert kinds(t)["COMPACT"] == 1  # done before commit returned
+    assert ids(t) == list(range(30))
+
+
+def test_a_failed_background_compaction_is_logged_and_the_next_commit_tries_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    import lakefmt.table as table_module
+
+    real = compact_module.auto_compact_after
+    failures = [OSError("disk on fire")]
+
+    def flaky(table: lakefmt.Table, snaps: Sequence[Snapshot]) -> Any:
+        if failures:
+            raise failures.pop()
+        return real(table, snaps)
+
+    monkeypatch.setattr(table_module, "auto_compact_after", flaky)
+    t = lakefmt.create_table(str(tmp_path / "t"), SCHEMA, partition_by=["dt"], options=ASYNC)
+    with caplog.at_level(logging.WARNING, logger="lakefmt.compaction"):
+        for k in range(3):
+            t.append(batch(10 * k))
+            assert t.wait_for_compaction(timeout=30)
+        assert "disk on fire" in caplog.text
+    assert ids(t) == list(range(30))  # every append landed
+    t.append(batch(30))
+    assert t.wait_for_compaction(timeout=30)
+    assert kinds(t)["COMPACT"] == 1  # the next commit compacted what the failed one left
+    assert ids(t) == list(range(40))
+
+
+def test_the_queue_is_finished_at_interpreter_exit(tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    lakefmt.create_table(uri, SCHEMA, partition_by=["dt"], options=ASYNC)
+    script = textwrap.dedent(
+        f"""
+        import pyarrow as pa, lakefmt
+        t = lakefmt.open_table({uri!r})
+        for k in range(3):
+            t.append(pa.table({{"id": [k], "dt": ["a"]}}, schema=t.schema()))
+        """
+    )
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=120)
+    t = lakefmt.open_table(uri)
+    assert kinds(t) == {"APPEND": 3, "COMPACT": 1}
+    assert ids(t) == [0, 1, 2]
+
+
+def test_writer_threads_racing_the_worker_land_every_row_once(store: Any) -> None:
+    t = create_table_in(store, SCHEMA, partition_by=["dt"], options=ASYNC)
+    errors: list[BaseException] = []
+
+    def writer(w: int) -> None:
+        try:
+            for k in range(6):
+                t.append(batch(1000 * w + 10 * k))
+        except BaseException as exc:  # pragma: no cover - the assertion below shows it
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(w,)) for w in range(3)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert t.wait_for_compaction(timeout=60)
+    assert errors == []
+    assert ids(t) == sorted(1000 * w + i for w in range(3) for i in range(60))
+    assert kinds(t)["APPEND"] == 18 and kinds(t)["COMPACT"] >= 1
+    assert all(s.commit_kind is not CommitKind.COMPACT or s.delta_record_count == 0 for s in t.snapshots())
+
+
+def test_the_option_takes_booleans_only(tmp_path: Path) -> None:
+    with pytest.raises(InvalidOptionError, match=r"compaction\.async"):
+        lakefmt.create_table(str(tmp_path / "t"), SCHEMA, options={"compaction.async": "sometimes"})
