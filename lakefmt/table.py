@@ -233,7 +233,9 @@ class Table:
         if auto and snap.commit_kind is not CommitKind.COMPACT:
             in_background = options.compaction_async if background is None else background
             if in_background:
-                background_compaction.submit(self._store, snap, functools.partial(auto_compact_after, self))
+                background_compaction.submit(
+                    self._store, snap, functools.partial(auto_compact_after, self), options.compaction_max_file_num
+                )
             else:
                 try:
                     auto_compact(self, snap)

@@ -14,7 +14,9 @@ thread, so a process that dies mid-compaction leaves what any crashed commit lea
 it, and orphans for ``orphan-clean``). At a normal interpreter exit, what is queued is finished first (up to
 :data:`EXIT_WAIT_SECONDS`); :func:`wait_idle` waits for it at any time (``Table.wait_for_compaction``).
 
-The worker exits when it has had nothing to do for :data:`IDLE_SECONDS`; the next commit starts another.
+A commit waits only when the worker is ``compaction.max.file-num`` commits behind (back-pressure, so that a
+writer faster than its compaction cannot pile up small files without bound). The worker exits when it has had
+nothing to do for :data:`IDLE_SECONDS`; the next commit starts another.
 """
 
 from __future__ import annotations
@@ -52,8 +54,11 @@ class _Worker:
         self._running = False  # a job is under way
         self._thread: threading.Thread | None = None
 
-    def submit(self, snap: Snapshot, job: Job) -> None:
+    def submit(self, snap: Snapshot, job: Job, max_pending: int) -> None:
         with self._cond:
+            if threading.current_thread() is not self._thread:
+                while self._running and len(self._pending) >= max_pending:
+                    self._cond.wait()  # back-pressure: the worker is that far behind; a job ends in seconds
             self._job = job  # the newest table object's (same store, so the same table)
             self._pending.append(snap)
             if self._thread is None:
@@ -107,14 +112,17 @@ _WORKERS: weakref.WeakKeyDictionary[MetaStore, _Worker] = weakref.WeakKeyDiction
 _LOCK = threading.Lock()
 
 
-def submit(store: MetaStore, snap: Snapshot, job: Job) -> None:
+def submit(store: MetaStore, snap: Snapshot, job: Job, max_pending: int) -> None:
     """Hand ``snap`` (a commit that landed through ``store``'s table) to that table's worker, which runs ``job``
-    with it (and any other snapshots handed to it meanwhile) in its own thread. Returns at once."""
+    with it (and any other snapshots handed to it meanwhile) in its own thread. Returns at once, unless
+    ``max_pending`` snapshots already wait for a worker that is busy: then it waits for the worker to take them
+    (back-pressure, as Paimon's ``num-sorted-run.stop-trigger``: a writer much faster than its compaction would
+    otherwise pile up small files without bound)."""
     with _LOCK:
         worker = _WORKERS.get(store)
         if worker is None:
             worker = _WORKERS[store] = _Worker()
-    worker.submit(snap, job)
+    worker.submit(snap, job, max(1, max_pending))
 
 
 def wait_idle(store: MetaStore, timeout: float | None = None) -> bool:

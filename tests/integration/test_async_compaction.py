@@ -87,6 +87,27 @@ def test_the_append_returns_while_the_compaction_waits_and_the_worker_takes_what
     assert max(per_partition.values()) < 3
 
 
+def test_a_writer_far_ahead_of_the_worker_waits_for_it(tmp_path: Path, held: Any) -> None:
+    """Back-pressure: with compaction.max.file-num commits waiting for a busy worker, the next commit's call
+    returns only once the worker has taken them (its snapshot has landed before that)."""
+    options = {**ASYNC, "compaction.max.file-num": "4"}
+    t = lakefmt.create_table(str(tmp_path / "t"), SCHEMA, partition_by=["dt"], options=options)
+    t.append(batch(0))
+    assert held.started.wait(10)  # the worker holds snapshot 1's job
+    for k in range(1, 5):
+        t.append(batch(10 * k))  # 4 snapshots wait: the bound
+    done = threading.Event()
+    th = threading.Thread(target=lambda: (t.append(batch(50)), done.set()))
+    th.start()
+    assert not done.wait(0.5)  # held back
+    assert kinds(lakefmt.open_table(t.uri))["APPEND"] == 6  # its commit landed all the same
+    held.release.set()
+    assert done.wait(30)
+    th.join()
+    assert t.wait_for_compaction(timeout=30)
+    assert ids(t) == list(range(60))
+
+
 def test_a_committer_may_compact_in_place_whatever_the_option(tmp_path: Path, held: Any) -> None:
     t = lakefmt.create_table(str(tmp_path / "t"), SCHEMA, partition_by=["dt"], options=ASYNC)
     for k in range(3):
