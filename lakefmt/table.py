@@ -180,19 +180,31 @@ class Table:
 
     # -- writing ---------------------------------------------------------------------------------------
     def new_writer(
-        self, *, writer_id: str | None = None, target_file_size: int | None = None, schema_id: int | None = None
+        self,
+        *,
+        writer_id: str | None = None,
+        target_file_size: int | None = None,
+        schema_id: int | None = None,
+        creation_time_ms: int | None = None,
     ) -> TableWriter:
         """A task-side writer: ``write`` batches, then ``prepare_commit()`` for a small, picklable message.
         ``target_file_size`` (bytes) overrides the table option ``target-file-size`` for this writer.
         ``schema_id``: write under that schema, not the current one (an engine that checked the data against a
         schema on its driver, and whose tasks start later: a schema change in between must not change what its
-        tasks accept; the commit then checks that the files are readable under the schema it records)."""
+        tasks accept; the commit then checks that the files are readable under the schema it records).
+        ``creation_time_ms``: the creation time every file records (a rewrite gives its inputs' newest)."""
         schema = self.table_schema()
         if schema_id is not None and schema_id != schema.id:  # its columns, the table's options of now
             schema = dataclasses.replace(self._store.schema(schema_id), options=dict(schema.options))
         if target_file_size is not None:
             schema = dataclasses.replace(schema, options={**schema.options, "target-file-size": str(target_file_size)})
-        return TableWriter(self.io, schema, writer_id=writer_id, on_manifest=self._store.remember_manifest)
+        return TableWriter(
+            self.io,
+            schema,
+            writer_id=writer_id,
+            on_manifest=self._store.remember_manifest,
+            creation_time_ms=creation_time_ms,
+        )
 
     def new_committer(
         self,

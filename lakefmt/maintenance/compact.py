@@ -552,7 +552,9 @@ def rewrite_group(
     columns = _check_sort_by(schema, sort_by)
     batches = _counted(table, group.entries, read_entries(table.io, group.entries, schema))
     if not columns:  # one output: the group is at most the target in input bytes
-        with table.new_writer(writer_id=group.group_id, target_file_size=target_file_size) as writer:
+        with table.new_writer(
+            writer_id=group.group_id, target_file_size=target_file_size, creation_time_ms=_newest(group.entries)
+        ) as writer:
             for chunk in _chunks(batches, schema.table_options.row_group_rows):
                 writer.write(chunk)
             return writer.prepare_commit()
@@ -567,7 +569,11 @@ def rewrite_group(
     written: list[CommitMessage] = []
     try:
         for start in range(0, max(rows.num_rows, 1), step):
-            with table.new_writer(writer_id=group.group_id, target_file_size=target_file_size) as writer:
+            with table.new_writer(
+                writer_id=group.group_id,
+                target_file_size=target_file_size,
+                creation_time_ms=_newest(group.entries),
+            ) as writer:
                 writer.write(rows.slice(start, step))
                 written.append(writer.prepare_commit())
             manifests.extend(written[-1].manifests)
@@ -575,6 +581,13 @@ def rewrite_group(
         table.discard(written)  # nothing was committed
         raise
     return CommitMessage(group.group_id, tuple(manifests))
+
+
+def _newest(entries: pa.Table) -> int | None:
+    """The newest creation time of the files of ``entries``: what a rewrite of them records as its files' (the
+    age of their rows), so that tiers stay in commit order when appends land while a compaction runs."""
+    newest = pc.max(entries.column("creation_time_ms")).as_py() if entries.num_rows else None
+    return int(newest) if newest is not None else None
 
 
 def _chunks(batches: Iterable[pa.RecordBatch], rows: int) -> Iterable[pa.Table]:
@@ -903,7 +916,8 @@ def _rewrite_together(
     """Several groups through one writer: it keeps a file per partition open and rolls it at ``target``, so each
     group's rows still land in files of their own partition, about the target in size."""
     schema = table.table_schema()
-    with table.new_writer(writer_id=writer_id, target_file_size=target) as writer:
+    newest = max((t for t in (_newest(g.entries) for g in groups) if t is not None), default=None)
+    with table.new_writer(writer_id=writer_id, target_file_size=target, creation_time_ms=newest) as writer:
         for done, group in enumerate(groups, 1):
             rows = _counted(table, group.entries, read_entries(table.io, group.entries, schema))
             for chunk in _chunks(rows, schema.table_options.row_group_rows):

@@ -93,8 +93,12 @@ class TableWriter:
         *,
         writer_id: str | None = None,
         on_manifest: Callable[[str, bytes], None] | None = None,
+        creation_time_ms: int | None = None,
     ) -> None:
         self._io = io
+        # the creation time its files record (default: each file's close): a rewrite records its inputs' newest,
+        # so that automatic compaction's tiers, which go by creation time, see its rows' age
+        self._creation_time_ms = creation_time_ms
         self._on_manifest = on_manifest  # e.g. the table's metadata cache: a committer here need not read it
         self._schema = schema
         self._options = schema.table_options
@@ -302,6 +306,6 @@ class TableWriter:
                 schema_id=self._schema.id,
                 partition=state.values,
                 stats=f.stats.result(footer),
-                creation_time_ms=int(time.time() * 1000),
+                creation_time_ms=self._creation_time_ms or int(time.time() * 1000),
             )
         )

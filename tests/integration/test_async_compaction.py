@@ -190,3 +190,16 @@ def test_writer_threads_racing_the_worker_land_every_row_once(store: Any) -> Non
 def test_the_option_takes_booleans_only(tmp_path: Path) -> None:
     with pytest.raises(InvalidOptionError, match=r"compaction\.async"):
         lakefmt.create_table(str(tmp_path / "t"), SCHEMA, options={"compaction.async": "sometimes"})
+
+
+def test_a_compactions_files_record_the_newest_creation_time_of_their_inputs(tmp_path: Path) -> None:
+    """Tiers go by creation time: a compacted file is as old as its newest rows, not as the moment it was
+    written (an append landing while a compaction runs stays newer than the compaction's output)."""
+    t = lakefmt.create_table(str(tmp_path / "t"), SCHEMA, options={"write.fsync": "false"})
+    for k in range(4):
+        t.append(batch(10 * k))
+    before = t.scan().entries().column("creation_time_ms").to_pylist()
+    t.compact(min_files=2)
+    after = t.scan().entries().column("creation_time_ms").to_pylist()
+    assert after == [max(before)]
+    assert ids(t) == list(range(40))
