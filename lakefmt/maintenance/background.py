@@ -22,7 +22,10 @@ nothing to do for :data:`IDLE_SECONDS`; the next commit starts another.
 from __future__ import annotations
 
 import atexit
+import concurrent.futures.thread  # noqa: F401  (registers its exit hook first, so that ours runs before it)
+import contextlib
 import logging
+import os
 import threading
 import time
 import weakref
@@ -62,8 +65,9 @@ class _Worker:
             self._job = job  # the newest table object's (same store, so the same table)
             self._pending.append(snap)
             if self._thread is None:
-                self._thread = threading.Thread(target=self._loop, name="lakefmt-auto-compact", daemon=True)
-                self._thread.start()
+                thread = threading.Thread(target=self._loop, name="lakefmt-auto-compact", daemon=True)
+                thread.start()  # if it cannot start, the next commit tries again (its snapshots stay queued)
+                self._thread = thread
             self._cond.notify_all()
 
     def _loop(self) -> None:
@@ -95,11 +99,14 @@ class _Worker:
                     self._cond.notify_all()
 
     def idle(self) -> bool:
-        return not self._pending and not self._running
+        # snapshots queued with no thread to take them: its start failed; the next commit starts one
+        return not self._running and (not self._pending or self._thread is None)
 
     def wait_idle(self, timeout: float | None) -> bool:
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
+            if threading.current_thread() is self._thread and self._running:
+                raise RuntimeError("wait_for_compaction called from the compaction worker: it would wait for itself")
             while not self.idle():
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:
@@ -141,4 +148,16 @@ def _finish_at_exit() -> None:
             log.warning("automatic compaction still running at exit: left unfinished (its files are orphans)")
 
 
+def _forget_workers() -> None:
+    """In a forked child: the parent's workers are no threads here (and their locks may be held)."""
+    global _WORKERS, _LOCK
+    _WORKERS, _LOCK = weakref.WeakKeyDictionary(), threading.Lock()
+
+
+# at exit, before concurrent.futures refuses new work (a compaction may read or sync in a pool); atexit too,
+# for commits made later (in other atexit handlers)
+with contextlib.suppress(RuntimeError):  # imported while the interpreter is already exiting
+    threading._register_atexit(_finish_at_exit)  # type: ignore[attr-defined]
 atexit.register(_finish_at_exit)
+if hasattr(os, "register_at_fork"):  # POSIX
+    os.register_at_fork(after_in_child=_forget_workers)

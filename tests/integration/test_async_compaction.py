@@ -203,3 +203,102 @@ def test_a_compactions_files_record_the_newest_creation_time_of_their_inputs(tmp
     after = t.scan().entries().column("creation_time_ms").to_pylist()
     assert after == [max(before)]
     assert ids(t) == list(range(40))
+
+
+def test_the_queue_finished_at_exit_may_use_thread_pools(tmp_path: Path) -> None:
+    """The exit drain runs before concurrent.futures refuses new work: a compaction whose writer syncs ahead in
+    a pool (``write.sync-ahead-bytes``; on object stores, manifests are read in one) still lands."""
+    uri = str(tmp_path / "t")
+    options = {**ASYNC, "write.fsync": "true", "write.sync-ahead-bytes": "1"}
+    lakefmt.create_table(uri, SCHEMA, partition_by=["dt"], options=options)
+    script = textwrap.dedent(
+        f"""
+        import pyarrow as pa, lakefmt
+        t = lakefmt.open_table({uri!r})
+        for k in range(3):
+            t.append(pa.table({{"id": list(range(100 * k, 100 * k + 100)), "dt": ["a"] * 100}}, schema=t.schema()))
+        """
+    )
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=120)
+    t = lakefmt.open_table(uri)
+    assert kinds(t) == {"APPEND": 3, "COMPACT": 1}
+    assert ids(t) == list(range(300))
+
+
+def test_a_child_forked_while_the_worker_runs_compacts_on_its_own_and_exits_at_once(tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    lakefmt.create_table(uri, SCHEMA, partition_by=["dt"], options=ASYNC)
+    script = textwrap.dedent(
+        f"""
+        import os, sys, threading, pyarrow as pa, lakefmt
+        import lakefmt.table as table_module
+        real, started, release = table_module.auto_compact_after, threading.Event(), threading.Event()
+        def held(table, snaps):
+            started.set()
+            release.wait(30)
+            return real(table, snaps)
+        table_module.auto_compact_after = held
+        t = lakefmt.open_table({uri!r})
+        t.append(pa.table({{"id": [0], "dt": ["b"]}}, schema=t.schema()))
+        assert started.wait(10)
+        pid = os.fork()
+        if pid == 0:  # the parent's worker is no thread here
+            table_module.auto_compact_after = real
+            for k in range(1, 4):
+                t.append(pa.table({{"id": [k], "dt": ["a"]}}, schema=t.schema()))
+            sys.exit(0 if t.wait_for_compaction(timeout=10) else 3)
+        _, status = os.waitpid(pid, 0)
+        release.set()
+        sys.exit(os.waitstatus_to_exitcode(status))
+        """
+    )
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=20)
+    t = lakefmt.open_table(uri)
+    assert kinds(t)["COMPACT"] >= 1
+    assert ids(t) == [0, 1, 2, 3]
+
+
+def test_a_worker_that_failed_to_start_is_started_by_the_next_commit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_start = threading.Thread.start
+
+    def start(self: threading.Thread) -> None:
+        if self.name == "lakefmt-auto-compact":
+            monkeypatch.setattr(threading.Thread, "start", real_start)
+            raise RuntimeError("can't start new thread")
+        real_start(self)
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+    t = lakefmt.create_table(str(tmp_path / "t"), SCHEMA, partition_by=["dt"], options=ASYNC)
+    t.append(batch(0))  # landed, whatever became of its compaction
+    assert t.wait_for_compaction(timeout=5)  # nothing runs: nothing to wait for
+    for k in range(1, 3):
+        t.append(batch(10 * k))
+    assert t.wait_for_compaction(timeout=10)
+    assert kinds(t) == {"APPEND": 3, "COMPACT": 1}
+    assert ids(t) == list(range(30))
+
+
+def test_waiting_for_compaction_from_inside_the_worker_is_refused_not_a_wait_for_itself(tmp_path: Path) -> None:
+    from lakefmt import hooks
+
+    t = lakefmt.create_table(str(tmp_path / "t"), SCHEMA, options=ASYNC)
+    seen: list[object] = []
+
+    def hook(phase: str, snap: Snapshot) -> None:
+        if phase == "after-publish" and snap.commit_kind is CommitKind.COMPACT:
+            try:
+                seen.append(t.wait_for_compaction(timeout=5))
+            except RuntimeError as exc:
+                seen.append(exc)
+
+    remove = hooks.add_publish_hook(hook)
+    try:
+        for k in range(3):
+            t.append(batch(k, 1))
+        assert t.wait_for_compaction(timeout=10)
+    finally:
+        remove()
+    assert len(seen) == 1 and isinstance(seen[0], RuntimeError)
+    assert kinds(t) == {"APPEND": 3, "COMPACT": 1}
