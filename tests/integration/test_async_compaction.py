@@ -40,6 +40,20 @@ def ids(t: lakefmt.Table) -> list[int]:
     return sorted(t.to_arrow().column("id").to_pylist())
 
 
+def append_in_child(uri: str, rows: int) -> None:
+    """Three appends of ``rows`` rows (ids 0 up) to partition 'a' in a child process that then exits at once."""
+    script = textwrap.dedent(
+        f"""
+        import pyarrow as pa, lakefmt
+        t = lakefmt.open_table({uri!r})
+        for k in range(3):
+            ids = list(range({rows} * k, {rows} * k + {rows}))
+            t.append(pa.table({{"id": ids, "dt": ["a"] * len(ids)}}, schema=t.schema()))
+        """
+    )
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=120)
+
+
 @pytest.fixture
 def held(monkeypatch: pytest.MonkeyPatch) -> Any:
     """The worker's job, held at its start until ``release`` is set; ``calls`` records the snapshots of each."""
@@ -68,10 +82,9 @@ def test_the_append_returns_while_the_compaction_waits_and_the_worker_takes_what
     tmp_path: Path, held: Any
 ) -> None:
     t = lakefmt.create_table(str(tmp_path / "t"), SCHEMA, partition_by=["dt"], options=ASYNC)
-    for k in range(3):
-        t.append(batch(10 * k))
+    t.append(batch(0))
     assert held.started.wait(10)  # the worker took snapshot 1 and is held
-    for k in range(3, 6):
+    for k in range(1, 6):
         t.append(batch(10 * k))  # each returns: nothing waits for the worker
     assert kinds(t) == {"APPEND": 6}
     assert not t.wait_for_compaction(timeout=0.2)  # still held
@@ -150,15 +163,7 @@ def test_a_failed_background_compaction_is_logged_and_the_next_commit_tries_agai
 def test_the_queue_is_finished_at_interpreter_exit(tmp_path: Path) -> None:
     uri = str(tmp_path / "t")
     lakefmt.create_table(uri, SCHEMA, partition_by=["dt"], options=ASYNC)
-    script = textwrap.dedent(
-        f"""
-        import pyarrow as pa, lakefmt
-        t = lakefmt.open_table({uri!r})
-        for k in range(3):
-            t.append(pa.table({{"id": [k], "dt": ["a"]}}, schema=t.schema()))
-        """
-    )
-    subprocess.run([sys.executable, "-c", script], check=True, timeout=120)
+    append_in_child(uri, rows=1)
     t = lakefmt.open_table(uri)
     assert kinds(t) == {"APPEND": 3, "COMPACT": 1}
     assert ids(t) == [0, 1, 2]
@@ -211,15 +216,7 @@ def test_the_queue_finished_at_exit_may_use_thread_pools(tmp_path: Path) -> None
     uri = str(tmp_path / "t")
     options = {**ASYNC, "write.fsync": "true", "write.sync-ahead-bytes": "1"}
     lakefmt.create_table(uri, SCHEMA, partition_by=["dt"], options=options)
-    script = textwrap.dedent(
-        f"""
-        import pyarrow as pa, lakefmt
-        t = lakefmt.open_table({uri!r})
-        for k in range(3):
-            t.append(pa.table({{"id": list(range(100 * k, 100 * k + 100)), "dt": ["a"] * 100}}, schema=t.schema()))
-        """
-    )
-    subprocess.run([sys.executable, "-c", script], check=True, timeout=120)
+    append_in_child(uri, rows=100)
     t = lakefmt.open_table(uri)
     assert kinds(t) == {"APPEND": 3, "COMPACT": 1}
     assert ids(t) == list(range(300))
