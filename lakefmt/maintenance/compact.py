@@ -551,9 +551,10 @@ def rewrite_group(
     schema = table.table_schema()
     columns = _check_sort_by(schema, sort_by)
     batches = _counted(table, group.entries, read_entries(table.io, group.entries, schema))
+    newest = _newest(group.entries)
     if not columns:  # one output: the group is at most the target in input bytes
         with table.new_writer(
-            writer_id=group.group_id, target_file_size=target_file_size, creation_time_ms=_newest(group.entries)
+            writer_id=group.group_id, target_file_size=target_file_size, creation_time_ms=newest
         ) as writer:
             for chunk in _chunks(batches, schema.table_options.row_group_rows):
                 writer.write(chunk)
@@ -570,9 +571,7 @@ def rewrite_group(
     try:
         for start in range(0, max(rows.num_rows, 1), step):
             with table.new_writer(
-                writer_id=group.group_id,
-                target_file_size=target_file_size,
-                creation_time_ms=_newest(group.entries),
+                writer_id=group.group_id, target_file_size=target_file_size, creation_time_ms=newest
             ) as writer:
                 writer.write(rows.slice(start, step))
                 written.append(writer.prepare_commit())
@@ -621,7 +620,8 @@ def _counted(table: Table, entries: pa.Table, batches: Iterable[pa.RecordBatch])
 def _row_count_error(table: Table, entries: pa.Table, read: int, want: int) -> CorruptMetadataError:
     """The error naming the file of ``entries`` whose Parquet footer disagrees with its entry's row count."""
     fs = table.io.arrow_filesystem()
-    for path, count in zip(ents.paths(entries), entries.column(ents.ROW_COUNT).to_pylist(), strict=True):
+    paths = ents.paths(entries)
+    for path, count in zip(paths, entries.column(ents.ROW_COUNT).to_pylist(), strict=True):
         with contextlib.suppress(Exception):  # only to name the file: the totals already disagree
             with fs.open_input_file(table.io.full_path(path)) as f:
                 held = pq.ParquetFile(f).metadata.num_rows
@@ -629,7 +629,6 @@ def _row_count_error(table: Table, entries: pa.Table, read: int, want: int) -> C
                 return CorruptMetadataError(
                     f"data file {path} holds {held} rows where its manifest entry says {count}; nothing was compacted"
                 )
-    paths = ents.paths(entries)
     named = ", ".join(paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
     return CorruptMetadataError(
         f"the data files {named} hold {read} rows where their manifest entries say {want}; nothing was compacted"
