@@ -35,7 +35,9 @@ import pyarrow.fs as pafs
 
 from lakefmt.errors import MissingDependencyError, SchemaMismatchError
 from lakefmt.meta import entries as ents
-from lakefmt.read.plan import has_nan_literal, prune_entries
+from lakefmt.read.bounds import column_bounds
+from lakefmt.read.plan import prune_entries
+from lakefmt.spec.filters import has_float, has_nan_literal
 
 if TYPE_CHECKING:
     from lakefmt.read.scan import Scan
@@ -104,10 +106,28 @@ def native_paths(scan: Scan, entries: pa.Table | None = None) -> list[str] | Non
     entries = scan.entries() if entries is None else entries
     if entries.num_rows and not bool(pc.all(pc.equal(entries.column("schema_id"), scan.schema.id)).as_py()):
         return None
-    if not _filter_decided(scan):
+    if not _filter_decided(scan) or _may_hold_nan(scan, entries):
         return None
     paths = scan._full_paths(ents.paths(entries))
     return None if any(_GLOB.search(p) for p in paths) else paths
+
+
+def _may_hold_nan(scan: Scan, entries: pa.Table) -> bool:
+    """Whether a file of ``entries`` may hold a NaN in a floating-point column. An engine's own Parquet reader
+    skips row groups by their Parquet min/max, which leave NaN out, so it would lose the NaN rows of its own
+    ``isnan(f)`` or (DuckDB orders NaN above every number) ``f > 3``. lakefmt's statistics know better: a float
+    column holding NaN has no min/max. A float inside a struct or a list has no statistics at all."""
+    for field in scan.schema.arrow_schema:
+        if not has_float(field.type):
+            continue
+        bounds = column_bounds(entries, field.name, scan.schema, scan._store.schema)
+        if not pa.types.is_floating(field.type) or bounds is None:
+            return True
+        lo, _, nulls = bounds
+        all_null = pc.fill_null(pc.equal(nulls, entries.column(ents.ROW_COUNT).combine_chunks()), False)
+        if pc.any(pc.and_(pc.is_null(lo), pc.invert(all_null))).as_py():
+            return True
+    return False
 
 
 # -- the Arrow PyCapsule stream ----------------------------------------------------------------------------------
@@ -139,8 +159,9 @@ def to_duckdb(scan: Scan, connection: Any = None, name: str | None = None) -> An
             relation = con.from_arrow(scan.schema.arrow_schema.empty_table())
         if scan.columns is not None:
             relation = relation.select(*[duckdb.ColumnExpression(c) for c in scan.columns])
-    elif scan._pushdown_safe():
-        relation = con.from_arrow(scan.to_dataset())  # carries the filter; DuckDB adds its own to the scan
+    elif scan._pushdown_safe() and not _may_hold_nan(scan, scan.entries()):
+        # the dataset carries the filter; DuckDB pushes its own into pyarrow's Parquet scan (never over NaN rows)
+        relation = con.from_arrow(scan.to_dataset())
         if scan.columns is not None:
             relation = relation.select(*[duckdb.ColumnExpression(c) for c in scan.columns])
     else:  # a filter pyarrow's scan cannot apply exactly: lakefmt's reader filters, DuckDB reads the stream
@@ -162,8 +183,6 @@ def _prunable(node: ast.expr, schema: pa.Schema) -> bool:
     """Whether a term of a translated Polars predicate may prune files: it names columns of the table, none of
     them floating-point (statistics leave NaN out, and Polars orders NaN above every number), and holds no
     boolean constant (Polars' own caution: one may stand for an expression that is null for null rows)."""
-    from lakefmt.read.scan import _has_float
-
     names = []
     for call in ast.walk(node):
         if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)):
@@ -175,7 +194,7 @@ def _prunable(node: ast.expr, schema: pa.Schema) -> bool:
             if not (isinstance(first, ast.Constant) and isinstance(first.value, str)):
                 return False
             names.append(first.value)
-    return bool(names) and all(n in schema.names and not _has_float(schema.field(n).type) for n in names)
+    return bool(names) and all(n in schema.names and not has_float(schema.field(n).type) for n in names)
 
 
 def _arrow_predicate(pl: Any, predicate: Any, scan: Scan) -> pc.Expression | None:

@@ -18,8 +18,8 @@ from lakefmt.meta import entries as ents
 from lakefmt.meta.store import MetaStore
 from lakefmt.read.bounds import SchemaLookup
 from lakefmt.read.evolve import read_evolved, runs
-from lakefmt.read.plan import referenced_columns
 from lakefmt.spec import TableSchema
+from lakefmt.spec.filters import referenced_columns
 
 __all__ = ["entries_dataset", "read_entries"]
 
@@ -72,3 +72,52 @@ def read_entries(
             if cols is not None:
                 kept = kept.select(cols)
             yield from kept.to_batches()
+
+
+def read_inputs(
+    io: FileIO,
+    entries: pa.Table,
+    schema: TableSchema,
+    store: MetaStore,
+    *,
+    what: str,
+    columns: Sequence[str] | None = None,
+    filter: pc.Expression | None = None,
+) -> Iterator[pa.RecordBatch]:
+    """:func:`read_entries` for a rewrite (``what``: ``"compaction"``, ``"delete"``) of files planned on an
+    earlier snapshot, where a file missing from storage is named: a read that fails with an ``OSError`` while
+    files of ``entries`` are missing raises :class:`~lakefmt.errors.RewriteConflictError` (``gone``: those files)
+    when the latest snapshot no longer holds them (a concurrent commit removed them and an expiration deleted
+    them: the rewrite lost a race), or :class:`~lakefmt.errors.CorruptMetadataError` when it still does (a file
+    deleted behind the table's back). Any other failure is raised as it is."""
+    try:
+        yield from read_entries(io, entries, schema, columns=columns, filter=filter, schemas=store.schema)
+    except OSError as exc:  # FileNotFoundError, or an object store's OSError for a missing object
+        missing = [p for p in ents.paths(entries) if not _exists(io, p)]
+        if not missing:
+            raise
+        raise _missing_error(store, missing, what) from exc
+
+
+def _exists(io: FileIO, path: str) -> bool:
+    try:
+        return io.exists(path)
+    except OSError:
+        return True  # unknown: not counted as missing
+
+
+def _missing_error(store: MetaStore, missing: list[str], what: str) -> LakefmtError:
+    latest = store.latest_snapshot()
+    live = set(ents.paths(ents.live_entries(store, latest))) if latest is not None else set()
+    still = [p for p in missing if p in live]
+    if still:
+        return CorruptMetadataError(
+            f"data file {still[0]} is missing from storage although the latest snapshot ({latest.id if latest else 0}) "
+            f"holds it (deleted behind the table's back); nothing was committed by this {what}"
+        )
+    more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+    return RewriteConflictError(
+        f"data file {missing[0]}{more} was removed by a concurrent commit and deleted by an expiration before this "
+        f"{what} read it; nothing was committed by this {what}",
+        gone=missing,
+    )

@@ -9,7 +9,6 @@ filter is then applied to the rows of every file kept, so a result never depends
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -23,17 +22,10 @@ from lakefmt.meta.entries import PARTITION, PATH, ROW_COUNT
 from lakefmt.meta.store import MetaStore
 from lakefmt.read.bounds import SchemaLookup, column_bounds
 from lakefmt.spec import ManifestFileMeta, Snapshot, TableSchema
+from lakefmt.spec.filters import has_nan_literal, referenced_columns
 from lakefmt.spec.manifest import ColumnStats
 
-__all__ = ["has_nan_literal", "live_entries", "prune_entries", "referenced_columns", "select_manifests"]
-
-
-def referenced_columns(filter: pc.Expression | None, schema: pa.Schema) -> list[str]:
-    """Columns the filter may reference. A superset is harmless (it only costs pruning time)."""
-    if filter is None:
-        return []
-    text = str(filter)
-    return [n for n in schema.names if re.search(r"(?<![\w])" + re.escape(n) + r"(?![\w])", text)]
+__all__ = ["live_entries", "prune_entries", "select_manifests"]
 
 
 def _range_guarantee(
@@ -50,13 +42,6 @@ def _range_guarantee(
     if null_count == 0:
         return rng
     return rng | col.is_null()
-
-
-def has_nan_literal(filter: pc.Expression | None) -> bool:
-    """Whether the filter may compare with a NaN literal. pyarrow's simplifier orders NaN above every number,
-    so under ``x <= 2`` it takes ``x < nan`` for true and drops a file where ``~(x < nan)`` holds for every
-    row. A superset is harmless (a column or string named "nan" only costs pruning)."""
-    return filter is not None and re.search(r"\bnan\b", str(filter), re.IGNORECASE) is not None
 
 
 def _surviving(filter: pc.Expression, schema: pa.Schema, guarantees: Sequence[pc.Expression | None]) -> list[bool]:

@@ -30,13 +30,9 @@ from lakefmt.meta.tags import tagged_snapshot
 from lakefmt.read import engines
 from lakefmt.read.evolve import dataset_for, read_evolved, runs
 from lakefmt.read.incremental import through_compactions
-from lakefmt.read.plan import (
-    has_nan_literal,
-    live_entries,
-    prune_entries,
-    referenced_columns,
-)
+from lakefmt.read.plan import live_entries, prune_entries
 from lakefmt.spec import Snapshot, TableSchema
+from lakefmt.spec.filters import check_filter, pushdown_safe, referenced_columns
 
 __all__ = ["FileTask", "ReadTask", "Scan", "check_snapshot_id", "parse_as_of", "snapshot_as_of"]
 
@@ -205,6 +201,8 @@ class Scan:
         self.schema: TableSchema = (
             store.schema(self.snapshot.schema_id) if pinned and self.snapshot else store.schema_for(self.snapshot)
         )
+        if filter is not None:  # a column it names that the schema lacks, or a type error, before anything is read
+            check_filter(filter, self.schema.arrow_schema, "scan filter")
         self._runs: dict[bool, list[tuple[TableSchema | None, pa.Table]]] | None = None
         if self.columns is not None:
             unknown = [c for c in self.columns if c not in self.schema.arrow_schema.names]
@@ -405,12 +403,7 @@ class Scan:
         drops the NaN rows of ``is_nan(f)``, ``f != -inf`` or ``~(f < 0)``; and it orders a NaN literal above
         every number (``~(x < nan)`` drops everything). Filters that may touch a floating-point column or a NaN
         literal are therefore applied to the rows after reading instead."""
-        if self.filter is None:
-            return True
-        if has_nan_literal(self.filter):
-            return False
-        schema = self.schema.arrow_schema
-        return not any(_has_float(schema.field(c).type) for c in referenced_columns(self.filter, schema))
+        return pushdown_safe(self.filter, self.schema.arrow_schema)
 
     def to_batches(self) -> Iterator[pa.RecordBatch]:
         """Record batches of the rows matching the filter, projected to the columns asked for."""
@@ -473,9 +466,3 @@ class Scan:
             return sum(b.num_rows for b in self.to_batches())
         return int(self._files_dataset().count_rows(filter=self.filter))
 
-
-def _has_float(t: pa.DataType) -> bool:
-    """Whether ``t`` is, or nests, a floating-point type (whose Parquet statistics ignore NaN)."""
-    if pa.types.is_floating(t):
-        return True
-    return any(_has_float(t.field(i).type) for i in range(t.num_fields)) if hasattr(t, "field") else False

@@ -28,7 +28,6 @@ number); otherwise the file is read.
 from __future__ import annotations
 
 import contextlib
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -39,12 +38,12 @@ import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 
 from lakefmt.binpack import pack
-from lakefmt.errors import CorruptMetadataError, InvalidPredicateError, LakefmtError, RewriteConflictError
+from lakefmt.errors import CorruptMetadataError, LakefmtError, RewriteConflictError
 from lakefmt.meta import entries as ents
 from lakefmt.read.bounds import SchemaLookup, column_bounds
 from lakefmt.read.files import read_entries
-from lakefmt.read.plan import has_nan_literal, referenced_columns
-from lakefmt.spec import CommitKind, CommitMessage, Snapshot, TableSchema
+from lakefmt.spec import CommitKind, CommitMessage, Snapshot, TableSchema, filters
+from lakefmt.spec.filters import has_nan_literal, referenced_columns
 
 if TYPE_CHECKING:  # annotations only: the table imports this module
     from lakefmt.table import Table
@@ -67,30 +66,10 @@ OPERATION = ("lakefmt.operation", "delete")
 
 
 def check_filter(filter: Any, schema: pa.Schema) -> pc.Expression:
-    """``filter`` checked against ``schema`` before anything is read: a ``pyarrow.compute.Expression`` (``TypeError``
-    otherwise) that evaluates to a boolean over the table's columns (:class:`InvalidPredicateError` naming a missing
-    column, or the comparison of a column with a value of another type, otherwise)."""
-    if not isinstance(filter, pc.Expression):
-        raise TypeError(
-            f"a delete's filter must be a pyarrow.compute.Expression (as in scan), such as "
-            f"pc.field('dt') < '2026-01-01', got {type(filter).__name__}"
-        )
-    columns = ", ".join(f"{f.name} ({f.type})" for f in schema) or "none"
-    try:
-        schema.empty_table().filter(filter)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, TypeError) as exc:
-        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        missing = re.search(r"No match for (FieldRef\.\w+\(.*\)) in ", reason)
-        if missing:  # FieldRef.Name(a), or FieldRef.Nested(FieldRef.Name(a) FieldRef.Name(b)) for a.b
-            names = re.findall(r"FieldRef\.Name\((.*?)\)", missing.group(1))
-            reason = f"no column {'.'.join(names) or missing.group(1)!r}"
-        elif "no kernel matching input types" in reason:
-            reason = f"a column is compared with a value of another type ({reason})"
-        raise InvalidPredicateError(
-            f"the delete filter {' '.join(str(filter).split())} cannot be applied to the table: {reason}; "
-            f"the table's columns: {columns}"  # (one line: pyarrow writes an is_in's value set over several)
-        ) from None
-    return filter
+    """``filter`` checked against ``schema`` before anything is read (:func:`lakefmt.spec.filters.check_filter`):
+    ``TypeError`` for what is not an expression, :class:`~lakefmt.errors.UnsupportedFilterError` for a reference
+    by position, :class:`InvalidPredicateError` for an unknown column or a type error."""
+    return filters.check_filter(filter, schema, "delete filter")
 
 
 def kept_rows(filter: pc.Expression) -> pc.Expression:
@@ -110,6 +89,9 @@ class DeletePlan:
     snapshot: Snapshot | None
     dropped: pa.Table
     candidates: pa.Table
+    #: the schema the filter's names were resolved under: the tasks read and write under it (a rename landing
+    #: meanwhile must not give a name in the filter another column)
+    schema: TableSchema | None = None
 
     @property
     def nothing_to_do(self) -> bool:
@@ -157,21 +139,25 @@ def plan_delete(table: Table, filter: pc.Expression) -> DeletePlan:
     may_match, every_row = _classify(maybe, filter, scan.schema, table._store.schema)
     proved = pa.array(every_row, pa.bool_())
     read = pa.array([m and not p for m, p in zip(may_match, every_row, strict=True)], pa.bool_())
-    return DeletePlan(filter, scan.snapshot, maybe.filter(proved), maybe.filter(read))
+    return DeletePlan(filter, scan.snapshot, maybe.filter(proved), maybe.filter(read), scan.schema)
 
 
-def delete_in_files(table: Table, entries: pa.Table, filter: pc.Expression) -> DeleteResult:
+def delete_in_files(
+    table: Table, entries: pa.Table, filter: pc.Expression, *, schema: TableSchema | None = None
+) -> DeleteResult:
     """Read the files of ``entries`` (a plan's candidates, or a group of them) and write, through one writer of
     ``table``, the rows of every file that held a matching row except those rows. A file where nothing matches
-    is left out of the result; an error deletes what was written here."""
-    schema = table.table_schema()
+    is left out of the result; an error deletes what was written here. ``schema``: the plan's
+    (:attr:`DeletePlan.schema`), under which the filter's names are resolved, the files read and the rows written;
+    default the table's current schema."""
+    schema = table.table_schema() if schema is None else schema
     filter = check_filter(filter, schema.arrow_schema)
     counts = _match_counts(table, entries, filter, schema)
     rows = entries.column(ents.ROW_COUNT).to_pylist()
     touched = [i for i, n in enumerate(counts) if n]
     keep = kept_rows(filter)
     partial = [i for i in touched if counts[i] < rows[i]]  # some rows stay: rewrite those files without the others
-    with table.new_writer() as writer:
+    with table.new_writer(schema_id=schema.id) as writer:
         if partial:
             rewrite = entries.take(pa.array(partial, pa.int64()))
             for batch in read_entries(table.io, rewrite, schema, filter=keep, schemas=table._store.schema):
@@ -214,12 +200,23 @@ def delete_rows(table: Table, filter: pc.Expression, *, rewriter: Rewriter | Non
     rewrites makes it fail with :class:`RewriteConflictError` and nothing lands, unless only compactions removed
     them: a compaction never fails a writer, so the delete is then planned and run once more on the new snapshot
     (the same rows, in the compacted files, plus any appended since); a second such loss is reported."""
+    first: TableSchema | None = None
     for attempt in (1, 2):
         plan = plan_delete(table, filter)
+        first = first or plan.schema
+        if plan.schema is not None and first is not None and plan.schema.id != first.id:
+            # the filter's names were resolved under the first plan's schema: another may give them other columns
+            raise RewriteConflictError(
+                f"the table's schema changed (schema {first.id} -> {plan.schema.id}) while the delete ran; "
+                "nothing was deleted: run it again",
+                gone=[],
+            )
         if plan.nothing_to_do:
             return None
         if rewriter is None:
-            results: Sequence[DeleteResult] = [delete_in_files(table, plan.candidates, plan.filter)]
+            results: Sequence[DeleteResult] = [
+                delete_in_files(table, plan.candidates, plan.filter, schema=plan.schema)
+            ]
         else:
             results = rewriter(plan) if plan.candidates.num_rows else []
         try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -35,14 +36,45 @@ def _leaf_count(t: pa.DataType) -> int:
     return 1
 
 
-def _from_parquet(stats: Any, which: str, t: pa.DataType) -> pa.Scalar:
-    """A Parquet row-group bound as an Arrow scalar of the column's type. Values that Python's datetime
-    cannot hold (nanoseconds) come from the raw integer, which Parquet stores in the column's own unit."""
+#: Parquet's time units (a TIME or TIMESTAMP logical type's ``timeUnit``) as Arrow's
+_UNITS = {"milliseconds": "ms", "microseconds": "us", "nanoseconds": "ns"}
+
+
+def _temporal(raw: Any, logical: Any, t: pa.DataType) -> pa.Scalar | None:
+    """A Parquet bound of a date, time or timestamp column as an Arrow scalar of the column's type ``t``, exactly:
+    the raw integer is read in the unit the Parquet column stores (its logical type says which: a ``timestamp[s]``
+    column is stored in milliseconds, a ``date64`` in days), then cast to ``t`` without loss. Never through
+    Python's ``datetime``, which truncates nanoseconds and stops at year 9999. None when the cast would lose."""
+    if isinstance(raw, bool) or not isinstance(raw, int):
+        return None
+    shape = orjson.loads(logical.to_json())
+    kind = shape.get("Type")
+    unit = _UNITS.get(shape.get("timeUnit", ""))
+    if kind == "Date":
+        stored = pa.array([raw], pa.int32()).cast(pa.date32())
+    elif kind == "Timestamp" and unit is not None and pa.types.is_timestamp(t):
+        stored = pa.array([raw], pa.int64()).cast(pa.timestamp(unit, t.tz))
+    elif kind == "Time" and unit == "ms":
+        stored = pa.array([raw], pa.int32()).cast(pa.time32(unit))
+    elif kind == "Time" and unit is not None:
+        stored = pa.array([raw], pa.int64()).cast(pa.time64(unit))
+    else:
+        return None
     try:
-        value = stats.min if which == "min" else stats.max
-    except (ValueError, OverflowError):
-        value = stats.min_raw if which == "min" else stats.max_raw
-    return pa.scalar(value, t)
+        return stored.cast(t, safe=True)[0]
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+
+
+def _from_parquet(stats: Any, which: str, t: pa.DataType) -> pa.Scalar | None:
+    """A Parquet row-group bound as an Arrow scalar of the column's type ``t``, or None when it cannot be had
+    exactly (then the file's bounds stay unknown, and an unknown bound never prunes a file)."""
+    if pa.types.is_date(t) or pa.types.is_time(t) or pa.types.is_timestamp(t):
+        return _temporal(stats.min_raw if which == "min" else stats.max_raw, stats.logical_type, t)
+    try:  # integers (unsigned ones too), floats, decimals, strings, binaries and booleans convert exactly
+        return pa.scalar(stats.min if which == "min" else stats.max, t)
+    except (ValueError, OverflowError, TypeError, pa.ArrowInvalid):
+        return None
 
 
 class StatsCollector:
@@ -97,8 +129,12 @@ class StatsCollector:
                     if st is None or not st.has_min_max:
                         mins = []
                         break
-                    mins.append(_from_parquet(st, "min", t))
-                    maxs.append(_from_parquet(st, "max", t))
+                    lo_g, hi_g = _from_parquet(st, "min", t), _from_parquet(st, "max", t)
+                    if lo_g is None or hi_g is None:
+                        mins = []
+                        break
+                    mins.append(lo_g)
+                    maxs.append(hi_g)
                 if len(mins) == 1:  # one row group (most files): its bounds are the file's
                     lo, hi = mins[0], maxs[0]
                 elif mins:

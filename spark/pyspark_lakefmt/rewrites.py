@@ -127,7 +127,8 @@ def delete(
         job = spark.sparkContext.parallelize(groups, len(groups))
         spark.sparkContext.setJobDescription(f"lakefmt delete: {len(plan.candidates)} file(s) of {table.uri}")
         try:
-            results: list[DeleteResult] = job.map(lambda g: delete_in_files(table, g, filter)).collect()
+            schema = plan.schema  # the tasks resolve the filter's names under the plan's schema, not their own
+            results: list[DeleteResult] = job.map(lambda g: delete_in_files(table, g, filter, schema=schema)).collect()
         finally:
             spark.sparkContext.setJobDescription(None)
         return results
