@@ -12,6 +12,7 @@ from lakefmt.commit.restore import RestorePlan
 from lakefmt.commit.schema_change import UpdateSchema
 from lakefmt.commit.types import CommitOutcome, CommitResult
 from lakefmt.errors import (
+    BucketNotFoundError,
     CommitConflictError,
     CommitError,
     CommitRetriesExhaustedError,
@@ -25,6 +26,7 @@ from lakefmt.errors import (
     InvalidPartitionError,
     InvalidPredicateError,
     InvalidSnapshotIdError,
+    InvalidStorageOptionError,
     InvalidTagNameError,
     InvalidTimestampError,
     LakefmtError,
@@ -39,6 +41,9 @@ from lakefmt.errors import (
     SchemaEvolutionError,
     SchemaMismatchError,
     SnapshotNotFoundError,
+    StorageCredentialsError,
+    StorageError,
+    StorageUnreachableError,
     TableAlreadyExistsError,
     TagAlreadyExistsError,
     TagNotFoundError,
@@ -67,6 +72,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "FORMAT_VERSION",
+    "BucketNotFoundError",
     "CommitConflictError",
     "CommitError",
     "CommitKind",
@@ -90,6 +96,7 @@ __all__ = [
     "InvalidPartitionError",
     "InvalidPredicateError",
     "InvalidSnapshotIdError",
+    "InvalidStorageOptionError",
     "InvalidTagNameError",
     "InvalidTimestampError",
     "LakefmtError",
@@ -109,6 +116,9 @@ __all__ = [
     "SchemaMismatchError",
     "Snapshot",
     "SnapshotNotFoundError",
+    "StorageCredentialsError",
+    "StorageError",
+    "StorageUnreachableError",
     "Table",
     "TableAlreadyExistsError",
     "TableSchema",

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 __all__ = [
+    "BucketNotFoundError",
     "CommitConflictError",
     "CommitError",
     "CommitRetriesExhaustedError",
@@ -27,6 +28,7 @@ __all__ = [
     "InvalidPartitionError",
     "InvalidPredicateError",
     "InvalidSnapshotIdError",
+    "InvalidStorageOptionError",
     "InvalidTagNameError",
     "InvalidTimestampError",
     "LakefmtError",
@@ -41,6 +43,9 @@ __all__ = [
     "SchemaEvolutionError",
     "SchemaMismatchError",
     "SnapshotNotFoundError",
+    "StorageCredentialsError",
+    "StorageError",
+    "StorageUnreachableError",
     "TableAlreadyExistsError",
     "TagAlreadyExistsError",
     "TagNotFoundError",
@@ -152,7 +157,8 @@ class InvalidSnapshotIdError(SnapshotNotFoundError, ValueError):
 
 
 class InvalidTimestampError(LakefmtError, ValueError):
-    """A point in time (``as_of``) that is not a finite number of epoch milliseconds or a usable datetime."""
+    """A point in time (``as_of``) that is none of a datetime (naive = UTC), an ISO-8601 string or whole epoch
+    milliseconds; a float (seconds or milliseconds? it cannot be told) is refused too."""
 
 
 class InvalidConsumerIdError(LakefmtError, ValueError):
@@ -207,3 +213,26 @@ class SchemaConflictError(CommitConflictError):
     """The table's schema changed concurrently in a way this commit cannot follow: a schema change whose changes
     no longer apply to the new schema, or a write whose files hold a column the new schema dropped. Nothing was
     committed."""
+
+
+class InvalidStorageOptionError(InvalidOptionError):
+    """A storage option the table's filesystem does not take (a typo, a key of another library lakefmt cannot
+    translate), or two spellings of one option with different values. The message names the key, never its
+    value."""
+
+
+class StorageError(LakefmtError):
+    """The storage behind a table location cannot be used as configured (credentials, endpoint, bucket)."""
+
+
+class StorageCredentialsError(StorageError):
+    """No usable credentials for the storage (botocore's ``NoCredentialsError``/``PartialCredentialsError``)."""
+
+
+class StorageUnreachableError(StorageError, ConnectionError):
+    """The storage endpoint refuses connections or does not answer in time."""
+
+
+class BucketNotFoundError(StorageError, NotATableError):
+    """The bucket a table location names does not exist. A :class:`NotATableError` too, so code that creates a
+    table it cannot open learns why it cannot create it either."""

@@ -1,8 +1,10 @@
 """Table options: string key/values stored in the schema file, parsed into typed settings here.
 
-Sizes accept ``b``, ``kb``, ``mb``, ``gb`` suffixes (binary multiples); durations accept ``ms``, ``s``, ``m``,
-``h``, ``d``. An unknown key is refused where options are set (:meth:`TableOptions.check_keys`), except under
-``user.`` (:data:`USER_PREFIX`), the users' own; unknown keys already stored are kept but never interpreted.
+Sizes accept ``b``, ``kb``, ``mb``, ``gb`` suffixes (binary multiples); durations accept ``ms``, ``s``, ``m``
+or ``min``, ``h``, ``d`` and ISO-8601 (``PT1H``, ``P7D``). A duration written as text must carry its unit: a bare
+number is refused wherever it is typed (only a number in Python, not text, is a duration: seconds). An unknown
+key is refused where options are set (:meth:`TableOptions.check_keys`), except under ``user.``
+(:data:`USER_PREFIX`), the users' own; unknown keys already stored are kept but never interpreted.
 
 Also the one home of the duration rules the API and the CLI share (:func:`duration_ms`, :func:`parse_duration`)
 and of the orphan-age default (:data:`DEFAULT_ORPHAN_OLDER_THAN`).
@@ -22,6 +24,7 @@ from lakefmt.errors import InvalidOptionError, UnknownOptionError
 __all__ = [
     "DEFAULT_ORPHAN_OLDER_THAN",
     "DEFAULT_ORPHAN_OLDER_THAN_MS",
+    "DURATION_FORMS",
     "USER_PREFIX",
     "Duration",
     "InvalidOptionError",
@@ -49,8 +52,15 @@ _SIZE_UNITS = {
     "gb": 1 << 30,
     "gib": 1 << 30,
 }
-_DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|min|h|d)\s*$", re.IGNORECASE)
-_DURATION_MS = {"ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
+_DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|sec|m|min|h|d)\s*$", re.IGNORECASE)
+_DURATION_MS = {"ms": 1, "s": 1000, "sec": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
+_ISO_DURATION = re.compile(
+    r"^\s*P(?:(?P<w>\d+)W)?(?:(?P<d>\d+)D)?(?:T(?:(?P<h>\d+)H)?(?:(?P<m>\d+)M)?(?:(?P<s>\d+(?:\.\d{1,3})?)S)?)?\s*$",
+    re.IGNORECASE,
+)
+_ISO_MS = {"w": 7 * 86_400_000, "d": 86_400_000, "h": 3_600_000, "m": 60_000}
+#: The forms a duration written as text takes, for messages and help texts.
+DURATION_FORMS = "500ms, 90s, 30min (or 30m), 12h, 7d, or ISO-8601 such as PT1H, P7D"
 _MAX_TIMEDELTA_MS = datetime.timedelta.max // datetime.timedelta(milliseconds=1)
 
 #: A duration as the API takes it: a ``timedelta``, a duration string (``"90m"``, ``"12h"``, ``"7d"``) or seconds.
@@ -93,14 +103,29 @@ def _compression(text: str, key: str) -> str:
 
 
 def parse_duration_ms(text: str, key: str = "duration") -> int:
-    """``"7d"`` -> 604800000; a bare number is taken as milliseconds."""
+    """A duration written as text, in milliseconds: ``"7d"`` -> 604800000, ``"PT1H"`` -> 3600000. A bare number
+    (``"5"``) is refused: its unit would be a guess (``--older-than 5`` used to mean 5 milliseconds)."""
     s = str(text).strip()
     if s.isdigit():
-        return int(s)
+        raise InvalidOptionError(
+            f"{key}: {text!r} has no unit: write {s}s, {s}min, {s}h or {s}d (durations: {DURATION_FORMS})"
+        )
     m = _DURATION.match(s)
-    if m is None:
-        raise InvalidOptionError(f"{key}: {text!r} is not a duration (examples: 90s, 30m, 12h, 7d)")
-    return int(m.group(1)) * _DURATION_MS[m.group(2).lower()]
+    if m is not None:
+        return int(m.group(1)) * _DURATION_MS[m.group(2).lower()]
+    iso = _ISO_DURATION.match(s)
+    if iso is None or not any(iso.groupdict().values()) or s.upper().endswith("T"):
+        raise InvalidOptionError(f"{key}: {text!r} is not a duration ({DURATION_FORMS})")
+    parts = iso.groupdict()
+    ms = sum(int(parts[u]) * _ISO_MS[u] for u in ("w", "d", "h", "m") if parts[u])
+    return ms + (round(float(parts["s"]) * 1000) if parts["s"] else 0)
+
+
+def _stored_duration_ms(text: str, key: str) -> int:
+    """A duration table option as stored: the format reads plain digits as milliseconds (Paimon's rule, and what
+    tables created before units were required hold); :meth:`TableOptions.check_keys` refuses them when set."""
+    s = str(text).strip()
+    return int(s) if s.isdigit() else parse_duration_ms(text, key)
 
 
 def parse_duration(text: str, key: str = "duration") -> datetime.timedelta:
@@ -120,7 +145,8 @@ def format_duration_ms(ms: int) -> str:
 
 
 def duration_ms(value: Duration, what: str = "older_than") -> int:
-    """Milliseconds of a timedelta, a duration string (``"7d"``) or a number of seconds; never negative."""
+    """Milliseconds of a timedelta, a duration string with its unit (``"7d"``, ``"PT12H"``; a string without
+    one is refused) or a number of seconds; never negative."""
     if isinstance(value, datetime.timedelta):
         ms = int(value.total_seconds() * 1000)
     elif isinstance(value, str):
@@ -202,13 +228,13 @@ class TableOptions:
         "manifest.merge-min-count": ("manifest_merge_min_count", _int),
         "manifest.full-compaction-threshold": ("manifest_full_merge_threshold", _int),
         "commit.max-retries": ("commit_max_retries", _int),
-        "commit.user-retention": ("commit_user_retention_ms", parse_duration_ms),
+        "commit.user-retention": ("commit_user_retention_ms", _stored_duration_ms),
         "commit.user-max": ("commit_user_max", _int),
         "commit.allow-non-atomic-publish": ("allow_non_atomic_publish", _bool),
         "snapshot.num-retained.min": ("snapshot_retained_min", _int),
         "snapshot.num-retained.max": ("snapshot_retained_max", _int),
-        "snapshot.time-retained": ("snapshot_time_retained_ms", parse_duration_ms),
-        "consumer.expiration-time": ("consumer_expiration_ms", parse_duration_ms),
+        "snapshot.time-retained": ("snapshot_time_retained_ms", _stored_duration_ms),
+        "consumer.expiration-time": ("consumer_expiration_ms", _stored_duration_ms),
         "compaction.min.file-num": ("compaction_min_file_num", _int),
         "compaction.max.file-num": ("compaction_max_file_num", _int),
         "compaction.auto": ("compaction_auto", _bool),
@@ -223,8 +249,13 @@ class TableOptions:
         """Refuse a key lakefmt does not know (:class:`UnknownOptionError`, naming the closest known key and every
         known one), so that a typo never silently leaves the default in force. Keys under :data:`USER_PREFIX`
         (``user.``) are the users' own: stored, never interpreted. Checked where options are set (creating a
-        table); a table whose stored options hold unknown keys still opens, reads and commits."""
-        for key in options:
+        table); a table whose stored options hold unknown keys still opens, reads and commits. A duration option
+        written as a bare number is refused here too (its unit must be written: ``"7d"``, ``"PT1H"``), though the
+        format reads one already stored as milliseconds."""
+        for key, value in options.items():
+            spec = cls._KEYS.get(key)
+            if spec is not None and spec[1] is _stored_duration_ms:
+                parse_duration_ms(value, f"option {key}")
             if key in cls._KEYS or key.startswith(USER_PREFIX):
                 continue
             close = difflib.get_close_matches(key, list(cls._KEYS), n=1, cutoff=0.6)

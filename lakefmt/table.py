@@ -20,17 +20,20 @@ from lakefmt.commit.committer import Committer
 from lakefmt.commit.restore import RestorePlan, commit_restore, commit_shown_plan, plan_restore, restore_replans
 from lakefmt.commit.schema_change import UpdateSchema
 from lakefmt.errors import (
+    BucketNotFoundError,
     ConsumerNotFoundError,
     InvalidOptionError,
     InvalidSnapshotIdError,
     LakefmtError,
     LocationNotEmptyError,
+    NotATableError,
     SnapshotNotFoundError,
     TableAlreadyExistsError,
     TagNotFoundError,
 )
 from lakefmt.io import FileIO, file_io_for
 from lakefmt.io.paths import is_temp_of
+from lakefmt.io.storage import storage_errors
 from lakefmt.maintenance import MaintenanceReport, Progress, expire_snapshots, remove_orphan_files
 from lakefmt.maintenance import background as background_compaction
 from lakefmt.maintenance.compact import CompactionReport, auto_compact, auto_compact_after, compact
@@ -43,6 +46,7 @@ from lakefmt.read.files import read_entries
 from lakefmt.read.scan import FileTask, Scan, check_snapshot_id
 from lakefmt.spec import CommitKind, CommitMessage, Consumer, Snapshot, TableSchema, layout
 from lakefmt.spec.consumer import MAX_SNAPSHOT_ID, check_consumer_id
+from lakefmt.spec.instants import Instant
 from lakefmt.spec.scope import OverwriteScope, check_partition_given
 from lakefmt.spec.tag import Tag, check_tag_name
 from lakefmt.spec.types import type_to_json
@@ -82,11 +86,19 @@ def create_table(
         options=opts,
         time_millis=int(time.time() * 1000),
     )
-    io = file_io_for(uri, dict(storage_options or {}))
+    with storage_errors(uri, storage_options or {}):  # no credentials, an endpoint that does not answer, ...
+        io = file_io_for(uri, dict(storage_options or {}))
+        bucket = io.missing_bucket()
+        if bucket is not None:
+            raise BucketNotFoundError(f"cannot create a table at {uri}: the bucket {bucket!r} does not exist")
+        return _create_table(uri, io, table_schema, dict(storage_options or {}))
+
+
+def _create_table(uri: str, io: FileIO, table_schema: TableSchema, storage_options: dict[str, Any]) -> Table:
     store = MetaStore(io)
     if store.schema_ids():
         raise TableAlreadyExistsError(f"a lakefmt table already exists at {uri}")
-    outer = _enclosing_table(io.uri, dict(storage_options or {}))
+    outer = _enclosing_table(io.uri, storage_options)
     if outer is not None:
         raise LocationNotEmptyError(
             f"{uri} is inside the lakefmt table at {outer}, whose maintenance owns every file under its root "
@@ -104,10 +116,24 @@ def create_table(
 
 
 def open_table(uri: str, storage_options: Mapping[str, Any] | None = None) -> Table:
-    """Open an existing table; :class:`NotATableError` if ``uri`` holds none."""
-    io = file_io_for(uri, dict(storage_options or {}))
-    store = MetaStore(io)
-    store.latest_schema()  # raises NotATableError
+    """Open an existing table; :class:`NotATableError` if ``uri`` holds none (:class:`BucketNotFoundError`, a
+    kind of it, when its bucket does not exist).
+
+    ``storage_options`` go to the filesystem (s3fs for ``s3://``); deltalake's keys (``AWS_ENDPOINT_URL``,
+    ``AWS_ACCESS_KEY_ID``, ``AWS_REGION``, ...) are translated to s3fs's. Missing credentials, an endpoint that
+    refuses connections and an unknown option raise lakefmt errors that say what to do (:class:`StorageError`,
+    :class:`InvalidStorageOptionError`)."""
+    with storage_errors(uri, storage_options or {}):
+        io = file_io_for(uri, dict(storage_options or {}))
+        store = MetaStore(io)
+        try:
+            store.latest_schema()  # raises NotATableError
+        except NotATableError as exc:
+            bucket = io.missing_bucket()
+            if bucket is not None:
+                message = f"{uri} is not a lakefmt table: the bucket {bucket!r} does not exist"
+                raise BucketNotFoundError(message) from exc
+            raise
     return Table(io, store)
 
 
@@ -376,7 +402,7 @@ class Table:
         filter: pc.Expression | None = None,
         columns: Sequence[str] | None = None,
         snapshot_id: int | None = None,
-        as_of: datetime.datetime | int | float | None = None,
+        as_of: Instant | None = None,
         *,
         from_snapshot: int | None = None,
         to_snapshot: int | None = None,
@@ -384,7 +410,11 @@ class Table:
     ) -> Scan:
         """Plan a read: the latest snapshot, one by id or timestamp (``as_of``), one by tag (``tag``: it reads
         after its snapshot expired), or what snapshots ``from_snapshot+1 .. to_snapshot`` added. Then
-        ``.to_arrow()``, ``.to_batches()``, ``.to_dataset()`` or ``.files()``."""
+        ``.to_arrow()``, ``.to_batches()``, ``.to_dataset()`` or ``.files()``.
+
+        ``as_of`` (here, in :meth:`restore` and everywhere else): a ``datetime`` (naive = UTC), an ISO-8601 string
+        (``"2026-11-30T23:59:59Z"``; no offset = UTC) or whole epoch milliseconds (an ``int``); a ``float`` is
+        refused (:class:`InvalidTimestampError`) rather than guessed to be seconds or milliseconds."""
         return Scan(
             self.io,
             self._store,
@@ -472,7 +502,8 @@ class Table:
         """Expire old snapshots (never the latest; at least ``retain_min`` kept; at most ``retain_max``;
         those committed more than ``older_than`` ago go) and delete the files only they reference.
 
-        ``older_than``: a ``timedelta``, a duration string (``"90m"``, ``"12h"``, ``"7d"``) or seconds."""
+        ``older_than``: a ``timedelta``, a duration string with its unit (``"90m"``, ``"12h"``, ``"7d"``,
+        ``"PT1H"``; ``"5"`` is refused) or a number of seconds (``older_than=5`` is five seconds)."""
         return expire_snapshots(
             self.io,
             self._store,
@@ -621,7 +652,7 @@ class Table:
         snapshot_id: int | None = None,
         *,
         tag: str | None = None,
-        as_of: datetime.datetime | int | float | None = None,
+        as_of: Instant | None = None,
     ) -> RestorePlan:
         """What :meth:`restore` would do now (reads metadata, writes nothing): the files (and rows) it would
         remove and add again."""
@@ -633,7 +664,7 @@ class Table:
         snapshot_id: int | None = None,
         *,
         tag: str | None = None,
-        as_of: datetime.datetime | int | float | None = None,
+        as_of: Instant | None = None,
     ) -> Snapshot | None:
         """Commit a new snapshot whose rows equal those of snapshot ``snapshot_id``, of tag ``tag`` or of the
         snapshot current at ``as_of`` (give one). Newer snapshots stay, so a restore can be undone by restoring
@@ -665,7 +696,7 @@ class Table:
         )
 
     def _restore_target(
-        self, snapshot_id: int | None, tag: str | None, as_of: datetime.datetime | int | float | None
+        self, snapshot_id: int | None, tag: str | None, as_of: Instant | None
     ) -> Snapshot:
         given = [n for n, v in (("snapshot_id", snapshot_id), ("tag", tag), ("as_of", as_of)) if v is not None]
         if len(given) != 1:

@@ -64,9 +64,11 @@ examples:
 storage options (-o key=value) go to fsspec/s3fs; credentials may also come from the environment
 (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_ENDPOINT_URL, ...). They are never printed. Values are typed:
 true/false, integers, decimals, JSON objects (-o 'config_kwargs={"read_timeout": 60}'); anything else is a
-string. On S3 the command gives up quickly: 3 s to connect, 5 s of silence from the endpoint, 2 attempts per
-request, unless -o config_kwargs (connect_timeout, read_timeout, retries) or AWS_MAX_ATTEMPTS / AWS_RETRY_MODE
-say otherwise.
+string; deltalake's keys (AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_REGION, ...) are translated to s3fs's.
+Durations carry their unit (90m, 12h, 7d, PT1H: a bare number is refused); times are ISO-8601 (no offset:
+UTC) or whole epoch milliseconds. On S3 the command gives up quickly: 3 s to connect, 5 s of silence from the
+endpoint, 2 attempts per request, unless -o config_kwargs (connect_timeout, read_timeout, retries) or
+AWS_MAX_ATTEMPTS / AWS_RETRY_MODE say otherwise.
 """
 
 
@@ -367,7 +369,8 @@ _COMMANDS: tuple[_Command, ...] = (
                 type=_duration,
                 default=None,
                 metavar="AGE",
-                help="expire snapshots older than AGE: 90m, 12h, 7d (default: only --retain-max applies)",
+                help="expire snapshots older than AGE, with its unit: 90m, 12h, 7d or ISO-8601 PT1H (a bare number is "
+                "refused; default: only --retain-max applies)",
             ),
             _DRY_RUN,
         ),
@@ -386,8 +389,8 @@ _COMMANDS: tuple[_Command, ...] = (
                 type=_duration,
                 default=DEFAULT_ORPHAN_OLDER_THAN,
                 metavar="AGE",
-                help="only files last modified before AGE ago: 90m, 12h, 7d "
-                f"(default {format_duration_ms(DEFAULT_ORPHAN_OLDER_THAN_MS)})",
+                help="only files last modified before AGE ago, with its unit: 90m, 12h, 7d or ISO-8601 PT1H (a bare "
+                f"number is refused; default {format_duration_ms(DEFAULT_ORPHAN_OLDER_THAN_MS)})",
             ),
             _DRY_RUN,
         ),
@@ -480,7 +483,8 @@ _COMMANDS: tuple[_Command, ...] = (
                         type=_positive_duration,
                         default=None,
                         metavar="AGE",
-                        help="keep the tag this long after its creation: 90d, 12h (default: until deleted)",
+                        help="keep the tag this long after its creation, with its unit: 90d, 12h, P90D "
+                        "(default: until deleted)",
                     ),
                 ),
             ),
@@ -514,7 +518,7 @@ _COMMANDS: tuple[_Command, ...] = (
                 type=parse_instant,
                 default=None,
                 metavar="TIME",
-                help="the snapshot current at TIME: ISO-8601 (no offset: UTC) or epoch milliseconds",
+                help="the snapshot current at TIME: ISO-8601 (no offset: UTC) or whole epoch milliseconds",
             ),
             _arg("--dry-run", action="store_true", help="show what would be removed and added; commit nothing"),
         ),
@@ -605,10 +609,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             if (missing := _s3fs_missing()) is not None:
                 print(f"lakefmt: error: {missing}", file=sys.stderr)
                 return 1
-            _check_options(args.uri, options)
-            options = _s3_defaults(options)
+            options = _s3_defaults(_check_options(args.uri, options))
         else:
-            _check_options(args.uri, options)
+            options = _check_options(args.uri, options)
     except (argparse.ArgumentTypeError, _UsageError) as exc:
         return usage_error(str(exc))
     try:

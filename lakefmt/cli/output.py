@@ -4,16 +4,15 @@ maintenance report, human-readable sizes, and one-line failure messages (credent
 from __future__ import annotations
 
 import datetime
-import re
 import sys
 import time
 from collections.abc import Sequence
 from typing import Any
-from urllib.parse import urlsplit
 
 import orjson
 
 from lakefmt.cli.storage import _S3_EXTRA, _s3fs_missing, _scheme, _secrets
+from lakefmt.io.storage import storage_error
 from lakefmt.maintenance import FileClass, MaintenanceReport
 
 
@@ -148,32 +147,13 @@ def _one_line(message: str, options: dict[str, Any]) -> str:
     return " ".join(message.split())
 
 
-def _endpoint(exc: BaseException, options: dict[str, Any]) -> str:
-    """scheme://host:port of the endpoint a botocore connection error names."""
-    url = str(getattr(exc, "kwargs", {}).get("endpoint_url") or options.get("endpoint_url") or "")
-    parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc}" if parts.scheme and parts.netloc else (url or "the S3 endpoint")
-
-
 def _failure(exc: Exception, uri: str, options: dict[str, Any]) -> str:
     """A one-line explanation of an exception that is not lakefmt's own."""
-    names = {c.__name__ for c in type(exc).__mro__}
     if isinstance(exc, ImportError):
         if _scheme(uri) == "s3":
             return _s3fs_missing() or f"a dependency of s3fs cannot be imported ({exc}): {_S3_EXTRA}"
         return f"a filesystem for {uri} needs a package that is not installed: {exc}"
-    if names & {"NoCredentialsError", "PartialCredentialsError"}:
-        return (
-            f"no usable credentials for {uri} ({exc}): set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY or "
-            "AWS_PROFILE, or pass -o key=... -o secret=...; -o anon=true reads a public bucket"
-        )
-    if names & {"EndpointConnectionError", "ConnectTimeoutError", "ProxyConnectionError"}:
-        return f"cannot connect to {_endpoint(exc, options)} ({type(exc).__name__}); check -o endpoint_url"
-    if "ReadTimeoutError" in names:
-        return (
-            f"no answer from {_endpoint(exc, options)} within the read timeout ({type(exc).__name__}); check -o "
-            "endpoint_url, or allow longer with -o 'config_kwargs={\"read_timeout\": 60}'"
-        )
-    if isinstance(exc, TypeError) and (m := re.search(r"unexpected keyword argument '([^']+)'", str(exc))):
-        return f"unknown storage option {m.group(1)!r} for {uri.split('://', 1)[0]}:// ({exc})"
+    explained = storage_error(exc, uri, options)  # the core's messages: the same in Python and here
+    if explained is not None:
+        return str(explained)
     return f"{type(exc).__name__}: {exc}"

@@ -6,9 +6,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import difflib
-import importlib
-import inspect
 import json
 import os
 import re
@@ -16,12 +13,12 @@ import sys
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from lakefmt import InvalidLocationError, normalize_uri
+from lakefmt import InvalidLocationError, InvalidStorageOptionError, normalize_uri
+from lakefmt.io.storage import STRING_OPTIONS, s3_storage_options
 
-#: options that are always strings, even when they look like numbers (an all-digit secret stays a secret)
-_STRING_OPTIONS = frozenset({"key", "secret", "token", "username", "password", "profile", "endpoint_url"})
-#: options every fsspec filesystem takes (instance and listings caches)
-_FSSPEC_OPTIONS = frozenset({"skip_instance_cache", "use_listings_cache", "listings_expiry_time", "max_paths"})
+#: options that are always strings, even when they look like numbers (an all-digit secret stays a secret),
+#: deltalake's spellings of them included
+_STRING_OPTIONS = STRING_OPTIONS
 _INTEGER = re.compile(r"[+-]?\d+")
 _DECIMAL = re.compile(r"[+-]?(\d+\.\d*|\.\d+|\d+)([eE][+-]?\d+)?")
 #: CLI defaults for s3fs's botocore client: fail within seconds instead of botocore's retry storm (an endpoint that
@@ -45,7 +42,7 @@ def _option_value(key: str, text: str) -> Any:
     """A storage option's value by its form: true/false, an integer, a decimal, a JSON object or list, or else
     the string itself."""
     stripped = text.strip()
-    if key in _STRING_OPTIONS:
+    if key.lower() in _STRING_OPTIONS:
         return text
     if stripped.lower() in ("true", "false"):
         return stripped.lower() == "true"
@@ -104,45 +101,20 @@ def _s3fs_missing() -> str | None:
     return None
 
 
-def _parameters(func: Any) -> set[str]:
-    """The names a callable takes as keywords (``self`` and ``**kwargs`` aside)."""
-    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
-    return {p.name for p in inspect.signature(func).parameters.values() if p.kind in kinds and p.name != "self"}
-
-
-def _known_options(uri: str) -> set[str] | None:
-    """The storage options the filesystem behind ``uri`` takes, or None when it cannot be told (then the
-    filesystem itself judges). s3fs hands any option it does not know to ``aiobotocore.AioSession``, which
-    raises ``TypeError``; local paths take none."""
+def _check_options(uri: str, options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` as the filesystem takes them (deltalake's keys translated to s3fs's: the core's rules, as in
+    Python); an option it does not take is refused, naming it (exit 2). Local paths take none."""
     scheme = _scheme(uri)
     if scheme == "file":
-        return set()
-    if scheme != "s3":
-        return None
-    import s3fs
-
-    known = _parameters(s3fs.S3FileSystem.__init__) | _FSSPEC_OPTIONS
-    with contextlib.suppress(ImportError, AttributeError):  # s3fs depends on aiobotocore: it is there
-        known |= _parameters(importlib.import_module("aiobotocore.session").AioSession.__init__)
-    return known
-
-
-def _check_options(uri: str, options: dict[str, Any]) -> None:
-    """Refuse a storage option the filesystem does not take, naming it (exit 2)."""
-    known = _known_options(uri)
-    if known is None:
-        return
-    for key in options:
-        if key in known:
-            continue
-        if not known:
+        for key in options:
             raise _UsageError(f"unknown storage option {key!r}: local paths take no storage options")
-        hint = ""
-        if difflib.get_close_matches(key, ["region", "region_name"], n=1):
-            hint = ' (the region goes in -o \'client_kwargs={"region_name": "..."}\' or AWS_DEFAULT_REGION)'
-        elif close := difflib.get_close_matches(key, sorted(known), n=3):
-            hint = f" (did you mean {' or '.join(close)}?)"
-        raise _UsageError(f"unknown storage option {key!r} for s3://{hint}")
+        return options
+    if scheme != "s3":
+        return options  # the filesystem itself judges
+    try:
+        return s3_storage_options(options)
+    except InvalidStorageOptionError as exc:
+        raise _UsageError(str(exc)) from None
 
 
 def _s3_defaults(options: dict[str, Any]) -> dict[str, Any]:

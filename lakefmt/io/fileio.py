@@ -34,6 +34,7 @@ import pyarrow.fs as pafs
 
 from lakefmt.errors import CommitStateUnknownError, NotATableError, PathOutsideTableError
 from lakefmt.io.paths import check_relative, normalize_uri, temp_name
+from lakefmt.io.storage import s3_storage_options
 from lakefmt.retry import backoff
 
 __all__ = ["FileIO", "FileInfo", "FsspecFileIO", "LocalFileIO", "MemoryFileIO", "S3FileIO", "file_io_for"]
@@ -279,6 +280,11 @@ class FileIO(abc.ABC):
         return None
 
     # -- bridge to pyarrow ------------------------------------------------------------------------------
+    def missing_bucket(self) -> str | None:
+        """The bucket (or other container) the location names when it does not exist; None when it exists, when
+        the storage has none, or when it cannot be told. Asked only when a table is not found or created."""
+        return None
+
     def arrow_filesystem(self) -> pafs.FileSystem:
         """A pyarrow filesystem on which :meth:`full_path` paths are valid."""
         return pafs.PyFileSystem(pafs.FSSpecHandler(self.fs))
@@ -450,6 +456,16 @@ class S3FileIO(FileIO):
     def _publish(self, path: str, data: bytes, sync: bool) -> None:
         self.fs.pipe_file(path, data, mode="create")
 
+    def missing_bucket(self) -> str | None:
+        bucket = self._root_path().split("/", 1)[0]
+        try:
+            self.fs.info(bucket)
+        except FileNotFoundError:
+            return bucket
+        except Exception:  # no permission to look, say: the operation that failed says why
+            return None
+        return None
+
     def delete_many(self, rels: Sequence[str]) -> None:
         if rels:  # one DeleteObjects request per 1,000 keys instead of a DELETE each
             self.fs.rm([self.full_path(rel) for rel in rels])
@@ -483,7 +499,7 @@ def file_io_for(uri: str, storage_options: dict[str, Any] | None = None) -> File
     if scheme in ("s3", "s3a"):
         if scheme == "s3a":
             uri = "s3://" + uri.split("://", 1)[1]
-        return S3FileIO(uri, storage_options)
+        return S3FileIO(uri, s3_storage_options(storage_options or {}))  # deltalake's keys translated
     return FsspecFileIO(uri, storage_options)
 
 

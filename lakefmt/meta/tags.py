@@ -19,6 +19,7 @@ from lakefmt.meta.store import MetaStore
 from lakefmt.options import Duration, duration_ms
 from lakefmt.spec import Snapshot, Tag, layout
 from lakefmt.spec.consumer import MAX_SNAPSHOT_ID
+from lakefmt.spec.instants import format_instant
 from lakefmt.spec.tag import check_tag_name, parse_pin_name, parse_tag_name
 
 __all__ = [
@@ -202,7 +203,7 @@ def tagged_snapshot(io: FileIO, name: str, now_ms: int) -> Tag:
         raise TagNotFoundError(f"{io.uri} has no tag {name!r} (its tags: {known})")
     if tag.expired(now_ms):
         raise TagNotFoundError(
-            f"tag {name!r} (snapshot {tag.snapshot_id}) expired {now_ms - (tag.expires_millis or 0)} ms ago (its "
+            f"tag {name!r} (snapshot {tag.snapshot_id}) expired at {format_instant(tag.expires_millis or 0)} (its "
             "retain time passed): maintenance no longer keeps its files"
         )
     return tag

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import datetime
-import math
 import numbers
 import time
 from collections.abc import Iterator, Sequence
@@ -18,7 +16,6 @@ from lakefmt.binpack import pack
 from lakefmt.errors import (
     InvalidOptionError,
     InvalidSnapshotIdError,
-    InvalidTimestampError,
     SchemaMismatchError,
     SnapshotNotFoundError,
     UnsupportedFilterError,
@@ -33,6 +30,9 @@ from lakefmt.read.incremental import through_compactions
 from lakefmt.read.plan import live_entries, prune_entries
 from lakefmt.spec import Snapshot, TableSchema
 from lakefmt.spec.filters import check_filter, pushdown_safe, referenced_columns
+from lakefmt.spec.instants import Instant, format_instant, seconds_hint
+from lakefmt.spec.instants import parse_instant as parse_as_of
+from lakefmt.spec.instants import to_millis as _to_millis
 
 __all__ = ["FileTask", "ReadTask", "Scan", "check_snapshot_id", "parse_as_of", "snapshot_as_of"]
 
@@ -81,40 +81,9 @@ def check_snapshot_id(value: object, what: str = "snapshot_id", minimum: int = 1
     return sid
 
 
-def _to_millis(as_of: datetime.datetime | int | float) -> int:
-    if isinstance(as_of, datetime.datetime):
-        try:
-            if as_of.tzinfo is None:
-                as_of = as_of.astimezone()  # naive = local time, as Python does everywhere else
-            return int(as_of.timestamp() * 1000)
-        except (OverflowError, ValueError, OSError) as exc:  # e.g. datetime.min in a zone east of UTC
-            raise InvalidTimestampError(f"as_of {as_of!r} is not a usable point in time: {exc}") from exc
-    if isinstance(as_of, bool) or not isinstance(as_of, int | float):
-        raise TypeError(f"as_of must be a datetime or epoch milliseconds, got {as_of!r}")
-    if isinstance(as_of, float) and not math.isfinite(as_of):
-        raise InvalidTimestampError(f"as_of must be a finite number of epoch milliseconds, got {as_of!r}")
-    return int(as_of)
-
-
-def parse_as_of(text: str) -> int:
-    """An instant written as text (an engine's read option) in epoch milliseconds: either a whole number of
-    epoch milliseconds or an ISO-8601 date-time (``Z`` or an offset; without one, UTC)."""
-    s = str(text).strip()
-    if s.lstrip("-").isdigit():
-        return int(s)
-    try:
-        moment = datetime.datetime.fromisoformat(s.replace("Z", "+00:00"))
-    except ValueError as exc:
-        raise InvalidTimestampError(
-            f"as_of {text!r} is neither epoch milliseconds nor an ISO-8601 date-time: {exc}"
-        ) from exc
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=datetime.UTC)
-    return _to_millis(moment)
-
-
-def snapshot_as_of(store: MetaStore, as_of: datetime.datetime | int | float) -> Snapshot:
-    """The latest snapshot committed at or before ``as_of`` (binary search over retained snapshots)."""
+def snapshot_as_of(store: MetaStore, as_of: Instant) -> Snapshot:
+    """The latest snapshot committed at or before ``as_of`` (any :data:`~lakefmt.spec.instants.Instant`; binary
+    search over retained snapshots)."""
     millis = _to_millis(as_of)
     ids = store.snapshot_ids()
     latest = store.latest_snapshot()
@@ -135,8 +104,11 @@ def snapshot_as_of(store: MetaStore, as_of: datetime.datetime | int | float) -> 
         else:
             hi = mid
     if lo == 0:
-        first = f"; the earliest retained snapshot was committed at {time_of(0)} ms" if ids else ""
-        raise SnapshotNotFoundError(f"no snapshot was committed at or before {millis} ms since the epoch{first}")
+        earliest = time_of(0) if ids else None
+        first = "" if earliest is None else f"; the earliest retained snapshot is from {format_instant(earliest)}"
+        raise SnapshotNotFoundError(
+            f"no snapshot was committed at or before {format_instant(millis)}{first}{seconds_hint(millis, earliest)}"
+        )
     return store.snapshot(ids[lo - 1])
 
 
@@ -161,7 +133,7 @@ class Scan:
         filter: pc.Expression | None = None,
         columns: Sequence[str] | None = None,
         snapshot_id: int | None = None,
-        as_of: datetime.datetime | int | float | None = None,
+        as_of: Instant | None = None,
         from_snapshot: int | None = None,
         to_snapshot: int | None = None,
         tag: str | None = None,

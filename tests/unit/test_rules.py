@@ -30,7 +30,7 @@ from lakefmt.read.scan import parse_as_of
     [
         (datetime.timedelta(days=2), 2 * 86_400_000),
         ("90m", 5_400_000),
-        ("250", 250),  # a string of digits: milliseconds, as in table options
+        ("250ms", 250),  # a string carries its unit ("250" is refused: tests/unit/test_time_units.py)
         (3, 3000),  # a number: seconds
         (1.5, 1500),
         (0, 0),

@@ -678,7 +678,7 @@ def test_parse_size(text: str, expected: int) -> None:
 
 
 @pytest.mark.parametrize(
-    ("text", "expected"), [("250", 250), ("90s", 90_000), ("30m", 1_800_000), ("2h", 7_200_000), ("1d", 86_400_000)]
+    ("text", "expected"), [("250ms", 250), ("90s", 90_000), ("30m", 1_800_000), ("2h", 7_200_000), ("1d", 86_400_000)]
 )
 def test_parse_duration(text: str, expected: int) -> None:
     assert parse_duration_ms(text) == expected
