@@ -46,6 +46,7 @@ from lakefmt.options import (
     parse_duration,
 )
 from lakefmt.spec.consumer import check_consumer_id
+from lakefmt.spec.partition import describe_partition
 
 __all__ = ["build_parser", "main"]
 
@@ -134,7 +135,7 @@ def _cmd_describe(table: lakefmt.Table, args: argparse.Namespace) -> None:
 def _cmd_files(table: lakefmt.Table, args: argparse.Namespace) -> None:
     rows: list[dict[str, Any]] = []
     for f in table.files(snapshot_id=args.snapshot):
-        part: Any = f.partition if args.json else ",".join(f"{k}={v}" for k, v in f.partition.items())
+        part: Any = f.partition if args.json else describe_partition(f.partition, ",")
         rows.append({"path": f.path, "size": f.file_size, "rows": f.row_count, "partition": part})
     _emit(rows, args.json, ["path", "size", "rows", "partition"])
 
@@ -430,6 +431,7 @@ _COMMANDS: tuple[_Command, ...] = (
         "come from the table options target-file-size (128 MiB) and compaction.min.file-num (5).",
         epilog="examples:\n  lakefmt compact /data/events --dry-run\n"
         "  lakefmt compact /data/events --partition dt=2026-11-01 --sort-by user_id,ts\n"
+        "  lakefmt compact /data/events --partition dt=__null__          (the rows whose dt is null)\n"
         "  lakefmt compact s3://bucket/events --target-file-size 256MiB --min-files 10 --json\n",
         args=(
             _arg(
@@ -438,7 +440,8 @@ _COMMANDS: tuple[_Command, ...] = (
                 action="append",
                 default=[],
                 metavar="K=V[,K=V]",
-                help="only this partition (values of some or all partition keys); repeat for more",
+                help="only this partition (values of some or all partition keys; a null value is __null__, as "
+                "its folder is named, or __HIVE_DEFAULT_PARTITION__); repeat for more",
             ),
             _arg(
                 "--target-file-size",

@@ -10,13 +10,16 @@ import lakefmt
 from lakefmt.cli.output import _emit, _human, _ProgressBar
 from lakefmt.maintenance.compact import LARGE_ENOUGH, CompactionReport
 from lakefmt.options import parse_size
+from lakefmt.spec.partition import HIVE_NULL_VALUE, NULL_VALUE, describe_partition
 
 __all__ = ["cmd_compact", "parse_partition", "parse_sort_by", "parse_target_size"]
 
 
-def parse_partition(text: str) -> dict[str, str]:
-    """``dt=2026-11-01[,region=eu]`` -> one partition's values (as text; the table casts them)."""
-    out: dict[str, str] = {}
+def parse_partition(text: str) -> dict[str, str | None]:
+    """``dt=2026-11-01[,region=eu]`` -> one partition's values (as text; the table casts them). A null value is
+    written as its folder names it, ``__null__``, or as Hive and Spark name it, ``__HIVE_DEFAULT_PARTITION__``
+    (a text value spelled exactly so is reached from Python only); ``dt=`` is the empty text."""
+    out: dict[str, str | None] = {}
     for part in text.split(","):
         key, sep, value = part.partition("=")
         key = key.strip()
@@ -24,7 +27,7 @@ def parse_partition(text: str) -> dict[str, str]:
             raise argparse.ArgumentTypeError(f"{text!r} is not a partition: write key=value[,key=value]")
         if key in out:
             raise argparse.ArgumentTypeError(f"{text!r} names {key!r} twice")
-        out[key] = value
+        out[key] = None if value in (NULL_VALUE, HIVE_NULL_VALUE) else value
     return out
 
 
@@ -63,7 +66,7 @@ def cmd_compact(table: lakefmt.Table, args: argparse.Namespace) -> None:
 
 
 def _parts(partitions: list[dict[str, Any]]) -> str:
-    shown = ["/".join(f"{k}={v}" for k, v in p.items()) or "(the table)" for p in partitions[:5]]
+    shown = [describe_partition(p, "/") for p in partitions[:5]]
     more = f" and {len(partitions) - 5} more" if len(partitions) > 5 else ""
     return ", ".join(shown) + more
 

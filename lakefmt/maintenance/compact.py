@@ -8,7 +8,7 @@ Three steps, so that an engine can run the middle one in its tasks:
    as Iceberg's ``min-file-size-bytes``; larger ones are left alone), bin-packed in commit order into groups
    of at most the target (:class:`CompactionGroup`, picklable). A partition is compacted once it holds
    ``min_files`` small files (``compaction.min.file-num``, 5); a group of one file is never rewritten.
-2. :func:`rewrite_group` (any process): reads a group's rows through :func:`lakefmt.read.files.read_entries`
+2. :func:`rewrite_group` (any process): reads a group's rows through :func:`lakefmt.read.files.read_inputs`
    (sorted by ``sort_by`` if given) and writes them with the table's :class:`~lakefmt.write.writer.TableWriter`;
    returns its :class:`CommitMessage` (writer id = the group's id).
 3. :func:`commit_compaction` (driver): one COMPACT snapshot for every group rewritten. If a concurrent commit
@@ -36,7 +36,7 @@ import operator
 import time
 import uuid
 import weakref
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -60,8 +60,9 @@ from lakefmt.errors import (
 from lakefmt.maintenance.report import Progress
 from lakefmt.meta import entries as ents
 from lakefmt.meta.store import MetaStore
-from lakefmt.read.files import read_entries
+from lakefmt.read.files import read_inputs
 from lakefmt.spec import CommitKind, CommitMessage, ManifestFileMeta, Snapshot, TableSchema
+from lakefmt.spec.partition import describe_partition
 from lakefmt.spec.scope import normalize_partition
 
 if TYPE_CHECKING:  # annotations only: the table imports this module
@@ -96,7 +97,8 @@ def _key(partition: Mapping[str, Any] | None) -> tuple[tuple[str, Any], ...]:
 
 
 def _describe(partition: Mapping[str, Any]) -> str:
-    return ",".join(f"{k}={v}" for k, v in partition.items()) or "(unpartitioned)"
+    """``dt=2026-11-01``, ``dt=__null__`` (as the folder and ``lakefmt compact --partition`` spell a null)."""
+    return describe_partition(partition) if partition else "(unpartitioned)"
 
 
 @dataclass(frozen=True)
@@ -547,10 +549,12 @@ def rewrite_group(
 ) -> CommitMessage:
     """Read a group's rows and write them as new files (nothing is committed): the task-side step, runnable in
     any process that can open the table. Returns the writer's message, whose ``writer_id`` is the group's id.
-    On an error, the files written so far are deleted."""
+    On an error, the files written so far are deleted. :class:`RewriteConflictError` (``gone``: the files) if
+    input files were removed by a concurrent commit and deleted by an expiration before they were read: the
+    driver drops the group, as when it loses at commit (:func:`commit_compaction`'s ``gone``)."""
     schema = table.table_schema()
     columns = _check_sort_by(schema, sort_by)
-    batches = _counted(table, group.entries, read_entries(table.io, group.entries, schema))
+    batches = _counted(table, group.entries, _read(table, group.entries, schema))
     newest = _newest(group.entries)
     if not columns:  # one output: the group is at most the target in input bytes
         with table.new_writer(
@@ -580,6 +584,10 @@ def rewrite_group(
         table.discard(written)  # nothing was committed
         raise
     return CommitMessage(group.group_id, tuple(manifests))
+
+
+def _read(table: Table, entries: pa.Table, schema: TableSchema) -> Iterator[pa.RecordBatch]:
+    return read_inputs(table.io, entries, schema, table._store, what="compaction")
 
 
 def _newest(entries: pa.Table) -> int | None:
@@ -647,9 +655,14 @@ def commit_compaction(
     replan: bool = True,
     rewrite: Rewriter | None = None,
     after_commit: bool = True,
+    gone: Collection[str] = (),
 ) -> CompactionReport:
     """Commit the rewritten groups of ``plan`` (``messages``: one per group, matched by writer id; a group
     without a message is left out) as one COMPACT snapshot.
+
+    ``gone``: input files that rewriting found removed by a concurrent commit and deleted (the
+    :class:`RewriteConflictError` of :func:`rewrite_group`); the groups holding them have no message and are
+    re-planned (or given up) as groups that lose at commit are.
 
     If a concurrent commit removed input files of some groups, those groups are dropped and their written files
     deleted; with ``replan`` (default) their partitions are planned again on the latest snapshot, rewritten by
@@ -660,7 +673,7 @@ def commit_compaction(
     (:class:`CommitStateUnknownError`: nothing is deleted then). ``after_commit``: once the snapshot landed, run
     the table's after-commit work (snapshot expiration, when the table's options ask for it)."""
     owner = {g.group_id: g.group_id for g in plan.groups}
-    return _commit(table, plan, messages, owner, replan, rewrite, after_commit)
+    return _commit(table, plan, messages, owner, replan, rewrite, after_commit, set(gone))
 
 
 def _commit(
@@ -671,19 +684,54 @@ def _commit(
     replan: bool,
     rewrite: Rewriter | None,
     after_commit: bool,
+    unread: set[str] | None = None,
 ) -> CompactionReport:
     """:func:`commit_compaction`, where the files of a group are in the message of writer ``owner[group id]`` (one
-    writer may have written several groups: then they land or are dropped together)."""
+    writer may have written several groups: then they land or are dropped together). ``unread``: input files
+    found gone when rewriting (more are added as re-plans find them)."""
     started = time.monotonic()
     report = CompactionReport(dry_run=False, files_before=plan.files_before, bytes_before=plan.bytes_before)
     by_id = {m.writer_id: m for m in messages}
+    unread = set() if unread is None else unread
     ready = [g for g in plan.groups if owner.get(g.group_id) in by_id]
     for g in plan.groups:
-        if owner.get(g.group_id) not in by_id:
+        if owner.get(g.group_id) not in by_id and not unread.intersection(g.paths):
             report.given_up.append(GivenUp(g.partition, "its files were not rewritten (no commit message)"))
     replanned: set[tuple[tuple[str, Any], ...]] = set()
     schema_replanned = False
-    rewriter = rewrite if rewrite is not None else _local_rewriter(table, plan)
+    rewriter = rewrite if rewrite is not None else _local_rewriter(table, plan, unread)
+
+    def plan_again(parts: list[Partition]) -> None:
+        """Re-plan and rewrite ``parts``; the groups that got no message are given up."""
+        fresh, dropped = _replan(table, plan, parts, rewriter, by_id, ready)
+        owner.update((g.group_id, g.group_id) for g in fresh)
+        ready.extend(fresh)
+        for g in dropped:
+            lost_files = sorted(unread.intersection(g.paths))
+            why = (
+                f"a concurrent commit removed {len(lost_files)} of its input files ({lost_files[0]})"
+                if lost_files
+                else "its files were not rewritten (no commit message)"
+            )
+            report.given_up.append(GivenUp(g.partition, why))
+
+    def lose(lost: list[CompactionGroup], gone: set[str]) -> None:
+        """Groups that lost input files to a concurrent commit: their partitions re-planned once, or given up."""
+        parts = {_key(g.partition): g.partition for g in lost}
+        again = {k: p for k, p in parts.items() if replan and k not in replanned}
+        for k, p in parts.items():
+            if k not in again:
+                report.given_up.append(
+                    GivenUp(p, f"a concurrent commit removed {len(gone)} of its input files ({sorted(gone)[0]})")
+                )
+        if again:
+            replanned.update(again)
+            report.replanned.extend(again.values())
+            plan_again(list(again.values()))
+
+    not_read = [g for g in plan.groups if owner.get(g.group_id) not in by_id and unread.intersection(g.paths)]
+    if not_read:
+        lose(not_read, unread.intersection(p for g in not_read for p in g.paths))
     while ready:
         writers = list(dict.fromkeys(owner[g.group_id] for g in ready))
         written = {w: _written(table, by_id[w]) for w in writers}  # (the commit drops the per-task manifests)
@@ -705,9 +753,7 @@ def _commit(
             report.replanned.extend(p for k, p in parts.items() if k not in replanned)
             replanned.update(parts)
             table._store.latest_schema(refresh=True)
-            fresh = _replan(table, plan, list(parts.values()), rewriter, by_id, ready)
-            owner.update((g.group_id, g.group_id) for g in fresh)
-            ready.extend(fresh)
+            plan_again(list(parts.values()))
             continue
         except RewriteConflictError as exc:
             gone = set(exc.gone)
@@ -717,19 +763,7 @@ def _commit(
             lost = [g for g in ready if owner[g.group_id] in lost_writers]
             ready = [g for g in ready if owner[g.group_id] not in lost_writers]
             table.discard([by_id.pop(w) for w in lost_writers])  # known not to have landed
-            parts = {_key(g.partition): g.partition for g in lost}
-            again = {k: p for k, p in parts.items() if replan and k not in replanned}
-            for k, p in parts.items():
-                if k not in again:
-                    report.given_up.append(
-                        GivenUp(p, f"a concurrent commit removed {len(gone)} of its input files ({sorted(gone)[0]})")
-                    )
-            if again:
-                replanned.update(again)
-                report.replanned.extend(again.values())
-                fresh = _replan(table, plan, list(again.values()), rewriter, by_id, ready)
-                owner.update((g.group_id, g.group_id) for g in fresh)
-                ready.extend(fresh)
+            lose(lost, gone)
             continue
         _fill(report, ready, written, snap)
         break
@@ -737,9 +771,18 @@ def _commit(
     return report
 
 
-def _local_rewriter(table: Table, plan: CompactionPlan) -> Rewriter:
+def _local_rewriter(table: Table, plan: CompactionPlan, unread: set[str]) -> Rewriter:
+    """Rewrites here, one group after another; a group whose input files are gone gets no message (its files go
+    into ``unread``)."""
+
     def run(groups: Sequence[CompactionGroup]) -> list[CommitMessage]:
-        return [rewrite_group(table, g, plan.sort_by, target_file_size=plan.target_file_size) for g in groups]
+        out = []
+        for g in groups:
+            try:
+                out.append(rewrite_group(table, g, plan.sort_by, target_file_size=plan.target_file_size))
+            except RewriteConflictError as exc:
+                unread.update(exc.gone)
+        return out
 
     return run
 
@@ -751,8 +794,9 @@ def _replan(
     rewriter: Rewriter,
     by_id: dict[str, CommitMessage],
     ready: list[CompactionGroup],
-) -> list[CompactionGroup]:
-    """Plan ``partitions`` again on the latest snapshot, leaving out files that groups still ``ready`` hold."""
+) -> tuple[list[CompactionGroup], list[CompactionGroup]]:
+    """Plan ``partitions`` again on the latest snapshot, leaving out files that groups still ``ready`` hold, and
+    rewrite the groups: those rewritten (their messages in ``by_id``), and those the rewriter left out."""
     fresh = plan_compaction(
         table,
         partitions,
@@ -765,10 +809,10 @@ def _replan(
     held = {p for g in ready for p in g.paths}
     groups = [g for g in fresh.groups if not held.intersection(g.paths)]
     if not groups:
-        return []
+        return [], []
     for m in rewriter(groups):
         by_id[m.writer_id] = m
-    return [g for g in groups if g.group_id in by_id]
+    return [g for g in groups if g.group_id in by_id], [g for g in groups if g.group_id not in by_id]
 
 
 def _written(table: Table, message: CommitMessage) -> tuple[int, int]:
@@ -879,8 +923,16 @@ def _run(
     if progress:
         progress(0, total, "rewriting")
 
-    def one(group: CompactionGroup) -> CommitMessage:
-        return rewrite_group(table, group, plan.sort_by, target_file_size=plan.target_file_size)
+    unread: set[str] = set()  # input files removed and deleted before they were read: their groups lost a race
+
+    def one(group: CompactionGroup) -> CommitMessage | None:
+        if unread.intersection(group.paths):
+            return None
+        try:
+            return rewrite_group(table, group, plan.sort_by, target_file_size=plan.target_file_size)
+        except RewriteConflictError as exc:
+            unread.update(exc.gone)
+            return None
 
     messages: list[CommitMessage] = []
     owner = {g.group_id: g.group_id for g in plan.groups}
@@ -888,25 +940,31 @@ def _run(
         if (parallelism is None or parallelism <= 1) and not plan.sort_by and total > 1:
             # one writer for every group: one per-task manifest to write and merge instead of one per group
             unit = uuid.uuid4().hex
-            messages.append(_rewrite_together(table, plan.groups, unit, plan.target_file_size, progress))
-            owner = dict.fromkeys(owner, unit)
+            try:
+                messages.append(_rewrite_together(table, plan.groups, unit, plan.target_file_size, progress))
+                owner = dict.fromkeys(owner, unit)
+            except RewriteConflictError as exc:  # (its writer deleted what it wrote) each other group on its own
+                unread.update(exc.gone)
+                messages.extend(m for m in map(one, plan.groups) if m is not None)
         elif parallelism is None or parallelism <= 1 or total == 1:
             for g in plan.groups:
-                messages.append(one(g))
+                if (m := one(g)) is not None:
+                    messages.append(m)
                 done += 1
                 if progress:
                     progress(done, total, _describe(g.partition))
         else:
             with ThreadPoolExecutor(max_workers=min(parallelism, total), thread_name_prefix="lakefmt-compact") as pool:
                 for g, m in zip(plan.groups, pool.map(one, plan.groups), strict=True):
-                    messages.append(m)
+                    if m is not None:
+                        messages.append(m)
                     done += 1
                     if progress:
                         progress(done, total, _describe(g.partition))
     except BaseException:
         table.discard(messages)  # nothing was committed: the groups already written are garbage
         raise
-    return _commit(table, plan, messages, owner, True, None, after_commit)
+    return _commit(table, plan, messages, owner, True, None, after_commit, unread)
 
 
 def _rewrite_together(
@@ -918,7 +976,7 @@ def _rewrite_together(
     newest = max((t for t in (_newest(g.entries) for g in groups) if t is not None), default=None)
     with table.new_writer(writer_id=writer_id, target_file_size=target, creation_time_ms=newest) as writer:
         for done, group in enumerate(groups, 1):
-            rows = _counted(table, group.entries, read_entries(table.io, group.entries, schema))
+            rows = _counted(table, group.entries, _read(table, group.entries, schema))
             for chunk in _chunks(rows, schema.table_options.row_group_rows):
                 writer.write(chunk)
             if progress:

@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
+from lakefmt.errors import CorruptMetadataError, LakefmtError, RewriteConflictError
 from lakefmt.io import FileIO
 from lakefmt.meta import entries as ents
 from lakefmt.meta.store import MetaStore
@@ -21,7 +22,7 @@ from lakefmt.read.evolve import read_evolved, runs
 from lakefmt.spec import TableSchema
 from lakefmt.spec.filters import referenced_columns
 
-__all__ = ["entries_dataset", "read_entries"]
+__all__ = ["entries_dataset", "read_entries", "read_inputs"]
 
 
 def entries_dataset(io: FileIO, entries: pa.Table, schema: TableSchema) -> ds.Dataset:
@@ -110,10 +111,10 @@ def _missing_error(store: MetaStore, missing: list[str], what: str) -> LakefmtEr
     latest = store.latest_snapshot()
     live = set(ents.paths(ents.live_entries(store, latest))) if latest is not None else set()
     still = [p for p in missing if p in live]
-    if still:
+    if still and latest is not None:
         return CorruptMetadataError(
-            f"data file {still[0]} is missing from storage although the latest snapshot ({latest.id if latest else 0}) "
-            f"holds it (deleted behind the table's back); nothing was committed by this {what}"
+            f"data file {still[0]} is missing from storage although the latest snapshot ({latest.id}) holds it "
+            f"(deleted behind the table's back); nothing was committed by this {what}"
         )
     more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
     return RewriteConflictError(

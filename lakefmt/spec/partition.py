@@ -10,9 +10,12 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["NULL_VALUE", "escape_component", "partition_path", "value_to_text"]
+__all__ = ["HIVE_NULL_VALUE", "NULL_VALUE", "describe_partition", "escape_component", "partition_path", "value_to_text"]
 
+#: the folder name of a null partition value (``dt=__null__``); also how messages and the command line spell it
 NULL_VALUE = "__null__"
+#: Hive's and Spark's folder name of a null partition value, accepted for one on the command line too
+HIVE_NULL_VALUE = "__HIVE_DEFAULT_PARTITION__"
 _SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
 _MAX_COMPONENT = 200
 
@@ -48,6 +51,12 @@ def value_to_text(value: Any) -> str:
     if escaped == NULL_VALUE:
         escaped = "%5F" + escaped[1:]
     return escaped
+
+
+def describe_partition(values: Mapping[str, Any], sep: str = ",") -> str:
+    """``k1=v1,k2=v2`` for messages, a null value spelled :data:`NULL_VALUE` as its folder is (and as
+    ``lakefmt compact --partition`` takes it); ``(the table)`` for an unpartitioned table's one partition."""
+    return sep.join(f"{k}={NULL_VALUE if v is None else v}" for k, v in values.items()) or "(the table)"
 
 
 def partition_path(keys: Sequence[str], values: Mapping[str, Any]) -> str:

@@ -156,14 +156,50 @@ def conform(data: pa.Table, schema: pa.Schema) -> pa.Table:
 
 
 def fill_missing(data: pa.Table, schema: pa.Schema) -> pa.Table:
-    """``data`` with a column of nulls for each nullable column of ``schema`` it lacks (a merge-mode write, as
-    Delta's mergeSchema: the data's rows read those columns as null). Columns that are not nullable are left
-    missing, for :func:`conform` to refuse."""
+    """``data`` with a column of nulls for each nullable column of ``schema`` it lacks, and a child of nulls for
+    each nullable field a struct column (at any depth) lacks (a merge-mode write, as Delta's mergeSchema: the
+    data's rows read those as null). Columns and fields that are not nullable are left missing, for
+    :func:`conform` to refuse."""
     have = set(data.column_names)
     for f in schema:
         if f.name not in have and f.nullable:
             data = data.append_column(f, pa.nulls(data.num_rows, f.type))
+        elif f.name in have and pa.types.is_struct(f.type) and data.column_names.count(f.name) == 1:
+            i = data.column_names.index(f.name)
+            col = data.column(i)
+            chunks = [_fill_struct(c, f.type) for c in col.chunks]
+            if any(a is not b for a, b in zip(chunks, col.chunks, strict=True)):
+                filled = pa.chunked_array(chunks, chunks[0].type) if chunks else col
+                data = data.set_column(i, data.schema.field(i).with_type(filled.type), filled)
     return data
+
+
+def _fill_struct(arr: pa.Array, t: pa.DataType) -> pa.Array:
+    """A struct array with the fields of struct type ``t`` in ``t``'s order, those it lacks that are nullable as
+    nulls (its own fields keep their types, for :func:`conform` to check); ``arr`` itself when it is no struct,
+    holds a field ``t`` lacks, or lacks a field that is not nullable."""
+    if not pa.types.is_struct(arr.type) or not pa.types.is_struct(t):
+        return arr
+    own = {arr.type.field(i).name: arr.type.field(i) for i in range(arr.type.num_fields)}
+    wanted = [t.field(i) for i in range(t.num_fields)]
+    names = {f.name for f in wanted}
+    if len(own) != arr.type.num_fields or any(n not in names for n in own):
+        return arr
+    if any(f.name not in own and not f.nullable for f in wanted):
+        return arr
+    fields, children = [], []
+    for f in wanted:
+        if f.name in own:
+            child = _fill_struct(arr.field(f.name), f.type)
+            fields.append(own[f.name].with_type(child.type))
+        else:
+            child = pa.nulls(len(arr), f.type)
+            fields.append(f)
+        children.append(child)
+    if [(f.name, f.type) for f in fields] == [(f.name, f.type) for f in own.values()]:
+        return arr  # nothing lacked, nothing nested changed
+    mask = arr.is_null() if arr.null_count else None
+    return pa.StructArray.from_arrays(children, fields=fields, mask=mask)
 
 
 def _plain_dictionary(col: pa.ChunkedArray) -> pa.ChunkedArray:

@@ -7,7 +7,7 @@ Three steps, so that an engine can run the middle one in its tasks (the Spark co
    *every* row matches is dropped by metadata alone (:attr:`DeletePlan.dropped`); the others must be read
    (:attr:`DeletePlan.candidates`).
 2. :func:`delete_in_files` (a task, any process): reads candidate files through
-   :func:`lakefmt.read.files.read_entries`. A file where no row matches is left as it is; one where every row
+   :func:`lakefmt.read.files.read_inputs`. A file where no row matches is left as it is; one where every row
    matches is removed; any other is rewritten without the matching rows through the table's writer.
 3. :func:`commit_delete` (driver): one snapshot of kind OVERWRITE, with the snapshot property
    ``lakefmt.operation=delete``, that removes every dropped or rewritten file and adds the rewritten ones
@@ -41,7 +41,7 @@ from lakefmt.binpack import pack
 from lakefmt.errors import CorruptMetadataError, LakefmtError, RewriteConflictError
 from lakefmt.meta import entries as ents
 from lakefmt.read.bounds import SchemaLookup, column_bounds
-from lakefmt.read.files import read_entries
+from lakefmt.read.files import read_inputs
 from lakefmt.spec import CommitKind, CommitMessage, Snapshot, TableSchema, filters
 from lakefmt.spec.filters import has_nan_literal, referenced_columns
 
@@ -160,7 +160,7 @@ def delete_in_files(
     with table.new_writer(schema_id=schema.id) as writer:
         if partial:
             rewrite = entries.take(pa.array(partial, pa.int64()))
-            for batch in read_entries(table.io, rewrite, schema, filter=keep, schemas=table._store.schema):
+            for batch in read_inputs(table.io, rewrite, schema, table._store, what="delete", filter=keep):
                 writer.write(batch)
         message = writer.prepare_commit()
     rewritten = entries.take(pa.array(touched, pa.int64()))
@@ -199,7 +199,9 @@ def delete_rows(table: Table, filter: pc.Expression, *, rewriter: Rewriter | Non
     those rewritten, so their rows stay, matching or not). A concurrent commit that removed a file this delete
     rewrites makes it fail with :class:`RewriteConflictError` and nothing lands, unless only compactions removed
     them: a compaction never fails a writer, so the delete is then planned and run once more on the new snapshot
-    (the same rows, in the compacted files, plus any appended since); a second such loss is reported."""
+    (the same rows, in the compacted files, plus any appended since); a second such loss is reported. A file that
+    was removed and then deleted by an expiration before the delete read it counts the same (it is no longer live).
+    """
     first: TableSchema | None = None
     for attempt in (1, 2):
         plan = plan_delete(table, filter)
@@ -213,13 +215,13 @@ def delete_rows(table: Table, filter: pc.Expression, *, rewriter: Rewriter | Non
             )
         if plan.nothing_to_do:
             return None
-        if rewriter is None:
-            results: Sequence[DeleteResult] = [
-                delete_in_files(table, plan.candidates, plan.filter, schema=plan.schema)
-            ]
-        else:
-            results = rewriter(plan) if plan.candidates.num_rows else []
-        try:
+        try:  # a file removed and deleted meanwhile is a conflict when it is read, or else at commit
+            if rewriter is None:
+                results: Sequence[DeleteResult] = [
+                    delete_in_files(table, plan.candidates, plan.filter, schema=plan.schema)
+                ]
+            else:
+                results = rewriter(plan) if plan.candidates.num_rows else []
             return commit_delete(table, plan, results)
         except RewriteConflictError as exc:
             if attempt == 2 or not _compacted_away(table, plan.snapshot, exc.gone):
@@ -250,7 +252,7 @@ def _match_counts(table: Table, entries: pa.Table, filter: pc.Expression, schema
         chunk, size = [], 0
 
     i = 0
-    batches = read_entries(table.io, entries, schema, columns=columns, schemas=table._store.schema)
+    batches = read_inputs(table.io, entries, schema, table._store, what="delete", columns=columns)
     for batch in batches:
         if batch.num_rows == 0:
             continue

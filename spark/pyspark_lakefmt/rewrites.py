@@ -26,6 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 import lakefmt
+from lakefmt.errors import RewriteConflictError
 from lakefmt.maintenance.compact import (
     CompactionGroup,
     CompactionReport,
@@ -34,7 +35,7 @@ from lakefmt.maintenance.compact import (
     rewrite_group,
 )
 from lakefmt.maintenance.compact import compact as compact_here
-from lakefmt.spec import CommitMessage
+from lakefmt.spec import CommitMessage, TableSchema
 from lakefmt.spec.predicate import And, Compare, InList, Not, Or, Predicate, bind_predicate, parse_predicate
 from lakefmt.write.delete import DeletePlan, DeleteResult, delete_in_files, delete_rows
 
@@ -128,12 +129,40 @@ def delete(
         spark.sparkContext.setJobDescription(f"lakefmt delete: {len(plan.candidates)} file(s) of {table.uri}")
         try:
             schema = plan.schema  # the tasks resolve the filter's names under the plan's schema, not their own
-            results: list[DeleteResult] = job.map(lambda g: delete_in_files(table, g, filter, schema=schema)).collect()
+            done: list[DeleteResult | _Gone] = job.map(lambda g: _delete_task(table, g, filter, schema)).collect()
         finally:
             spark.sparkContext.setJobDescription(None)
+        results = [r for r in done if isinstance(r, DeleteResult)]
+        lost = [r for r in done if not isinstance(r, DeleteResult)]
+        if lost:  # input files removed and deleted meanwhile: nothing lands (delete_rows plans again or raises)
+            table.discard([r.message for r in results])
+            raise RewriteConflictError(lost[0][0], gone=[p for _, gone in lost for p in gone])
         return results
 
     return delete_rows(table, filter, rewriter=on_executors)
+
+
+#: what a task returns instead of raising :class:`lakefmt.RewriteConflictError` for input files that are gone (a
+#: task's exception would reach the driver as Spark's own error, after Spark retried the task): its message, the files
+_Gone = tuple[str, tuple[str, ...]]
+
+
+def _delete_task(
+    table: lakefmt.Table, group: pa.Table, filter: pc.Expression, schema: TableSchema | None
+) -> DeleteResult | _Gone:
+    try:
+        return delete_in_files(table, group, filter, schema=schema)
+    except RewriteConflictError as exc:
+        return str(exc), exc.gone
+
+
+def _compact_task(
+    table: lakefmt.Table, group: CompactionGroup, sort: Sequence[str], target: int
+) -> CommitMessage | _Gone:
+    try:
+        return rewrite_group(table, group, sort, target_file_size=target)
+    except RewriteConflictError as exc:
+        return str(exc), exc.gone
 
 
 def _groups(plan: DeletePlan, parallelism: int) -> list[Any]:
@@ -171,18 +200,19 @@ def compact(
             table, partition, target_file_size=target_file_size, min_files=min_files, sort_by=sort_by, dry_run=False
         )
     sort, target = list(plan.sort_by), plan.target_file_size
+    unread: set[str] = set()  # input files found removed and deleted: their groups are re-planned or given up
 
     def on_executors(groups: Sequence[CompactionGroup]) -> Sequence[CommitMessage]:
         job = spark.sparkContext.parallelize(list(groups), len(groups))
         spark.sparkContext.setJobDescription(f"lakefmt compact: {len(groups)} group(s) of {table.uri}")
         try:
-            messages: list[CommitMessage] = job.map(
-                lambda g: rewrite_group(table, g, sort, target_file_size=target)
-            ).collect()
+            done: list[CommitMessage | _Gone] = job.map(lambda g: _compact_task(table, g, sort, target)).collect()
         finally:
             spark.sparkContext.setJobDescription(None)
-        return messages
+        unread.update(p for r in done if not isinstance(r, CommitMessage) for p in r[1])
+        return [r for r in done if isinstance(r, CommitMessage)]
 
-    report = commit_compaction(table, plan, on_executors(plan.groups), rewrite=on_executors)
+    messages = on_executors(plan.groups)
+    report = commit_compaction(table, plan, messages, rewrite=on_executors, gone=unread)
     report.seconds = time.monotonic() - started
     return report
