@@ -22,7 +22,6 @@ naming the extra that installs it (``pip install 'lakefmt[duckdb]'``).
 from __future__ import annotations
 
 import ast
-import copy
 import functools
 import importlib
 import re
@@ -31,9 +30,8 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.fs as pafs
 
-from lakefmt.errors import MissingDependencyError, SchemaMismatchError
+from lakefmt.errors import MissingDependencyError
 from lakefmt.meta import entries as ents
 from lakefmt.read.bounds import column_bounds
 from lakefmt.read.plan import prune_entries
@@ -69,18 +67,8 @@ def output_schema(scan: Scan) -> pa.Schema:
 
 
 def narrow(scan: Scan, prune: pc.Expression | None = None, columns: Sequence[str] | None = None) -> Scan:
-    """``scan`` (same snapshot, same row filter) with its planned files pruned further by ``prune`` (only files
-    whose partition values and statistics allow a row where it holds are kept; it is not applied to rows) and
-    only ``columns`` read."""
-    out = copy.copy(scan)
-    if prune is not None:
-        out._entries = prune_entries(scan.entries(), prune, scan.schema, scan._store.schema)
-    if columns is not None:
-        unknown = [c for c in columns if c not in scan.schema.arrow_schema.names]
-        if unknown:
-            raise SchemaMismatchError(f"unknown column(s) {', '.join(unknown)}")
-        out.columns = list(columns)
-    return out
+    """:meth:`Scan.narrowed`: the scan's planned files pruned further by ``prune``, only ``columns`` read."""
+    return scan.narrowed(prune, columns)
 
 
 def _filter_decided(scan: Scan) -> bool:
@@ -90,10 +78,10 @@ def _filter_decided(scan: Scan) -> bool:
     literal)."""
     if scan.filter is None:
         return True
-    if not scan._pushdown_safe():
+    if not scan.pushdown_safe():
         return False
     entries = scan.entries()
-    undecided = prune_entries(entries, ~scan.filter, scan.schema, scan._store.schema)  # files where it may fail
+    undecided = prune_entries(entries, ~scan.filter, scan.schema, scan.schema_lookup)  # files where it may fail
     return bool(entries.num_rows == 0 or undecided.num_rows == 0)
 
 
@@ -101,14 +89,14 @@ def native_paths(scan: Scan, entries: pa.Table | None = None) -> list[str] | Non
     """The local paths of the files of ``entries`` (default: the scan's planned files) when an engine may read
     them with its own Parquet reader and return the scan's rows: local disk, every file written under the
     scan's schema, and the scan's filter decided for every row (:func:`_filter_decided`); else None."""
-    if not isinstance(scan._io.arrow_filesystem(), pafs.LocalFileSystem):
+    if not scan.on_local_disk:
         return None
     entries = scan.entries() if entries is None else entries
     if entries.num_rows and not bool(pc.all(pc.equal(entries.column("schema_id"), scan.schema.id)).as_py()):
         return None
     if not _filter_decided(scan) or _may_hold_nan(scan, entries):
         return None
-    paths = scan._full_paths(ents.paths(entries))
+    paths = scan.full_paths(ents.paths(entries))
     return None if any(_GLOB.search(p) for p in paths) else paths
 
 
@@ -120,7 +108,7 @@ def _may_hold_nan(scan: Scan, entries: pa.Table) -> bool:
     for field in scan.schema.arrow_schema:
         if not has_float(field.type):
             continue
-        bounds = column_bounds(entries, field.name, scan.schema, scan._store.schema)
+        bounds = column_bounds(entries, field.name, scan.schema, scan.schema_lookup)
         if not pa.types.is_floating(field.type) or bounds is None:
             return True
         lo, _, nulls = bounds
@@ -159,7 +147,7 @@ def to_duckdb(scan: Scan, connection: Any = None, name: str | None = None) -> An
             relation = con.from_arrow(scan.schema.arrow_schema.empty_table())
         if scan.columns is not None:
             relation = relation.select(*[duckdb.ColumnExpression(c) for c in scan.columns])
-    elif scan._pushdown_safe() and not _may_hold_nan(scan, scan.entries()):
+    elif scan.pushdown_safe() and not _may_hold_nan(scan, scan.entries()):
         # the dataset carries the filter; DuckDB pushes its own into pyarrow's Parquet scan (never over NaN rows)
         relation = con.from_arrow(scan.to_dataset())
         if scan.columns is not None:
@@ -275,7 +263,7 @@ def to_polars(scan: Scan) -> Any:
         schema=schema,
         is_pure=True,
         explain_name="lakefmt",
-        explain_detail=f"{scan._io.uri} {snap}, {scan.entries().num_rows} planned file(s)",
+        explain_detail=f"{scan.uri} {snap}, {scan.entries().num_rows} planned file(s)",
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import numbers
 import time
 from collections.abc import Iterator, Sequence
@@ -11,6 +12,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
+import pyarrow.fs as pafs
 
 from lakefmt.binpack import pack
 from lakefmt.errors import (
@@ -25,6 +27,7 @@ from lakefmt.meta import entries as ents
 from lakefmt.meta.store import MetaStore
 from lakefmt.meta.tags import tagged_snapshot
 from lakefmt.read import engines
+from lakefmt.read.bounds import SchemaLookup
 from lakefmt.read.evolve import dataset_for, read_evolved, runs
 from lakefmt.read.incremental import through_compactions
 from lakefmt.read.plan import live_entries, prune_entries
@@ -227,7 +230,7 @@ class Scan:
         """The data files this scan reads."""
         e = self.entries()
         paths = ents.paths(e)
-        full = self._full_paths(paths)
+        full = self.full_paths(paths)
         sizes = e.column(ents.FILE_SIZE).to_pylist()
         rows = e.column(ents.ROW_COUNT).to_pylist()
         if ents.PARTITION in e.column_names:
@@ -245,7 +248,7 @@ class Scan:
             raise ValueError(f"split_size must be a positive number of bytes, got {split_size!r}")
         return [ReadTask(tuple(group)) for group in pack(self.files(), lambda f: f.file_size, split_size)]
 
-    def _full_paths(self, paths: list[str]) -> list[str]:
+    def full_paths(self, paths: list[str]) -> list[str]:
         """Filesystem paths of the planned files, joined to the root at once (a per-path ``FileIO.full_path``
         costs more than the rest of planning at 100,000 files). Every path was checked, vectorised, when the
         entries were read (:func:`lakefmt.meta.entries.check_data_paths`)."""
@@ -257,6 +260,35 @@ class Scan:
             return [self._io.full_path(p) for p in paths]
         return [prefix + p for p in paths]
 
+    @property
+    def schema_lookup(self) -> SchemaLookup:
+        """The schemas of the table by id (for files written under another schema than the scan's)."""
+        return self._store.schema
+
+    @property
+    def uri(self) -> str:
+        """The table's location."""
+        return self._io.uri
+
+    @property
+    def on_local_disk(self) -> bool:
+        """Whether the table's files are on local disk (an engine may open them by path)."""
+        return isinstance(self._io.arrow_filesystem(), pafs.LocalFileSystem)
+
+    def narrowed(self, prune: pc.Expression | None = None, columns: Sequence[str] | None = None) -> Scan:
+        """This scan (same snapshot, same row filter) with its planned files pruned further by ``prune`` (only
+        files whose partition values and statistics allow a row where it holds are kept; it is not applied to
+        rows) and only ``columns`` read."""
+        out = copy.copy(self)
+        if prune is not None:
+            out._entries = prune_entries(self.entries(), prune, self.schema, self._store.schema)
+        if columns is not None:
+            unknown = [c for c in columns if c not in self.schema.arrow_schema.names]
+            if unknown:
+                raise SchemaMismatchError(f"unknown column(s) {', '.join(unknown)}")
+            out.columns = list(columns)
+        return out
+
     # -- reading ----------------------------------------------------------------------------------------
     def to_dataset(self) -> ds.Dataset:
         """A ``pyarrow.dataset`` over exactly the planned files that carries the scan's filter, so every read of
@@ -265,12 +297,12 @@ class Scan:
 
         A filter on a floating-point column (or with a NaN literal) is refused with
         :class:`~lakefmt.errors.UnsupportedFilterError`: pyarrow's Parquet scan would drop NaN rows such a filter
-        keeps (see :meth:`_pushdown_safe`). Read such a scan with :meth:`to_arrow`, :meth:`to_batches`,
+        keeps (see :meth:`pushdown_safe`). Read such a scan with :meth:`to_arrow`, :meth:`to_batches`,
         ``pyarrow.table(scan)`` or an engine (:meth:`to_duckdb`, :meth:`to_polars`), which apply it exactly."""
         dataset = self._files_dataset()
         if self.filter is None:
             return dataset
-        if not self._pushdown_safe():
+        if not self.pushdown_safe():
             raise UnsupportedFilterError(
                 f"to_dataset() cannot carry the filter {self.filter}: it reads a floating-point column or a NaN "
                 "literal, and pyarrow's Parquet scan drops NaN rows such a filter keeps; read this scan with "
@@ -284,7 +316,7 @@ class Scan:
         rename, say) cannot be part of a Parquet dataset: they are read here, mapped, and joined in memory."""
         if self._mapped():
             parts = [
-                dataset_for(self._io, run, self.schema, self._full_paths(ents.paths(run)))
+                dataset_for(self._io, run, self.schema, self.full_paths(ents.paths(run)))
                 if old is None
                 else ds.InMemoryDataset(
                     self._read_mapped(old, run, columns=None, filter=None), schema=self.schema.arrow_schema
@@ -292,7 +324,7 @@ class Scan:
                 for old, run in self._layout_runs(grouped=True)
             ]
             return ds.dataset(parts)
-        full = self._full_paths(ents.paths(self.entries()))
+        full = self.full_paths(ents.paths(self.entries()))
         return ds.FileSystemDataset.from_paths(
             full,
             schema=self.schema.arrow_schema,
@@ -340,8 +372,8 @@ class Scan:
         :meth:`to_arrow`)."""
         for old, run in self._layout_runs(grouped=whole):
             if old is None:
-                dataset = dataset_for(self._io, run, self.schema, self._full_paths(ents.paths(run)))
-                if self._pushdown_safe():
+                dataset = dataset_for(self._io, run, self.schema, self.full_paths(ents.paths(run)))
+                if self.pushdown_safe():
                     if whole:
                         yield from dataset.to_table(columns=self.columns, filter=self.filter).to_batches()
                     else:
@@ -369,7 +401,7 @@ class Scan:
             ):
                 yield from (table if self.columns is None else table.select(self.columns)).to_batches()
 
-    def _pushdown_safe(self) -> bool:
+    def pushdown_safe(self) -> bool:
         """Whether pyarrow may evaluate the filter inside its Parquet scan. It prunes row groups by their
         Parquet min/max, which leave NaN out, so a row group holding NaN and -inf claims ``f == -inf`` and
         drops the NaN rows of ``is_nan(f)``, ``f != -inf`` or ``~(f < 0)``; and it orders a NaN literal above
@@ -382,7 +414,7 @@ class Scan:
         if self._mapped():
             yield from self._mapped_batches()
             return
-        if self._pushdown_safe():
+        if self.pushdown_safe():
             yield from self._files_dataset().to_batches(columns=self.columns, filter=self.filter)
             return
         for batch in self._files_dataset().to_batches(columns=self.columns_to_read()):
@@ -402,7 +434,7 @@ class Scan:
             names = self.schema.arrow_schema.names if self.columns is None else self.columns
             out = pa.schema([self.schema.arrow_schema.field(c) for c in names])
             return pa.Table.from_batches(list(self._mapped_batches(whole=True)), schema=out)
-        if self._pushdown_safe():
+        if self.pushdown_safe():
             return self._files_dataset().to_table(columns=self.columns, filter=self.filter)
         kept = self._files_dataset().to_table(columns=self.columns_to_read()).filter(self.filter)
         return kept if self.columns is None else kept.select(self.columns)
@@ -434,7 +466,7 @@ class Scan:
         """Number of matching rows (from metadata alone when there is no filter)."""
         if self.filter is None:
             return int(pc.sum(self.entries().column("row_count")).as_py() or 0)
-        if not self._pushdown_safe() or self._mapped():
+        if not self.pushdown_safe() or self._mapped():
             return sum(b.num_rows for b in self.to_batches())
         return int(self._files_dataset().count_rows(filter=self.filter))
 

@@ -26,12 +26,10 @@ stream resumed from an offset whose snapshot ``r`` is another commit, or is past
 from __future__ import annotations
 
 import contextlib
-import enum
 import logging
 import os
 import time
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
@@ -52,9 +50,16 @@ from lakefmt.spec.consumer import check_consumer_id
 
 from .evolution import check_spark_schema, stream_readable
 from .options import Options, TableRef, parse_options
-from .reader import READ_SPLIT_BYTES
+from .stream_units import KIND_RULES, PENDING, Budget, KindRule, Position, StreamPartition, plan_read_tasks
 
-__all__ = ["DEFAULT_MAX_FILES_PER_TRIGGER", "KIND_RULES", "KindRule", "StreamReader"]
+__all__ = [
+    "DEFAULT_MAX_FILES_PER_TRIGGER",
+    "KIND_RULES",
+    "PENDING",
+    "KindRule",
+    "StreamReader",
+    "plan_read_tasks",
+]
 
 log = logging.getLogger("pyspark_lakefmt.stream")
 
@@ -62,116 +67,6 @@ log = logging.getLogger("pyspark_lakefmt.stream")
 DEFAULT_MAX_FILES_PER_TRIGGER = 1000
 #: an idle stream renews its consumer record at most this often (each renewal is one small write)
 CONSUMER_RENEW_SECONDS = 10.0
-
-
-class KindRule(enum.Enum):
-    """What a stream does at a snapshot."""
-
-    READ = "read"  # read the files it added
-    SKIP = "skip"  # nothing new for a reader: the rows it rewrote were read already
-    CHANGE = "change"  # it replaced or deleted rows: an error, unless skipChangeCommits
-
-
-#: the rule for each commit kind; a kind missing here (a newer format's) is treated as CHANGE
-KIND_RULES: dict[lakefmt.CommitKind, KindRule] = {
-    lakefmt.CommitKind.APPEND: KindRule.READ,
-    lakefmt.CommitKind.COMPACT: KindRule.SKIP,
-    lakefmt.CommitKind.OVERWRITE: KindRule.CHANGE,
-}
-
-
-@dataclass(frozen=True, order=True)
-class Position:
-    """A stream position (see the module's docstring). Ordered by (snapshot, index): one stream never has an
-    initial unit and an incremental unit at the same snapshot."""
-
-    snapshot: int
-    index: int = 0
-    initial: bool = False
-
-    def to_offset(self) -> dict[str, Any]:
-        return {"snapshot": self.snapshot, "index": self.index, "initial": self.initial}
-
-    @classmethod
-    def from_offset(cls, offset: Mapping[str, Any]) -> Position:
-        try:
-            pos = cls(int(offset["snapshot"]), int(offset.get("index", 0)), bool(offset.get("initial", False)))
-        except (KeyError, TypeError, ValueError):
-            raise lakefmt.LakefmtError(f"{offset!r} is not a lakefmt stream offset") from None
-        if pos.snapshot < 1 or pos.index < 0:
-            raise lakefmt.LakefmtError(f"{offset!r} is not a lakefmt stream offset")
-        return pos
-
-    def unit_done(self) -> Position:
-        return Position(self.snapshot + 1)
-
-
-PENDING: dict[str, Any] = {"origin": "pending"}
-
-#: Spark's ``spark.sql.files.openCostInBytes``: what opening a file is worth in bytes when files are packed
-OPEN_COST_BYTES = 4 << 20
-
-
-def plan_read_tasks(files: list[lakefmt.FileTask], parallelism: int) -> list[list[str]]:
-    """A micro-batch's files (in order) as read tasks, the way Spark's file source splits a read: each file
-    weighs its size plus :data:`OPEN_COST_BYTES`, and a task takes files up to ``min(READ_SPLIT_BYTES,
-    max(OPEN_COST_BYTES, total weight / parallelism))``, so that a small micro-batch still spreads over the
-    cores (a Python source cannot see Spark's ``defaultParallelism``: the driver's core count stands in for it).
-    A file heavier than the split is a task of its own."""
-    weight = [f.file_size + OPEN_COST_BYTES for f in files]
-    split = min(READ_SPLIT_BYTES, max(OPEN_COST_BYTES, -(-sum(weight) // max(1, parallelism))))
-    tasks: list[list[str]] = []
-    current: list[str] = []
-    size = 0
-    for f, w in zip(files, weight, strict=True):
-        if current and size + w > split:
-            tasks.append(current)
-            current, size = [], 0
-        current.append(f.path)
-        size += w
-    if current:
-        tasks.append(current)
-    return tasks
-
-
-@dataclass
-class StreamPartition(InputPartition):
-    """One read task of a micro-batch: data files (each with the id of the schema it was written under) and the
-    id of the schema the stream returns, which they are matched to by field id."""
-
-    files: list[lakefmt.FileTask]
-    schema_id: int | None = None
-
-    @property
-    def paths(self) -> list[str]:
-        """The files' paths, relative to the table root."""
-        return [f.path for f in self.files]
-
-
-@dataclass
-class _Budget:
-    """What a micro-batch may still admit; the first file is always admitted (progress)."""
-
-    files: int | None
-    bytes: int | None
-    rows: int | None
-    taken: int = 0
-    taken_bytes: int = 0
-    taken_rows: int = 0
-
-    def admits(self, f: lakefmt.FileTask) -> bool:
-        if self.taken == 0:
-            return True
-        return (
-            (self.files is None or self.taken < self.files)
-            and (self.bytes is None or self.taken_bytes + f.file_size <= self.bytes)
-            and (self.rows is None or self.taken_rows + f.row_count <= self.rows)
-        )
-
-    def take(self, f: lakefmt.FileTask) -> None:
-        self.taken += 1
-        self.taken_bytes += f.file_size
-        self.taken_rows += f.row_count
 
 
 class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -437,10 +332,10 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def reportLatestOffset(self) -> dict[str, Any] | None:
         return Position(self._latest() + 1).to_offset()
 
-    def _budget(self, limit: ReadLimit) -> _Budget:
+    def _budget(self, limit: ReadLimit) -> Budget:
         if isinstance(limit, ReadAllAvailable):
-            return _Budget(None, None, None)
-        budget = _Budget(self.max_files, self.max_bytes, None)
+            return Budget(None, None, None)
+        budget = Budget(self.max_files, self.max_bytes, None)
         if isinstance(limit, ReadMaxFiles):
             budget.files = limit.max_files
         elif isinstance(limit, ReadMaxBytes):

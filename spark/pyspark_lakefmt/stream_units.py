@@ -1,0 +1,138 @@
+"""The pieces a stream reader plans with: what each snapshot kind means to a stream (:data:`KIND_RULES`), a
+position in the table's history (:class:`Position`, the offsets Spark checkpoints), a micro-batch's read tasks
+(:func:`plan_read_tasks`, :class:`StreamPartition`) and its admission budget (:class:`Budget`). The reader that
+uses them, and the offset format, are in :mod:`pyspark_lakefmt.stream_reader`."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql.datasource import InputPartition
+
+import lakefmt
+
+from .reader import READ_SPLIT_BYTES
+
+__all__ = [
+    "KIND_RULES",
+    "OPEN_COST_BYTES",
+    "PENDING",
+    "Budget",
+    "KindRule",
+    "Position",
+    "StreamPartition",
+    "plan_read_tasks",
+]
+
+
+class KindRule(enum.Enum):
+    """What a stream does at a snapshot."""
+
+    READ = "read"  # read the files it added
+    SKIP = "skip"  # nothing new for a reader: the rows it rewrote were read already
+    CHANGE = "change"  # it replaced or deleted rows: an error, unless skipChangeCommits
+
+
+#: the rule for each commit kind; a kind missing here (a newer format's) is treated as CHANGE
+KIND_RULES: dict[lakefmt.CommitKind, KindRule] = {
+    lakefmt.CommitKind.APPEND: KindRule.READ,
+    lakefmt.CommitKind.COMPACT: KindRule.SKIP,
+    lakefmt.CommitKind.OVERWRITE: KindRule.CHANGE,
+}
+
+
+@dataclass(frozen=True, order=True)
+class Position:
+    """A stream position (see the module's docstring). Ordered by (snapshot, index): one stream never has an
+    initial unit and an incremental unit at the same snapshot."""
+
+    snapshot: int
+    index: int = 0
+    initial: bool = False
+
+    def to_offset(self) -> dict[str, Any]:
+        return {"snapshot": self.snapshot, "index": self.index, "initial": self.initial}
+
+    @classmethod
+    def from_offset(cls, offset: Mapping[str, Any]) -> Position:
+        try:
+            pos = cls(int(offset["snapshot"]), int(offset.get("index", 0)), bool(offset.get("initial", False)))
+        except (KeyError, TypeError, ValueError):
+            raise lakefmt.LakefmtError(f"{offset!r} is not a lakefmt stream offset") from None
+        if pos.snapshot < 1 or pos.index < 0:
+            raise lakefmt.LakefmtError(f"{offset!r} is not a lakefmt stream offset")
+        return pos
+
+    def unit_done(self) -> Position:
+        return Position(self.snapshot + 1)
+
+
+PENDING: dict[str, Any] = {"origin": "pending"}
+
+#: Spark's ``spark.sql.files.openCostInBytes``: what opening a file is worth in bytes when files are packed
+OPEN_COST_BYTES = 4 << 20
+
+
+def plan_read_tasks(files: list[lakefmt.FileTask], parallelism: int) -> list[list[str]]:
+    """A micro-batch's files (in order) as read tasks, the way Spark's file source splits a read: each file
+    weighs its size plus :data:`OPEN_COST_BYTES`, and a task takes files up to ``min(READ_SPLIT_BYTES,
+    max(OPEN_COST_BYTES, total weight / parallelism))``, so that a small micro-batch still spreads over the
+    cores (a Python source cannot see Spark's ``defaultParallelism``: the driver's core count stands in for it).
+    A file heavier than the split is a task of its own."""
+    weight = [f.file_size + OPEN_COST_BYTES for f in files]
+    split = min(READ_SPLIT_BYTES, max(OPEN_COST_BYTES, -(-sum(weight) // max(1, parallelism))))
+    tasks: list[list[str]] = []
+    current: list[str] = []
+    size = 0
+    for f, w in zip(files, weight, strict=True):
+        if current and size + w > split:
+            tasks.append(current)
+            current, size = [], 0
+        current.append(f.path)
+        size += w
+    if current:
+        tasks.append(current)
+    return tasks
+
+
+@dataclass
+class StreamPartition(InputPartition):
+    """One read task of a micro-batch: data files (each with the id of the schema it was written under) and the
+    id of the schema the stream returns, which they are matched to by field id."""
+
+    files: list[lakefmt.FileTask]
+    schema_id: int | None = None
+
+    @property
+    def paths(self) -> list[str]:
+        """The files' paths, relative to the table root."""
+        return [f.path for f in self.files]
+
+
+@dataclass
+class Budget:
+    """What a micro-batch may still admit; the first file is always admitted (progress)."""
+
+    files: int | None
+    bytes: int | None
+    rows: int | None
+    taken: int = 0
+    taken_bytes: int = 0
+    taken_rows: int = 0
+
+    def admits(self, f: lakefmt.FileTask) -> bool:
+        if self.taken == 0:
+            return True
+        return (
+            (self.files is None or self.taken < self.files)
+            and (self.bytes is None or self.taken_bytes + f.file_size <= self.bytes)
+            and (self.rows is None or self.taken_rows + f.row_count <= self.rows)
+        )
+
+    def take(self, f: lakefmt.FileTask) -> None:
+        self.taken += 1
+        self.taken_bytes += f.file_size
+        self.taken_rows += f.row_count
