@@ -53,7 +53,7 @@ def read_entries(
     those schemas by id (default: read from the table's schema folder, once per call).
 
     The filter is applied to the rows read, never pushed into the Parquet reader: its row-group pruning leaves
-    NaN out of min/max (see ``Scan._pushdown_safe``), and a rewrite must not lose a row to that."""
+    NaN out of min/max (see ``Scan.pushdown_safe``), and a rewrite must not lose a row to that."""
     if entries.num_rows == 0:
         return
     cols = list(columns) if columns is not None else None

@@ -105,6 +105,7 @@ def conform(data: pa.Table, schema: pa.Schema) -> pa.Table:
     if data.schema.equals(schema, check_metadata=False):
         # Arrow lets a table declare a column not null and still hold nulls in it
         nulls = [p for f in schema for p in _null_problems(f, data.column(f.name))]
+        nulls += [p for f in schema for p in _unstorable(f.name, data.column(f.name))]
         if nulls:
             raise SchemaMismatchError("data does not match the table schema: " + "; ".join(nulls))
         return data
@@ -149,6 +150,7 @@ def conform(data: pa.Table, schema: pa.Schema) -> pa.Table:
             continue
         if col.type != f.type:
             col = pc.cast(col, f.type, safe=True)
+        problems += _unstorable(f.name, col)
         columns.append(col)
     if problems:
         raise SchemaMismatchError("data does not match the table schema: " + "; ".join(problems))
@@ -294,3 +296,41 @@ def _null_problems(field: pa.Field, column: pa.ChunkedArray) -> list[str]:
     for chunk in column.chunks:
         _count_nulls(field.name, field, chunk, counts)
     return [f"column {path!r} is not nullable but has {n} null(s)" for path, n in counts.items()]
+
+
+#: the seconds a Parquet file can hold: it stores ``timestamp[s]`` as int64 milliseconds
+_SECONDS_LIMIT = (2**63 - 1) // 1000
+
+
+def _unstorable(name: str, col: pa.ChunkedArray | pa.Array) -> list[str]:
+    """Values of ``col`` that a Parquet data file cannot hold: ``timestamp[s]`` instants beyond int64 milliseconds
+    (about 292 million years either side of 1970), at any depth of structs and lists."""
+    t = col.type
+    if not _holds_seconds(t):  # most columns: decided by the type alone, nothing read
+        return []
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+    if pa.types.is_timestamp(t) and t.unit == "s":
+        bounds = pc.min_max(col.view(pa.int64()) if col.type.bit_width == 64 else col.cast(pa.int64()))
+        lo, hi = bounds["min"].as_py(), bounds["max"].as_py()
+        if lo is not None and (lo < -_SECONDS_LIMIT or hi > _SECONDS_LIMIT):
+            return [
+                f"column {name!r} holds timestamp[s] values beyond what Parquet stores ({lo}..{hi} seconds since "
+                f"1970; at most {_SECONDS_LIMIT} either side, as Parquet keeps seconds in int64 milliseconds)"
+            ]
+        return []
+    if pa.types.is_struct(t):
+        return [p for i in range(t.num_fields) for p in _unstorable(f"{name}.{t.field(i).name}", col.field(i))]
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        return _unstorable(f"{name}[]", col.flatten())
+    return []
+
+
+def _holds_seconds(t: pa.DataType) -> bool:
+    if pa.types.is_timestamp(t):
+        return bool(t.unit == "s")
+    if pa.types.is_struct(t):
+        return any(_holds_seconds(t.field(i).type) for i in range(t.num_fields))
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        return _holds_seconds(t.value_type)
+    return False

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from lakefmt.errors import LakefmtError, SchemaMismatchError
+from lakefmt.errors import InvalidPartitionError, LakefmtError, SchemaMismatchError
 from lakefmt.io import FileIO
 from lakefmt.spec import CommitMessage, DataFile, FileKind, TableSchema, layout
 from lakefmt.spec.manifest import encode_manifest, entries_table, manifest_meta
@@ -202,6 +202,9 @@ class TableWriter:
         if not keys:
             return [((), table)]
         key_table = table.select(keys)
+        for k in keys:
+            if pa.types.is_date(key_table.column(k).type):
+                _check_partition_dates(k, key_table.column(k))
         if all(pc.count_distinct(key_table.column(k), mode="all").as_py() == 1 for k in keys):
             first = key_table.slice(0, 1).to_pylist()[0]
             return [(tuple(first[k] for k in keys), table)]
@@ -308,4 +311,17 @@ class TableWriter:
                 stats=f.stats.result(footer),
                 creation_time_ms=self._creation_time_ms or int(time.time() * 1000),
             )
+        )
+
+
+def _check_partition_dates(key: str, column: pa.ChunkedArray) -> None:
+    """A date partition value names a folder (``dt=2026-11-01``): refuse one outside years 1..9999, which no date
+    of Python's can hold (:class:`InvalidPartitionError`), before any file is written."""
+    days = pc.min_max(column.cast(pa.int32()))
+    lo, hi = days["min"].as_py(), days["max"].as_py()
+    first, last = -719162, 2932896  # 0001-01-01 and 9999-12-31, in days since 1970-01-01
+    if lo is not None and (lo < first or hi > last):
+        raise InvalidPartitionError(
+            f"partition key {key!r} holds dates outside years 1..9999 ({lo}..{hi} days since 1970-01-01), which "
+            "cannot name a partition folder; nothing was written"
         )

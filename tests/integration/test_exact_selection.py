@@ -132,3 +132,27 @@ def test_delete_pins_the_schema_it_planned_under(tmp_path: Path) -> None:
     commit_delete(t, plan, [result])
     left = t.to_arrow()  # now named b (old a), a (old b)
     assert sorted(left.column("b").to_pylist()) == [2, 3, 4]
+
+
+def test_values_a_data_file_cannot_hold_are_refused_clearly(tmp_path: Path) -> None:
+    """Found by the property test: a ``timestamp[s]`` beyond int64 milliseconds (Parquet keeps seconds as
+    milliseconds) failed the append with pyarrow's raw overflow; a date partition value outside years 1..9999 with
+    Python's ``OverflowError``. Both are refused before anything is written, the table unchanged."""
+    s = pa.schema([("c", pa.timestamp("s")), ("s", pa.struct([("t", pa.timestamp("s"))]))])
+    t = lakefmt.create_table(str(tmp_path / "a"), s)
+    far = pa.array([-(2**63)], pa.int64()).view(pa.timestamp("s"))
+    ok = pa.array([0], pa.int64()).view(pa.timestamp("s"))
+    with pytest.raises(lakefmt.SchemaMismatchError, match=r"column 'c' holds timestamp\[s\] values beyond"):
+        t.append(pa.table({"c": far, "s": pa.StructArray.from_arrays([ok], ["t"])}, schema=s))
+    with pytest.raises(lakefmt.SchemaMismatchError, match=r"column 's\.t' holds timestamp"):
+        t.append(pa.table({"c": ok, "s": pa.StructArray.from_arrays([far], ["t"])}, schema=s))
+    edge = pa.array([(2**63 - 1) // 1000], pa.int64()).view(pa.timestamp("s"))
+    t.append(pa.table({"c": edge, "s": pa.StructArray.from_arrays([edge], ["t"])}, schema=s))
+    assert t.to_arrow().column("c").equals(pa.chunked_array([edge]))
+    d = pa.schema([("c", pa.date32()), ("v", pa.int64())])
+    p = lakefmt.create_table(str(tmp_path / "p"), d, partition_by=["c"])
+    for days in (-(2**31), 2**31 - 1):
+        with pytest.raises(lakefmt.errors.InvalidPartitionError, match=r"outside years 1\.\.9999"):
+            p.append(pa.table({"c": pa.array([days], pa.int32()).view(pa.date32()), "v": [1]}, schema=d))
+    assert p.latest_snapshot() is None and t.latest_snapshot() is not None
+    assert sorted(f.name for f in (tmp_path / "p").iterdir()) == ["schema"]
