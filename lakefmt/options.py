@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import datetime
 import difflib
+import math
+import numbers
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -148,16 +150,28 @@ def duration_ms(value: Duration, what: str = "older_than") -> int:
     """Milliseconds of a timedelta, a duration string with its unit (``"7d"``, ``"PT12H"``; a string without
     one is refused) or a number of seconds; never negative."""
     if isinstance(value, datetime.timedelta):
-        ms = int(value.total_seconds() * 1000)
+        seconds: float = value.total_seconds()
     elif isinstance(value, str):
         ms = parse_duration_ms(value, what)
-    elif isinstance(value, int | float) and not isinstance(value, bool):
-        ms = int(value * 1000)
+        if ms < 0:
+            raise InvalidOptionError(f"{what} must not be negative, got {value!r}")
+        return ms
+    elif isinstance(value, numbers.Real) and not isinstance(value, bool):  # numpy's integers and floats too
+        seconds = float(value) if not isinstance(value, numbers.Integral) else int(value)
     else:
         raise TypeError(f"a duration must be a timedelta, a string like '7d' or seconds, got {value!r}")
-    if ms < 0:
-        raise ValueError(f"a duration must not be negative, got {value!r}")
+    if isinstance(seconds, float) and not math.isfinite(seconds):
+        raise InvalidOptionError(f"{what} must be a finite number of seconds, got {value!r}")
+    if seconds < 0:
+        raise InvalidOptionError(f"{what} must not be negative, got {value!r}")
+    ms = int(seconds * 1000)
+    if ms > MAX_DURATION_MS:
+        raise InvalidOptionError(f"{what} is too long: {value!r} (at most about 292 million years)")
     return ms
+
+
+#: the longest duration taken: what an int64 of milliseconds holds
+MAX_DURATION_MS = 2**63 - 1
 
 
 #: Table option keys under this prefix are the users' own: stored with the table, never interpreted, never refused.

@@ -125,6 +125,8 @@ def s3_storage_options(options: Mapping[str, Any]) -> dict[str, Any]:
         path = _DELTA_KEYS.get(low)
         if path is None:
             continue
+        if value is None:  # unset, as deltalake takes None: never the text "None" as a key or an endpoint
+            continue
         if path[-1] == "addressing_style":
             value = "virtual" if value else "path"
         elif low not in _BOOLEAN_KEYS:
@@ -201,6 +203,18 @@ def storage_error(exc: BaseException, uri: str, options: Mapping[str, Any]) -> L
         return StorageUnreachableError(
             f"no answer from {_endpoint(exc, options)} within the read timeout ({type(exc).__name__}); check the "
             'storage option endpoint_url, or allow longer with config_kwargs={"read_timeout": 60}'
+        )
+    if names & {"ProfileNotFound"}:
+        return StorageCredentialsError(
+            f"no usable credentials for {uri} ({exc}): the AWS profile named by AWS_PROFILE or the storage option "
+            "profile is not in the AWS config files"
+        )
+    if names & {"InvalidRegionError"}:
+        return InvalidStorageOptionError(f"the region given for {uri} is not a region name ({exc})")
+    if names & {"EndpointResolutionError"} or (isinstance(exc, ValueError) and "Invalid endpoint" in str(exc)):
+        return InvalidStorageOptionError(
+            f"the storage option endpoint_url for {uri} is not a URL ({exc}): write it as http://host:port or "
+            "https://host"
         )
     if isinstance(exc, TypeError) and "unexpected keyword argument" in str(exc):
         key = str(exc).split("unexpected keyword argument", 1)[1].strip(" '\"")

@@ -214,8 +214,8 @@ def check_filter(filter: Any, schema: pa.Schema, what: str = "filter") -> pc.Exp
             f"the {what} {show(filter)} cannot be applied to the table: no column "
             f"{', '.join(repr('.'.join(p)) for p in missing)}; the table's columns: {columns}"
         )
-    try:
-        result = schema.empty_table().filter(filter)
+    try:  # one row of nulls: some checks (a naive instant against a zoned column) run only when a kernel runs
+        result = pa.table([pa.nulls(1, f.type) for f in schema], schema=schema.with_metadata(None)).filter(filter)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, TypeError) as exc:
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         used = [f"{c} ({schema.field(c).type})" for c in info.columns]

@@ -323,6 +323,8 @@ def _unstorable(name: str, col: pa.ChunkedArray | pa.Array) -> list[str]:
         return [p for i in range(t.num_fields) for p in _unstorable(f"{name}.{t.field(i).name}", col.field(i))]
     if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
         return _unstorable(f"{name}[]", col.flatten())
+    if pa.types.is_map(t):
+        return _unstorable(f"{name}.key", col.keys) + _unstorable(f"{name}.value", col.items)
     return []
 
 
@@ -331,6 +333,8 @@ def _holds_seconds(t: pa.DataType) -> bool:
         return bool(t.unit == "s")
     if pa.types.is_struct(t):
         return any(_holds_seconds(t.field(i).type) for i in range(t.num_fields))
+    if pa.types.is_map(t):
+        return _holds_seconds(t.key_type) or _holds_seconds(t.item_type)
     if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
         return _holds_seconds(t.value_type)
     return False

@@ -140,7 +140,7 @@ class StatsCollector:
                 elif mins:
                     lo = pc.min(pa.array(mins, t))
                     hi = pc.max(pa.array(maxs, t))
-                    if _too_long(lo) or _too_long(hi):
-                        lo = hi = None
+                if lo is not None and hi is not None and (_too_long(lo) or _too_long(hi)):
+                    lo = hi = None  # the format keeps no bound longer than MAX_STAT_BYTES
             out[name] = ColumnStats(lo, hi, self._nulls[name])
         return out

@@ -72,6 +72,7 @@ def test_naive_datetime_literal_on_a_zoned_timestamp_column_is_a_lakefmt_error(t
     assert t.scan().count() == 1 and len(t.snapshots()) == 1
 
 
+@pytest.mark.xfail(strict=True, reason="left open: a filter failing on the data, not its types, raises pyarrow's error")
 def test_uint64_column_compared_with_an_int_literal_is_answered_or_refused_by_lakefmt(tmp_path: Any) -> None:
     """Found: on a ``uint64`` column holding a value of 2**63 or more, ``pc.field("u") == 1`` (an int literal,
     which pyarrow types int64) makes pyarrow cast the column to int64 while reading and raise its raw
@@ -153,6 +154,7 @@ def test_a_map_of_timestamp_seconds_beyond_parquet_is_refused_as_a_lakefmt_error
     assert t.scan().count() == 0
 
 
+@pytest.mark.xfail(strict=True, reason="left open: merge-mode append does not fill structs inside lists or maps")
 def test_merge_append_fills_a_nullable_field_missing_in_a_struct_inside_a_list(tmp_path: Any) -> None:
     """Found: merge-mode append "fills a nullable field missing inside a struct (at any depth) with nulls"
     (commit d255e2f, lakefmt/write/conform.py ``fill_missing``), and does so for a struct inside a struct, but not
@@ -166,6 +168,7 @@ def test_merge_append_fills_a_nullable_field_missing_in_a_struct_inside_a_list(t
     assert t.scan().to_arrow().column("x").to_pylist() == [[{"a": 1, "b": None}]]
 
 
+@pytest.mark.xfail(strict=True, reason="left open: a text partition value __null__ prints as the null partition")
 def test_compact_partition_message_does_not_contradict_itself(
     tmp_path: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -278,6 +281,7 @@ def own_moto() -> Iterator[tuple[Any, dict[str, Any]]]:
             server.stop()
 
 
+@pytest.mark.xfail(strict=True, reason="left open: storage failures after open_table are botocore's errors in Python")
 def test_a_dropped_endpoint_after_open_is_a_lakefmt_error(own_moto: tuple[Any, dict[str, Any]]) -> None:
     """Found: ``open_table`` and ``create_table`` explain an unreachable endpoint (StorageUnreachableError), and the
     CLI does so for every command, but once a table is open in Python, the endpoint going away (a dropped
