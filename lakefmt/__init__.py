@@ -53,15 +53,10 @@ from lakefmt.errors import (
     UnsupportedTypeError,
 )
 from lakefmt.io.paths import normalize_uri
-from lakefmt.maintenance.compact import (
-    CompactionGroup,
-    CompactionPlan,
-    CompactionReport,
-    commit_compaction,
-    plan_compaction,
-    rewrite_group,
-)
 from lakefmt.read.scan import FileTask, ReadTask, Scan
+from lakefmt.rewrite.compact import commit_compaction, rewrite_group
+from lakefmt.rewrite.compact_plan import plan_compaction
+from lakefmt.rewrite.compact_types import CompactionGroup, CompactionPlan, CompactionReport
 from lakefmt.spec import FORMAT_VERSION, CommitKind, CommitMessage, Consumer, Snapshot, TableSchema
 from lakefmt.spec.scope import OverwriteScope
 from lakefmt.spec.tag import Tag

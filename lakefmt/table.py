@@ -36,7 +36,7 @@ from lakefmt.io.paths import is_temp_of
 from lakefmt.io.storage import storage_errors
 from lakefmt.maintenance import MaintenanceReport, Progress, expire_snapshots, remove_orphan_files
 from lakefmt.maintenance import background as background_compaction
-from lakefmt.maintenance.compact import CompactionReport, auto_compact, auto_compact_after, compact
+from lakefmt.maintenance.compact import auto_compact, auto_compact_after
 from lakefmt.meta import consumers as cons
 from lakefmt.meta import entries as ents
 from lakefmt.meta import tags as tags_store
@@ -44,6 +44,10 @@ from lakefmt.meta.store import MetaStore
 from lakefmt.options import DEFAULT_ORPHAN_OLDER_THAN, Duration, TableOptions, duration_ms  # also importable here
 from lakefmt.read.files import read_entries
 from lakefmt.read.scan import FileTask, Scan, check_snapshot_id
+from lakefmt.rewrite.base import RewriteTarget
+from lakefmt.rewrite.compact import compact
+from lakefmt.rewrite.compact_types import CompactionReport
+from lakefmt.rewrite.delete import delete_rows
 from lakefmt.spec import CommitKind, CommitMessage, Consumer, Snapshot, TableSchema, layout
 from lakefmt.spec.consumer import MAX_SNAPSHOT_ID, check_consumer_id
 from lakefmt.spec.instants import Instant
@@ -51,7 +55,6 @@ from lakefmt.spec.scope import OverwriteScope, check_partition_given
 from lakefmt.spec.tag import Tag, check_tag_name
 from lakefmt.spec.types import type_to_json
 from lakefmt.write.conform import conform, fill_missing
-from lakefmt.write.delete import delete_rows
 from lakefmt.write.writer import TableWriter, as_tables
 
 __all__ = ["Table", "create_table", "open_table"]
@@ -331,7 +334,7 @@ class Table:
         never conflict; a concurrent commit that removed a file this delete rewrites is a
         :class:`RewriteConflictError` and nothing lands (after a compaction alone, the delete re-plans once).
         A filter that is not an expression is a ``TypeError``; one on a missing column or comparing a column with
-        a value of another type, an :class:`InvalidPredicateError`. See :mod:`lakefmt.write.delete`."""
+        a value of another type, an :class:`InvalidPredicateError`. See :mod:`lakefmt.rewrite.delete`."""
         return delete_rows(self, filter)
 
     def overwrite_scope(
@@ -381,6 +384,13 @@ class Table:
             if not committer.may_have_landed:
                 _discard(self.io, message, writer)
             raise
+
+    def rewrite_target(self) -> RewriteTarget:
+        """What a rewrite (compaction, row-level delete: :mod:`lakefmt.rewrite`) needs of this table: its storage,
+        metadata store, writer and committer factories, after-commit work and the discarding of written files."""
+        return RewriteTarget(
+            self.io, self._store, self.new_writer, self.new_committer, self._after_commit, self.discard, self._clock
+        )
 
     def discard(self, messages: Sequence[CommitMessage]) -> None:
         """Delete the data files and per-task manifests of commit messages that will never be committed
@@ -553,7 +563,7 @@ class Table:
         re-plans those partitions once, or gives them up (:attr:`CompactionReport.given_up`); it never raises
         a conflict. An unknown partition (:class:`InvalidPartitionError`), ``target_file_size`` or ``min_files``
         below 1 (:class:`InvalidOptionError`) or an unknown sort column (:class:`SchemaMismatchError`) is refused
-        before anything is written. The distributable steps: :mod:`lakefmt.maintenance.compact`."""
+        before anything is written. The distributable steps: :mod:`lakefmt.rewrite.compact`."""
         return compact(
             self,
             partition,

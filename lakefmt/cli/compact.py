@@ -8,8 +8,9 @@ from typing import Any
 
 import lakefmt
 from lakefmt.cli.output import _emit, _human, _ProgressBar
-from lakefmt.maintenance.compact import LARGE_ENOUGH, CompactionReport
 from lakefmt.options import parse_size
+from lakefmt.rewrite.compact_plan import LARGE_ENOUGH
+from lakefmt.rewrite.compact_types import CompactionReport
 from lakefmt.spec.partition import HIVE_NULL_VALUE, NULL_VALUE, describe_partition
 
 __all__ = ["cmd_compact", "parse_partition", "parse_sort_by", "parse_target_size"]

@@ -158,7 +158,7 @@ class RewriteProducer(SnapshotProducer):
 class CompactProducer(RewriteProducer):
     """A compaction: replaces live files with files holding exactly the same rows (kind COMPACT). It carries the
     commit-user map forward unchanged (it is no writer's commit), and a writer that races it never fails
-    (:func:`compactions_only`). Planning and rewriting: :mod:`lakefmt.maintenance.compact`."""
+    (:func:`compactions_only`). Planning and rewriting: :mod:`lakefmt.rewrite.compact`."""
 
     kind = CommitKind.COMPACT
     #: merge the small manifests into one once the base and delta of the snapshot it lands on hold this many

@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from lakefmt.io.paths import is_temp
 from lakefmt.maintenance.holds import HeldBack
+from lakefmt.progress import Progress  # (re-exported: maintenance takes it too)
 
 __all__ = ["FileClass", "MaintenanceReport", "Progress", "classify"]
 
-#: called as progress(done, total, what) during long runs; the CLI draws a bar with it
-Progress = Callable[[int, int, str], None]
 
 
 class FileClass(enum.Enum):

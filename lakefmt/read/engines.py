@@ -26,19 +26,42 @@ import functools
 import importlib
 import re
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakefmt.errors import MissingDependencyError
 from lakefmt.meta import entries as ents
-from lakefmt.read.bounds import column_bounds
+from lakefmt.read.bounds import SchemaLookup, column_bounds
 from lakefmt.read.plan import prune_entries
+from lakefmt.spec import Snapshot, TableSchema
 from lakefmt.spec.filters import has_float, has_nan_literal
 
-if TYPE_CHECKING:
-    from lakefmt.read.scan import Scan
+
+class Scan(Protocol):
+    """What an engine reads of a scan (:class:`lakefmt.read.scan.Scan` is one; named here so that this module,
+    which the scan calls, does not import it back)."""
+
+    schema: TableSchema
+    columns: list[str] | None
+    filter: pc.Expression | None
+    snapshot: Snapshot | None
+
+    @property
+    def schema_lookup(self) -> SchemaLookup: ...
+    @property
+    def uri(self) -> str: ...
+    @property
+    def on_local_disk(self) -> bool: ...
+    def entries(self) -> pa.Table: ...
+    def to_batches(self) -> Iterator[pa.RecordBatch]: ...
+    def to_arrow(self) -> pa.Table: ...
+    def to_dataset(self) -> Any: ...
+    def pushdown_safe(self) -> bool: ...
+    def full_paths(self, paths: list[str]) -> list[str]: ...
+    def narrowed(self, prune: pc.Expression | None = None, columns: Sequence[str] | None = None) -> Scan: ...
+    def __arrow_c_stream__(self, requested_schema: object | None = None) -> object: ...
 
 __all__ = ["arrow_stream", "narrow", "native_paths", "output_schema", "require", "to_duckdb", "to_pandas", "to_polars"]
 

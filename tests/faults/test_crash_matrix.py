@@ -485,7 +485,7 @@ def test_crash_points_cover_every_step_of_a_commit(tmp_path: Any) -> None:
 def test_rewrite_scenarios_do_what_they_say(tmp_path: Any) -> None:
     """The delete drops the file of dt=c unread and rewrites the one of ids 0 and 1; the compaction merges dt=a's
     four small files alone; the automatic compaction follows the append as its own COMPACT snapshot."""
-    from lakefmt.write.delete import plan_delete
+    from lakefmt.rewrite.delete import plan_delete
 
     delete = SCENARIOS["delete"]
     table = lakefmt.open_table(_built(tmp_path / "delete", delete))

@@ -27,8 +27,8 @@ from helpers import file_listing
 
 import lakefmt
 from lakefmt.maintenance import referenced_files
-from lakefmt.maintenance.compact import plan_compaction
 from lakefmt.meta.store import MetaStore
+from lakefmt.rewrite.compact_plan import plan_compaction
 
 from .faultio import FaultIO
 from .scenarios import SCENARIOS, AutoCompactCommit

@@ -22,8 +22,8 @@ from lakefmt.commit.types import CommitRequest
 from lakefmt.errors import InvalidPredicateError, RewriteConflictError
 from lakefmt.meta import entries as ents
 from lakefmt.read.files import read_entries
+from lakefmt.rewrite.delete import delete_in_files, plan_delete
 from lakefmt.spec import CommitKind
-from lakefmt.write.delete import delete_in_files, plan_delete
 
 SCHEMA = pa.schema([("id", pa.int64()), ("x", pa.float64()), ("dt", pa.string())])
 

@@ -15,7 +15,7 @@ import pytest
 import lakefmt
 from lakefmt.errors import InvalidPredicateError, LakefmtError, UnsupportedFilterError
 from lakefmt.read.bounds import column_bounds
-from lakefmt.write.delete import commit_delete, delete_in_files, plan_delete
+from lakefmt.rewrite.delete import commit_delete, delete_in_files, plan_delete
 
 
 def _oracle_delete(data: pa.Table, filter: pc.Expression) -> pa.Table:

@@ -14,9 +14,9 @@ from helpers import create_table_in, file_listing, sorted_ids
 import lakefmt
 from lakefmt.cli import main
 from lakefmt.cli.compact import parse_partition
-from lakefmt.maintenance import compact as compaction
 from lakefmt.meta import entries as ents
-from lakefmt.write import delete as deletion
+from lakefmt.rewrite import compact as compaction
+from lakefmt.rewrite import delete as deletion
 
 SCHEMA = pa.schema([("id", pa.int64()), ("dt", pa.string())])
 EVEN = pc.field("id").isin(list(range(0, 1000, 2)))  # one row of each file small_files writes

@@ -12,7 +12,7 @@ import pytest
 from pyspark_lakefmt import rewrites
 
 import lakefmt
-from lakefmt.write import delete as deletion
+from lakefmt.rewrite import delete as deletion
 
 SCHEMA = pa.schema([("id", pa.int64()), ("dt", pa.string())])
 

@@ -1,10 +1,11 @@
 """The layers of lakefmt, checked: the core imports without Spark, and each layer imports only what is below it.
 
 From the bottom: ``spec`` (the format: encodings and names, no I/O) and ``io`` (storage: knows no format) over
-the neutral modules (errors, options, retry, binpack); ``meta`` (the metadata store and the entries algebra)
-over both; then ``read``, ``commit``, ``write`` and ``maintenance`` side by side (commit never imports read);
-then ``table``, the package root and the CLI. Spark (``pyspark``, ``pyspark_lakefmt``) and the benchmarks sit
-above lakefmt and are never imported by it.
+the neutral modules (errors, options, retry, binpack, progress); ``meta`` (the metadata store and the entries
+algebra) over both; then ``read``, ``commit`` and ``write`` side by side (commit and write never import read);
+then ``rewrite`` (compaction and row-level delete, on one skeleton); then ``maintenance``; then ``table``, the
+package root and the CLI. Spark (``pyspark``, ``pyspark_lakefmt``) and the benchmarks sit above lakefmt and are
+never imported by it. No module reaches itself through imports (``TYPE_CHECKING`` imports count).
 
 ``pytest -s`` prints the import table of every module by layer.
 """
@@ -27,20 +28,25 @@ BENCHMARKS = REPO / "benchmarks"
 #: top-level modules and packages that must never be imported by lakefmt
 ABOVE = ("pyspark", "pyspark_lakefmt", "benchmarks")
 #: modules under lakefmt/ that belong to no layer package: below everything (they import no other layer)
-NEUTRAL = {"errors", "options", "retry", "binpack"}
+NEUTRAL = {"errors", "options", "retry", "binpack", "progress"}
 #: a layer -> the lakefmt layers it must not import (directly or through other lakefmt modules)
 FORBIDDEN: dict[str, set[str]] = {
-    "spec": {"io", "meta", "commit", "read", "write", "maintenance", "table", "api", "cli"},
-    "io": {"spec", "meta", "commit", "read", "write", "maintenance", "table", "api", "cli"},
-    "meta": {"commit", "read", "write", "maintenance", "table", "api", "cli"},
-    "commit": {"read", "api", "cli"},
-    "read": {"commit", "write", "maintenance", "table", "api", "cli"},
-    "neutral": {"spec", "io", "meta", "commit", "read", "write", "maintenance", "table", "api", "cli", "hooks"},
+    "spec": {"io", "meta", "commit", "read", "write", "rewrite", "maintenance", "table", "api", "cli"},
+    "io": {"spec", "meta", "commit", "read", "write", "rewrite", "maintenance", "table", "api", "cli"},
+    "meta": {"commit", "read", "write", "rewrite", "maintenance", "table", "api", "cli"},
+    "commit": {"read", "rewrite", "maintenance", "table", "api", "cli"},
+    "read": {"commit", "write", "rewrite", "maintenance", "table", "api", "cli"},
+    "write": {"read", "rewrite", "maintenance", "table", "api", "cli"},
+    "rewrite": {"maintenance", "table", "api", "cli"},
+    "maintenance": {"table", "api", "cli"},
+    "neutral": {
+        "spec", "io", "meta", "commit", "read", "write", "rewrite", "maintenance", "table", "api", "cli", "hooks"
+    },
 }
 #: a layer -> third-party top-level packages it must not import
 FORBIDDEN_EXTERNAL: dict[str, set[str]] = {"spec": {"fsspec", "s3fs"}}
 LAYER_ORDER = [
-    "neutral", "spec", "io", "meta", "hooks", "read", "commit", "write", "maintenance", "table", "api", "cli"
+    "neutral", "spec", "io", "meta", "hooks", "read", "commit", "write", "rewrite", "maintenance", "table", "api", "cli"
 ]
 
 
@@ -152,6 +158,58 @@ def test_layer_rules(graph: dict[str, set[str]]) -> None:
                 if target.startswith("lakefmt") and layer_of(target) in FORBIDDEN[layer]:
                     violations.append(f"{module} ({layer}) reaches {target} ({layer_of(target)}): {' -> '.join(chain)}")
     assert violations == [], "layer rules broken:\n" + "\n".join(violations)
+
+
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import circles among lakefmt's modules (strongly connected components of more than one module, or a
+    module importing itself). Imports under ``if TYPE_CHECKING:`` count: an annotation that names a higher layer's
+    type is a dependency on it. A package's ``__init__`` only gathers its modules' names, so imports *of* a
+    package are left out (``from lakefmt.spec import TableSchema`` inside ``lakefmt.spec.manifest``)."""
+    packages = {m for m in graph if (PACKAGE / Path(*m.split(".")[1:]) / "__init__.py").exists()}
+    edges = {m: {t for t in targets if t in graph and t not in packages} for m, targets in graph.items()}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:  # Tarjan's algorithm
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(edges[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1 or v in edges[v]:
+                found.append(sorted(component))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_import_circles(graph: dict[str, set[str]]) -> None:
+    """No module reaches itself through lakefmt's imports (a lower module that takes a ``Table`` for its
+    annotations, and the table importing it, is such a circle)."""
+    assert _circles(graph) == []
+
+
+def test_circles_are_found() -> None:
+    """The circle check itself: a two-module circle through a ``TYPE_CHECKING`` import is found."""
+    graph = {"lakefmt.a": {"lakefmt.b"}, "lakefmt.b": {"lakefmt.a"}, "lakefmt.c": {"lakefmt.a"}}
+    assert _circles(graph) == [["lakefmt.a", "lakefmt.b"]]
 
 
 def test_print_the_import_table(graph: dict[str, set[str]]) -> None:

@@ -27,10 +27,9 @@ number); otherwise the file is read.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -38,15 +37,15 @@ import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 
 from lakefmt.binpack import pack
-from lakefmt.errors import CorruptMetadataError, LakefmtError, RewriteConflictError
+from lakefmt.commit.kinds import RewriteProducer
+from lakefmt.errors import RewriteConflictError
 from lakefmt.meta import entries as ents
 from lakefmt.read.bounds import SchemaLookup, column_bounds
 from lakefmt.read.files import read_inputs
-from lakefmt.spec import CommitKind, CommitMessage, Snapshot, TableSchema, filters
+from lakefmt.read.scan import Scan
+from lakefmt.rewrite.base import RewriteTarget, Targetable, as_target, compacted_away, publish, read_checked
+from lakefmt.spec import CommitMessage, Snapshot, TableSchema, filters
 from lakefmt.spec.filters import has_nan_literal, referenced_columns
-
-if TYPE_CHECKING:  # annotations only: the table imports this module
-    from lakefmt.table import Table
 
 __all__ = [
     "OPERATION",
@@ -129,69 +128,64 @@ class DeleteResult:
     files_read: int
 
 
-def plan_delete(table: Table, filter: pc.Expression) -> DeletePlan:
+def plan_delete(table: Targetable, filter: pc.Expression) -> DeletePlan:
     """Plan a delete of the rows matching ``filter`` on the latest snapshot (see the module docstring)."""
-    schema = table.table_schema()
-    filter = check_filter(filter, schema.arrow_schema)
-    scan = table.scan(filter=filter)
+    target = as_target(table)
+    filter = check_filter(filter, target.schema().arrow_schema)
+    scan = Scan(target.io, target.store, filter=filter)
     maybe = scan.entries()  # pruned by partition values and min/max, each apart
     # by partition values and min/max together, and the proof (statistics by field id: lakefmt.read.bounds)
-    may_match, every_row = _classify(maybe, filter, scan.schema, table._store.schema)
+    may_match, every_row = _classify(maybe, filter, scan.schema, target.store.schema)
     proved = pa.array(every_row, pa.bool_())
     read = pa.array([m and not p for m, p in zip(may_match, every_row, strict=True)], pa.bool_())
     return DeletePlan(filter, scan.snapshot, maybe.filter(proved), maybe.filter(read), scan.schema)
 
 
 def delete_in_files(
-    table: Table, entries: pa.Table, filter: pc.Expression, *, schema: TableSchema | None = None
+    table: Targetable, entries: pa.Table, filter: pc.Expression, *, schema: TableSchema | None = None
 ) -> DeleteResult:
     """Read the files of ``entries`` (a plan's candidates, or a group of them) and write, through one writer of
-    ``table``, the rows of every file that held a matching row except those rows. A file where nothing matches
+    the table, the rows of every file that held a matching row except those rows. A file where nothing matches
     is left out of the result; an error deletes what was written here. ``schema``: the plan's
     (:attr:`DeletePlan.schema`), under which the filter's names are resolved, the files read and the rows written;
     default the table's current schema."""
-    schema = table.table_schema() if schema is None else schema
+    target = as_target(table)
+    schema = target.schema() if schema is None else schema
     filter = check_filter(filter, schema.arrow_schema)
-    counts = _match_counts(table, entries, filter, schema)
+    counts = _match_counts(target, entries, filter, schema)
     rows = entries.column(ents.ROW_COUNT).to_pylist()
     touched = [i for i, n in enumerate(counts) if n]
     keep = kept_rows(filter)
     partial = [i for i in touched if counts[i] < rows[i]]  # some rows stay: rewrite those files without the others
-    with table.new_writer(schema_id=schema.id) as writer:
+    with target.new_writer(schema_id=schema.id) as writer:
         if partial:
             rewrite = entries.take(pa.array(partial, pa.int64()))
-            for batch in read_inputs(table.io, rewrite, schema, table._store, what="delete", filter=keep):
+            for batch in read_inputs(target.io, rewrite, schema, target.store, what="delete", filter=keep):
                 writer.write(batch)
         message = writer.prepare_commit()
     rewritten = entries.take(pa.array(touched, pa.int64()))
     return DeleteResult(message, rewritten, sum(counts), entries.num_rows)
 
 
-def commit_delete(table: Table, plan: DeletePlan, results: Sequence[DeleteResult]) -> Snapshot | None:
+def commit_delete(table: Targetable, plan: DeletePlan, results: Sequence[DeleteResult]) -> Snapshot | None:
     """Commit a delete: one OVERWRITE snapshot (``lakefmt.operation=delete``) that removes the plan's dropped
     files and every file the results rewrote, and adds the results' files. Returns it, or None when nothing
     matched. :class:`RewriteConflictError` if a concurrent commit removed one of those files first (nothing
     lands). The results' files are deleted when the commit is known not to have landed, and never otherwise."""
+    target = as_target(table)
     messages = [r.message for r in results]
     removed = ents.concat_entries([plan.dropped, *(r.rewritten for r in results)])
     if removed.num_rows == 0:
-        table.discard(messages)  # nothing matched: nothing was written either
+        target.discard(messages)  # nothing matched: nothing was written either
         return None
-    committer = table.new_committer()  # a one-off commit user: a delete is never replayed
-    try:
-        return committer.rewrite(messages, 0, rewritten=removed, properties=dict([OPERATION]))
-    except BaseException:
-        # an unknown outcome (or an interrupt during or after the publish) may have landed: delete nothing then
-        if not committer.may_have_landed:
-            table.discard(messages)
-        raise
+    return publish(target, RewriteProducer, messages, removed, operation="delete", after_commit=target.after_commit)
 
 
 #: runs step 2 for a plan (in this process, or in an engine's tasks) and returns what each task did
 Rewriter = Callable[[DeletePlan], Sequence[DeleteResult]]
 
 
-def delete_rows(table: Table, filter: pc.Expression, *, rewriter: Rewriter | None = None) -> Snapshot | None:
+def delete_rows(table: Targetable, filter: pc.Expression, *, rewriter: Rewriter | None = None) -> Snapshot | None:
     """:meth:`lakefmt.Table.delete`: plan, rewrite (with ``rewriter``; by default in this process, one writer),
     commit.
 
@@ -202,9 +196,10 @@ def delete_rows(table: Table, filter: pc.Expression, *, rewriter: Rewriter | Non
     (the same rows, in the compacted files, plus any appended since); a second such loss is reported. A file that
     was removed and then deleted by an expiration before the delete read it counts the same (it is no longer live).
     """
+    target = as_target(table)
     first: TableSchema | None = None
     for attempt in (1, 2):
-        plan = plan_delete(table, filter)
+        plan = plan_delete(target, filter)
         first = first or plan.schema
         if plan.schema is not None and first is not None and plan.schema.id != first.id:
             # the filter's names were resolved under the first plan's schema: another may give them other columns
@@ -218,27 +213,23 @@ def delete_rows(table: Table, filter: pc.Expression, *, rewriter: Rewriter | Non
         try:  # a file removed and deleted meanwhile is a conflict when it is read, or else at commit
             if rewriter is None:
                 results: Sequence[DeleteResult] = [
-                    delete_in_files(table, plan.candidates, plan.filter, schema=plan.schema)
+                    delete_in_files(target, plan.candidates, plan.filter, schema=plan.schema)
                 ]
             else:
                 results = rewriter(plan) if plan.candidates.num_rows else []
-            return commit_delete(table, plan, results)
+            return commit_delete(target, plan, results)
         except RewriteConflictError as exc:
-            if attempt == 2 or not _compacted_away(table, plan.snapshot, exc.gone):
+            if attempt == 2 or not compacted_away(target, plan.snapshot, exc.gone):
                 raise
     raise AssertionError("unreachable")  # pragma: no cover
 
 
 # -- helpers ------------------------------------------------------------------------------------------------------
-def _match_counts(table: Table, entries: pa.Table, filter: pc.Expression, schema: TableSchema) -> list[int]:
+def _match_counts(target: RewriteTarget, entries: pa.Table, filter: pc.Expression, schema: TableSchema) -> list[int]:
     """How many rows of each file match ``filter``: one read of the columns it needs over every file (pyarrow
-    reads ahead across files, which matters on object stores), evaluated in chunks of about :data:`COUNT_CHUNK`
-    rows. A batch never spans two files, so each is the next file's while that file's row count (from its
-    manifest entry) is not reached; a file with more or fewer rows than its entry says is refused
-    (:class:`CorruptMetadataError`), since a count taken for the wrong file could drop rows."""
-    n = entries.num_rows
-    rows = entries.column(ents.ROW_COUNT).to_pylist()
-    counts, seen = [0] * n, [0] * n
+    reads ahead across files, which matters on object stores; every file's rows counted against its entry by
+    :func:`~lakefmt.rewrite.base.read_checked`), evaluated in chunks of about :data:`COUNT_CHUNK` rows."""
+    counts = [0] * entries.num_rows
     columns = referenced_columns(filter, schema.arrow_schema)
     chunk: list[pa.Table] = []
     size = 0
@@ -251,38 +242,19 @@ def _match_counts(table: Table, entries: pa.Table, filter: pc.Expression, schema
                 counts[i] += c
         chunk, size = [], 0
 
-    i = 0
-    batches = read_inputs(table.io, entries, schema, table._store, what="delete", columns=columns)
-    for batch in batches:
-        if batch.num_rows == 0:
-            continue
-        while i < n and seen[i] >= rows[i]:
-            i += 1
-        if i == n or batch.num_rows > rows[i] - seen[i]:
-            raise _row_count_error(entries, min(i, n - 1))
-        seen[i] += batch.num_rows
+    for i, batch in read_checked(target, entries, schema, what="delete", columns=columns):
         tag = pa.repeat(pa.scalar(i, pa.int32()), batch.num_rows)
         chunk.append(pa.Table.from_batches([batch]).append_column(_FILE, tag))
         size += batch.num_rows
         if size >= COUNT_CHUNK:
             flush()
     flush()
-    if seen != rows:
-        raise _row_count_error(entries, next(k for k in range(n) if seen[k] != rows[k]))
     return counts
 
 
 #: rows evaluated per call of the filter in the counting pass (each call has a fixed cost)
 COUNT_CHUNK = 1 << 20
 _FILE = "__lakefmt_file"
-
-
-def _row_count_error(entries: pa.Table, i: int) -> CorruptMetadataError:
-    path = ents.paths(entries.slice(i, 1))[0]
-    return CorruptMetadataError(
-        f"data file {path} does not hold the {entries.column(ents.ROW_COUNT)[i].as_py()} rows its manifest entry "
-        "says; nothing was deleted"
-    )
 
 
 def _classify(
@@ -392,27 +364,3 @@ def _may_hold(expr: pc.Expression, schema: pa.Schema, guarantees: Sequence[pc.Ex
     for fragment in dataset.get_fragments(filter=expr):
         out[int(fragment.path)] = True
     return out
-
-
-def _compacted_away(table: Table, since: Snapshot | None, gone: Sequence[str]) -> bool:
-    """Whether every file in ``gone`` was removed by a COMPACT snapshot after ``since`` and none by another kind.
-    False when unsure (a snapshot in between has expired, or metadata cannot be read)."""
-    latest = table.latest_snapshot()
-    if since is None or latest is None or not gone:
-        return False
-    wanted = set(gone)
-    compacted: set[str] = set()
-    store = table._store
-    with contextlib.suppress(LakefmtError, OSError):
-        for sid in range(since.id + 1, latest.id + 1):
-            snap = store.snapshot(sid)
-            metas = store.manifest_list(snap.delta_manifest_list)
-            removed = set()
-            for m in metas:
-                if m.num_deleted_files:
-                    removed |= set(ents.paths(ents.deletes(store.manifest(m.file_name)))) & wanted
-            if snap.commit_kind is not CommitKind.COMPACT and removed:
-                return False
-            compacted |= removed
-        return compacted == wanted
-    return False

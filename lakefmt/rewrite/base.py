@@ -1,0 +1,231 @@
+"""The skeleton every row-level change shares: plan on a snapshot, read the files it replaces, write their
+replacements, commit DELETE + ADD with every replaced file checked live, and re-plan or give up on a conflict.
+
+Compaction (:mod:`lakefmt.rewrite.compact`) and row-level delete (:mod:`lakefmt.rewrite.delete`) are variations of
+it, as commit kinds are of :mod:`lakefmt.commit.producer`; the parts here are what they have in common:
+
+* :class:`RewriteTarget`: what a rewrite needs from a table (its storage, its metadata store, a writer factory, a
+  committer factory, the after-commit hook, the discarding of written files), built by :mod:`lakefmt.table`
+  (``Table.rewrite_target()``) so that no module below the table takes a ``Table``;
+* :func:`read_checked`: the rows of the files being replaced, each batch tagged with its file, every file's rows
+  counted against its manifest entry (a file replaced behind the table's back is refused with
+  :class:`CorruptMetadataError`, since a rewrite of it would change what the metadata says the table holds);
+* :func:`publish`: one rewrite snapshot of a producer's kind, the written files deleted when the commit is known
+  not to have landed and never otherwise;
+* :func:`compacted_away`: whether only compactions removed the files a rewrite lost (a compaction never fails a
+  writer: the rewrite is planned once more instead).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakefmt.commit.committer import Committer
+from lakefmt.commit.kinds import RewriteProducer
+from lakefmt.commit.types import CommitOutcome, CommitRequest
+from lakefmt.errors import CommitError, CorruptMetadataError, LakefmtError, RewriteConflictError
+from lakefmt.io import FileIO
+from lakefmt.meta import entries as ents
+from lakefmt.meta.store import MetaStore
+from lakefmt.read.files import read_inputs
+from lakefmt.spec import CommitKind, CommitMessage, Snapshot, TableSchema
+from lakefmt.write.writer import TableWriter
+
+__all__ = [
+    "OPERATION",
+    "RewriteTarget",
+    "Targetable",
+    "as_target",
+    "chunks",
+    "compacted_away",
+    "newest_creation",
+    "publish",
+    "read_checked",
+]
+
+#: the snapshot property naming a rewrite's operation (``compact``, ``delete``; restore sets it too)
+OPERATION = "lakefmt.operation"
+
+
+@dataclass(frozen=True)
+class RewriteTarget:
+    """What a rewrite needs from a table. ``new_writer(**options)`` and ``new_committer()`` are the table's
+    factories; ``after_commit(snapshot, compact=...)`` its after-commit work (automatic compaction and expiration);
+    ``discard(messages)`` deletes the files of messages known never to land; ``clock`` is for tests."""
+
+    io: FileIO
+    store: MetaStore
+    new_writer: Callable[..., TableWriter]
+    new_committer: Callable[[], Committer]
+    after_commit: Callable[..., None]
+    discard: Callable[[Sequence[CommitMessage]], None]
+    clock: Callable[[], float] | None = None
+
+    def schema(self) -> TableSchema:
+        """The table's current schema."""
+        return self.store.latest_schema()
+
+    def latest_snapshot(self) -> Snapshot | None:
+        """The table's latest snapshot (None before the first commit)."""
+        return self.store.latest_snapshot()
+
+    @property
+    def partition_keys(self) -> tuple[str, ...]:
+        """The table's partition keys."""
+        return tuple(self.schema().partition_keys)
+
+
+class _HasTarget(Protocol):
+    def rewrite_target(self) -> RewriteTarget: ...
+
+
+#: a rewrite's functions take a :class:`RewriteTarget` or anything that builds one (a ``lakefmt.Table``)
+Targetable = RewriteTarget | _HasTarget
+
+
+def as_target(table: Targetable) -> RewriteTarget:
+    """``table`` as a :class:`RewriteTarget` (a table builds its own)."""
+    return table if isinstance(table, RewriteTarget) else table.rewrite_target()
+
+
+# -- reading -----------------------------------------------------------------------------------------------------
+def read_checked(
+    target: RewriteTarget,
+    entries: pa.Table,
+    schema: TableSchema,
+    *,
+    what: str,
+    columns: Sequence[str] | None = None,
+) -> Iterator[tuple[int, pa.RecordBatch]]:
+    """The rows of the files of ``entries`` (ADD entries), read under ``schema`` (files written under another one
+    are matched by field id), each batch with the index of its file in ``entries``. A batch never spans two files,
+    so each batch is the next file's while that file's row count (from its entry) is not reached; a file holding
+    more or fewer rows than its entry says is refused (:class:`CorruptMetadataError` naming it: ``what`` names the
+    operation, "delete"), since rows counted for the wrong file could be dropped or duplicated. Input files removed
+    by a concurrent commit and deleted before they were read: :class:`RewriteConflictError`
+    (:func:`lakefmt.read.files.read_inputs`)."""
+    n = entries.num_rows
+    rows = entries.column(ents.ROW_COUNT).to_pylist()
+    seen = [0] * n
+    i = 0
+    for batch in read_inputs(target.io, entries, schema, target.store, what=what, columns=columns):
+        if batch.num_rows == 0:
+            continue
+        while i < n and seen[i] >= rows[i]:
+            i += 1
+        if i == n or batch.num_rows > rows[i] - seen[i]:
+            raise row_count_error(entries, min(i, n - 1), what)
+        seen[i] += batch.num_rows
+        yield i, batch
+    if seen != rows:
+        raise row_count_error(entries, next(k for k in range(n) if seen[k] != rows[k]), what)
+
+
+def row_count_error(entries: pa.Table, i: int, what: str) -> CorruptMetadataError:
+    """The error for file ``i`` of ``entries``, whose rows are not as many as its manifest entry says."""
+    path = ents.paths(entries.slice(i, 1))[0]
+    want = entries.column(ents.ROW_COUNT)[i].as_py()
+    return CorruptMetadataError(
+        f"data file {path} does not hold the {want} rows its manifest entry says; nothing was {_past(what)}"
+    )
+
+
+def _past(what: str) -> str:
+    return {"delete": "deleted", "compaction": "compacted"}.get(what, f"changed by the {what}")
+
+
+def chunks(batches: Iterable[pa.RecordBatch], rows: int) -> Iterator[pa.Table]:
+    """Batches gathered into tables of about ``rows`` rows (a writer's per-call work is per table)."""
+    buf: list[pa.RecordBatch] = []
+    n = 0
+    for b in batches:
+        buf.append(b)
+        n += b.num_rows
+        if n >= rows:
+            yield pa.Table.from_batches(buf)
+            buf, n = [], 0
+    if buf:
+        yield pa.Table.from_batches(buf)
+
+
+def newest_creation(entries: pa.Table) -> int | None:
+    """The newest creation time of the files of ``entries``: what a rewrite of their rows records as its files'
+    (the age of the rows), so that compaction's tiers keep commit order when appends land while it runs."""
+    newest = pc.max(entries.column("creation_time_ms")).as_py() if entries.num_rows else None
+    return int(newest) if newest is not None else None
+
+
+# -- committing --------------------------------------------------------------------------------------------------
+def publish(
+    target: RewriteTarget,
+    producer: type[RewriteProducer],
+    messages: Sequence[CommitMessage],
+    rewritten: pa.Table,
+    *,
+    operation: str,
+    after_commit: Callable[[Snapshot], None] | None,
+    planned_on: int | None = None,
+    discard_on_conflict: bool = True,
+) -> Snapshot:
+    """Commit one rewrite snapshot of ``producer``'s kind: the files of ``messages`` added, the files of
+    ``rewritten`` (ADD entries) removed, each of which must still be live (:class:`RewriteConflictError`
+    otherwise, nothing landed: the written files are deleted unless not ``discard_on_conflict``, for a caller that
+    drops only some of them). Any other failure deletes the written files only when the commit is known not to
+    have landed (an unknown outcome, an interrupt during the publish: nothing is deleted). The snapshot carries
+    ``lakefmt.operation=<operation>`` and a one-off commit user (a rewrite is never replayed)."""
+    added = [meta for m in messages for meta in m.manifests]
+    request = CommitRequest(None, f"{operation}-{uuid.uuid4().hex}", 0, added, properties={OPERATION: operation})
+    extra: dict[str, Any] = {} if planned_on is None else {"planned_on": planned_on}
+    run = producer(
+        target.io,
+        target.store,
+        request,
+        clock=target.clock or time.time,
+        after_commit=after_commit,
+        rewritten=rewritten,
+        **extra,
+    )
+    try:
+        result = run.commit()
+    except RewriteConflictError:
+        if discard_on_conflict:
+            target.discard(messages)  # a conflict is decided before the publish: nothing landed
+        raise
+    except BaseException:
+        if not run.in_doubt:  # known not to have landed: the written files are garbage
+            target.discard(messages)
+        raise
+    if result.outcome is not CommitOutcome.COMMITTED or result.snapshot is None:  # pragma: no cover - has work
+        raise CommitError(f"a {operation} committed nothing ({result.outcome})")
+    return result.snapshot
+
+
+def compacted_away(target: RewriteTarget, since: Snapshot | None, gone: Sequence[str]) -> bool:
+    """Whether every file in ``gone`` was removed by a COMPACT snapshot after ``since`` and none by another kind.
+    False when unsure (a snapshot in between has expired, or metadata cannot be read)."""
+    latest = target.latest_snapshot()
+    if since is None or latest is None or not gone:
+        return False
+    wanted = set(gone)
+    compacted: set[str] = set()
+    store = target.store
+    with contextlib.suppress(LakefmtError, OSError):
+        for sid in range(since.id + 1, latest.id + 1):
+            snap = store.snapshot(sid)
+            removed: set[str] = set()
+            for m in store.manifest_list(snap.delta_manifest_list):
+                if m.num_deleted_files:
+                    removed |= set(ents.paths(ents.deletes(store.manifest(m.file_name)))) & wanted
+            if snap.commit_kind is not CommitKind.COMPACT and removed:
+                return False
+            compacted |= removed
+        return compacted == wanted
+    return False

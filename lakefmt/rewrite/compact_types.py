@@ -1,0 +1,146 @@
+"""Compaction's data: a group of small files to rewrite together (:class:`CompactionGroup`), a plan of groups
+(:class:`CompactionPlan`), and what a compaction did (:class:`CompactionReport`, :class:`GivenUp`). Planned in
+:mod:`lakefmt.rewrite.compact_plan`, carried out in :mod:`lakefmt.rewrite.compact`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakefmt.meta import entries as ents
+from lakefmt.spec import Snapshot
+from lakefmt.spec.partition import describe_partition
+
+__all__ = ["CompactionGroup", "CompactionPlan", "CompactionReport", "GivenUp", "Partition", "describe", "partition_key"]
+
+Partition = dict[str, Any]
+
+
+def partition_key(partition: Mapping[str, Any] | None) -> tuple[tuple[str, Any], ...]:
+    return tuple(sorted((partition or {}).items(), key=lambda kv: kv[0]))
+
+
+def describe(partition: Mapping[str, Any]) -> str:
+    """``dt=2026-11-01``, ``dt=__null__`` (as the folder and ``lakefmt compact --partition`` spell a null)."""
+    return describe_partition(partition) if partition else "(unpartitioned)"
+
+
+@dataclass(frozen=True)
+class CompactionGroup:
+    """Input files rewritten together into new files: all in one partition. Picklable (the entries are an
+    Arrow table), so an engine ships it to the task that runs :func:`rewrite_group`."""
+
+    group_id: str  #: also the writer id of its commit message, which is how a commit finds the group's files
+    partition: Partition
+    entries: pa.Table  #: ADD entries of the input files (manifest schema)
+
+    @property
+    def paths(self) -> list[str]:
+        return ents.paths(self.entries)
+
+    @property
+    def num_files(self) -> int:
+        return int(self.entries.num_rows)
+
+    @property
+    def num_bytes(self) -> int:
+        return int(pc.sum(self.entries.column(ents.FILE_SIZE)).as_py() or 0)
+
+    @property
+    def num_rows(self) -> int:
+        return int(pc.sum(self.entries.column(ents.ROW_COUNT)).as_py() or 0)
+
+
+@dataclass(frozen=True)
+class CompactionPlan:
+    """What a compaction rewrites, planned on one snapshot: groups of input files, and the totals of the live
+    files in the planned scope (the partitions asked for, or the whole table) before it."""
+
+    snapshot_id: int | None
+    target_file_size: int
+    sort_by: tuple[str, ...]
+    groups: tuple[CompactionGroup, ...]
+    files_before: int
+    bytes_before: int
+    min_files: int = 5
+    tiered: bool = False
+
+    @property
+    def partitions(self) -> list[Partition]:
+        """The partitions the plan rewrites files of, each once, in plan order."""
+        seen: dict[tuple[tuple[str, Any], ...], Partition] = {}
+        for g in self.groups:
+            seen.setdefault(partition_key(g.partition), g.partition)
+        return list(seen.values())
+
+    @property
+    def num_files(self) -> int:
+        return sum(g.num_files for g in self.groups)
+
+    @property
+    def num_bytes(self) -> int:
+        return sum(g.num_bytes for g in self.groups)
+
+
+@dataclass(frozen=True)
+class GivenUp:
+    """A partition a compaction left as it was, and why (a concurrent commit removed its input files twice)."""
+
+    partition: Partition
+    reason: str
+
+
+@dataclass
+class CompactionReport:
+    """What a compaction did (or, with ``dry_run``, would do). ``files_before``/``bytes_before``: the live files
+    in the planned scope when it was planned; ``files_after``/``bytes_after``: the same, less the files rewritten
+    plus the files written (commits that landed meanwhile not counted)."""
+
+    dry_run: bool
+    snapshot: Snapshot | None = None
+    files_before: int = 0
+    bytes_before: int = 0
+    rewritten_files: int = 0
+    rewritten_bytes: int = 0
+    written_files: int = 0
+    written_bytes: int = 0
+    rows: int = 0
+    partitions: list[Partition] = field(default_factory=list)  #: the partitions compacted
+    given_up: list[GivenUp] = field(default_factory=list)
+    replanned: list[Partition] = field(default_factory=list)  #: partitions re-planned after losing a race
+    seconds: float = 0.0
+
+    @property
+    def files_after(self) -> int:
+        return self.files_before - self.rewritten_files + self.written_files
+
+    @property
+    def bytes_after(self) -> int:
+        return self.bytes_before - self.rewritten_bytes + self.written_bytes
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready summary (``--json``)."""
+        return {
+            "operation": "compact",
+            "dry_run": self.dry_run,
+            "snapshot": self.snapshot.id if self.snapshot else None,
+            "files_before": self.files_before,
+            "bytes_before": self.bytes_before,
+            "files_after": None if self.dry_run else self.files_after,
+            "bytes_after": None if self.dry_run else self.bytes_after,
+            "rewritten_files": self.rewritten_files,
+            "rewritten_bytes": self.rewritten_bytes,
+            "written_files": None if self.dry_run else self.written_files,
+            "written_bytes": None if self.dry_run else self.written_bytes,
+            "rows": self.rows,
+            "partitions": self.partitions,
+            "given_up": [{"partition": g.partition, "reason": g.reason} for g in self.given_up],
+            "replanned": self.replanned,
+            "seconds": round(self.seconds, 3),
+        }
+
+
