@@ -166,7 +166,10 @@ def duration_ms(value: Duration, what: str = "older_than") -> int:
         raise InvalidOptionError(f"{what} must not be negative, got {value!r}")
     ms = int(seconds * 1000)
     if ms > MAX_DURATION_MS:
-        raise InvalidOptionError(f"{what} is too long: {value!r} (at most about 292 million years)")
+        raise InvalidOptionError(
+            f"{what} must be a positive duration of at most about 292 million years (int64 milliseconds), "
+            f"got {value!r}"
+        )
     return ms
 
 

@@ -2,13 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
-import datetime
 import functools
-import itertools
-import logging
-import os
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Literal
@@ -17,49 +11,36 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakefmt.commit.committer import Committer
-from lakefmt.commit.restore import RestorePlan, commit_restore, commit_shown_plan, plan_restore, restore_replans
+from lakefmt.commit.restore import RestorePlan, commit_shown_plan, plan_restore
+from lakefmt.commit.restore import restore as restore_to
 from lakefmt.commit.schema_change import UpdateSchema
-from lakefmt.errors import (
-    BucketNotFoundError,
-    ConsumerNotFoundError,
-    InvalidOptionError,
-    InvalidSnapshotIdError,
-    LakefmtError,
-    LocationNotEmptyError,
-    NotATableError,
-    SnapshotNotFoundError,
-    TableAlreadyExistsError,
-    TagNotFoundError,
-)
-from lakefmt.io import FileIO, file_io_for
-from lakefmt.io.paths import is_temp_of
-from lakefmt.io.storage import storage_errors
+from lakefmt.io import FileIO
 from lakefmt.maintenance import MaintenanceReport, Progress, expire_snapshots, remove_orphan_files
 from lakefmt.maintenance import background as background_compaction
-from lakefmt.maintenance.compact import auto_compact, auto_compact_after
+from lakefmt.maintenance.after_commit import after_commit
 from lakefmt.meta import consumers as cons
-from lakefmt.meta import entries as ents
 from lakefmt.meta import tags as tags_store
+from lakefmt.meta.location import create_store, first_schema, open_store
 from lakefmt.meta.store import MetaStore
-from lakefmt.options import DEFAULT_ORPHAN_OLDER_THAN, Duration, TableOptions, duration_ms  # also importable here
-from lakefmt.read.files import read_entries
+from lakefmt.meta.versions import version
+from lakefmt.options import DEFAULT_ORPHAN_OLDER_THAN, Duration, duration_ms  # also importable here
+from lakefmt.read.files import read_planned
 from lakefmt.read.scan import FileTask, Scan, check_snapshot_id
+from lakefmt.rewrite.append import write_and_commit
 from lakefmt.rewrite.base import RewriteTarget
 from lakefmt.rewrite.compact import compact
 from lakefmt.rewrite.compact_types import CompactionReport
 from lakefmt.rewrite.delete import delete_rows
-from lakefmt.spec import CommitKind, CommitMessage, Consumer, Snapshot, TableSchema, layout
-from lakefmt.spec.consumer import MAX_SNAPSHOT_ID, check_consumer_id
+from lakefmt.spec import CommitMessage, Consumer, Snapshot, TableSchema
 from lakefmt.spec.instants import Instant
 from lakefmt.spec.scope import OverwriteScope, check_partition_given
-from lakefmt.spec.tag import Tag, check_tag_name
-from lakefmt.spec.types import type_to_json
-from lakefmt.write.conform import conform, fill_missing
-from lakefmt.write.writer import TableWriter, as_tables
+from lakefmt.spec.tag import Tag
+from lakefmt.write.discard import discard_messages
+from lakefmt.write.writer import TableWriter, writer_schema
 
 __all__ = ["Table", "create_table", "open_table"]
 
-log = logging.getLogger("lakefmt.table")
+Snap = Snapshot | None  #: what a write returns: its snapshot, or None when nothing was committed
 
 
 def create_table(
@@ -73,49 +54,11 @@ def create_table(
 
     Refuses a location that already holds a table (:class:`TableAlreadyExistsError`) or any other files
     (:class:`LocationNotEmptyError`: maintenance deletes unreferenced files under a table root, so a table
-    must own its folder).
+    must own its folder). The schema, its types and ``options`` are checked before anything is written
+    (:func:`lakefmt.meta.location.first_schema`).
     """
-    if not isinstance(schema, pa.Schema):
-        raise TypeError(f"schema must be a pyarrow.Schema, got {type(schema).__name__}")
-    for f in schema:
-        type_to_json(f.type)  # UnsupportedTypeError names the type early
-    opts = {str(k): str(v) for k, v in (options or {}).items()}
-    TableOptions.check_keys(opts)  # UnknownOptionError: a typo never silently leaves a default in force
-    TableOptions.from_map(opts).check()  # InvalidOptionError names a bad option before anything is written
-    table_schema = TableSchema(
-        id=0,
-        arrow_schema=pa.schema(list(schema)),
-        partition_keys=tuple(partition_by or ()),
-        options=opts,
-        time_millis=int(time.time() * 1000),
-    )
-    with storage_errors(uri, storage_options or {}):  # no credentials, an endpoint that does not answer, ...
-        io = file_io_for(uri, dict(storage_options or {}))
-        bucket = io.missing_bucket()
-        if bucket is not None:
-            raise BucketNotFoundError(f"cannot create a table at {uri}: the bucket {bucket!r} does not exist")
-        return _create_table(uri, io, table_schema, dict(storage_options or {}))
-
-
-def _create_table(uri: str, io: FileIO, table_schema: TableSchema, storage_options: dict[str, Any]) -> Table:
-    store = MetaStore(io)
-    if store.schema_ids():
-        raise TableAlreadyExistsError(f"a lakefmt table already exists at {uri}")
-    outer = _enclosing_table(io.uri, storage_options)
-    if outer is not None:
-        raise LocationNotEmptyError(
-            f"{uri} is inside the lakefmt table at {outer}, whose maintenance owns every file under its root "
-            "(orphan-clean would delete this table); create the table outside it"
-        )
-    # a temp file of an interrupted create (schema/.schema-0.tmp-...) is not someone else's data
-    stray = next((f for f in io.walk() if not is_temp_of(layout.schema_path(0), f.path)), None)
-    if stray is not None:
-        raise LocationNotEmptyError(
-            f"{uri} is not empty (it holds {stray.path!r}); create the table in an empty location"
-        )
-    if not io.publish(layout.schema_path(0), table_schema.to_json()):
-        raise TableAlreadyExistsError(f"a lakefmt table was created at {uri} concurrently")
-    return Table(io, store)
+    store = create_store(uri, first_schema(schema, partition_by, options), storage_options)
+    return Table(store.io, store)
 
 
 def open_table(uri: str, storage_options: Mapping[str, Any] | None = None) -> Table:
@@ -126,18 +69,8 @@ def open_table(uri: str, storage_options: Mapping[str, Any] | None = None) -> Ta
     ``AWS_ACCESS_KEY_ID``, ``AWS_REGION``, ...) are translated to s3fs's. Missing credentials, an endpoint that
     refuses connections and an unknown option raise lakefmt errors that say what to do (:class:`StorageError`,
     :class:`InvalidStorageOptionError`)."""
-    with storage_errors(uri, storage_options or {}):
-        io = file_io_for(uri, dict(storage_options or {}))
-        store = MetaStore(io)
-        try:
-            store.latest_schema()  # raises NotATableError
-        except NotATableError as exc:
-            bucket = io.missing_bucket()
-            if bucket is not None:
-                message = f"{uri} is not a lakefmt table: the bucket {bucket!r} does not exist"
-                raise BucketNotFoundError(message) from exc
-            raise
-    return Table(io, store)
+    store = open_store(uri, storage_options)
+    return Table(store.io, store)
 
 
 class Table:
@@ -174,10 +107,7 @@ class Table:
 
     def schemas(self) -> list[TableSchema]:
         """Every schema the table has had, oldest first (``schema/schema-<id>``; a fresh listing)."""
-        ids = self._store.schema_ids()
-        if ids:
-            self._store.latest_schema(refresh=True)
-        return [self._store.schema(i) for i in ids]
+        return self._store.all_schemas()
 
     def update_schema(self) -> UpdateSchema:
         """Change the schema: ``with t.update_schema() as u: u.add_column("country", pa.string())`` (also
@@ -222,18 +152,9 @@ class Table:
         schema on its driver, and whose tasks start later: a schema change in between must not change what its
         tasks accept; the commit then checks that the files are readable under the schema it records).
         ``creation_time_ms``: the creation time every file records (a rewrite gives its inputs' newest)."""
-        schema = self.table_schema()
-        if schema_id is not None and schema_id != schema.id:  # its columns, the table's options of now
-            schema = dataclasses.replace(self._store.schema(schema_id), options=dict(schema.options))
-        if target_file_size is not None:
-            schema = dataclasses.replace(schema, options={**schema.options, "target-file-size": str(target_file_size)})
-        return TableWriter(
-            self.io,
-            schema,
-            writer_id=writer_id,
-            on_manifest=self._store.remember_manifest,
-            creation_time_ms=creation_time_ms,
-        )
+        schema = writer_schema(self._store, schema_id, target_file_size)
+        on_manifest, created = self._store.remember_manifest, creation_time_ms
+        return TableWriter(self.io, schema, writer_id=writer_id, on_manifest=on_manifest, creation_time_ms=created)
 
     def new_committer(
         self,
@@ -263,37 +184,9 @@ class Table:
         return background_compaction.wait_idle(self._store, timeout)
 
     def _after_commit(self, snap: Snapshot, *, compact: bool = True, background: bool | None = None) -> None:
-        """After a commit landed: compact the partitions it touched when ``compaction.auto`` is set (unless the
-        committer or the table is ``write-only``; here, or in the table's worker thread with
-        ``compaction.async``), then expire snapshots when the table's options ask for it
-        (``snapshot.num-retained.*``, ``snapshot.time-retained``). Best effort: the commit has landed; an error
-        is logged, a failed compaction is retried after the next commit, a failed expiration by the next commit
-        or by ``lakefmt expire``; an interrupt propagates."""
-        options = self.table_schema().table_options
-        auto = compact and options.compaction_auto and not options.write_only
-        if auto and snap.commit_kind is not CommitKind.COMPACT:
-            in_background = options.compaction_async if background is None else background
-            if in_background:
-                background_compaction.submit(
-                    self._store, snap, functools.partial(auto_compact_after, self), options.compaction_max_file_num
-                )
-            else:
-                try:
-                    auto_compact(self, snap)
-                except Exception as exc:  # the data commit has landed; compaction is optional
-                    log.warning(
-                        "automatic compaction after snapshot %d failed: %s: %s", snap.id, type(exc).__name__, exc
-                    )
-        if not options.auto_expire:
-            return
-        with contextlib.suppress(Exception):  # botocore's connection errors are not OSErrors
-            self.expire_snapshots(
-                retain_min=options.snapshot_retained_min,
-                retain_max=options.snapshot_retained_max,
-                older_than=None
-                if options.snapshot_time_retained_ms is None
-                else datetime.timedelta(milliseconds=options.snapshot_time_retained_ms),
-            )
+        """After a commit landed: automatic compaction and expiration, as the table's options ask
+        (:func:`lakefmt.maintenance.after_commit.after_commit`)."""
+        after_commit(self, snap, compact=compact, background=background, expire=self.expire_snapshots)
 
     def append(self, data: Any, *, schema_mode: Literal["merge"] | None = None) -> Snapshot | None:
         """Append rows (Table, RecordBatch, RecordBatchReader or iterable of batches) in one snapshot.
@@ -302,7 +195,7 @@ class Table:
         lacks, as nullable columns (and the fields its struct columns lack), in a schema change of their own; the
         table's nullable columns the data lacks are written as nulls (Delta's mergeSchema). Without it, a column
         the table does not have, or one the data lacks, is refused (:class:`SchemaMismatchError`)."""
-        return self._write_and_commit(data, None, schema_mode=schema_mode)
+        return self._write_and_commit(data, None, schema_mode)
 
     def overwrite(
         self,
@@ -338,11 +231,8 @@ class Table:
         return delete_rows(self, filter)
 
     def overwrite_scope(
-        self,
-        *,
-        partition: Mapping[str, Any] | None = None,
-        where: str | pc.Expression | None = None,
-        dynamic: bool = False,
+        self, *, partition: Mapping[str, Any] | None = None, where: str | pc.Expression | None = None,
+        dynamic: bool = False
     ) -> OverwriteScope:
         """The scope of an overwrite (see :meth:`overwrite`), checked against the current schema. Engines that
         write in tasks check each batch with ``scope.check_rows(batch)`` before writing it, so that an
@@ -350,40 +240,10 @@ class Table:
         check_partition_given(partition)
         return OverwriteScope.bind(self.table_schema(), partition=partition, where=where, dynamic=dynamic)
 
-    def _write_and_commit(
-        self, data: Any, overwrite: dict[str, Any] | None, *, schema_mode: str | None = None
-    ) -> Snapshot | None:
-        parts = as_tables(data)
-        if schema_mode is not None:
-            if schema_mode != "merge":
-                raise InvalidOptionError(f"schema_mode must be 'merge' or None, got {schema_mode!r}")
-            first = next(iter(parts), None)
-            if first is not None:
-                update = self.update_schema().union_by_name(first.schema)
-                merged = update.preview()
-                if merged is not None:  # rows the merged table refuses add no column: check before publishing
-                    conform(fill_missing(first, merged.arrow_schema), merged.arrow_schema)
-                target = update.commit().arrow_schema
-                parts = (fill_missing(p, target) for p in itertools.chain([first], parts))
+    def _write_and_commit(self, data: Any, overwrite: dict[str, Any] | None, schema_mode: str | None = None) -> Snap:
         scope = self.overwrite_scope(**overwrite) if overwrite is not None else None
-        writer = self.new_writer()
-        with writer:  # an error here deletes what the writer wrote
-            for part in parts:
-                if scope is not None:
-                    scope.check_rows(part)
-                writer.write(part)
-            message = writer.prepare_commit()
-        committer = self.new_committer()
-        try:
-            if overwrite is None:
-                return committer.commit([message], identifier=0)
-            return committer.overwrite([message], identifier=0, **overwrite)
-        except BaseException:
-            # An unknown outcome (CommitStateUnknownError, an interrupt during or after the publish) may have
-            # landed: then nothing may be deleted. Only a commit known not to have landed is cleaned up.
-            if not committer.may_have_landed:
-                _discard(self.io, message, writer)
-            raise
+        target, evolve = self.rewrite_target(), self.update_schema
+        return write_and_commit(target, data, overwrite, scope, schema_mode=schema_mode, update_schema=evolve)
 
     def rewrite_target(self) -> RewriteTarget:
         """What a rewrite (compaction, row-level delete: :mod:`lakefmt.rewrite`) needs of this table: its storage,
@@ -396,15 +256,7 @@ class Table:
         """Delete the data files and per-task manifests of commit messages that will never be committed
         (a replayed streaming batch that dedup skipped, a job given up on). Only for messages known not to
         have landed: their files are referenced by no snapshot. Best effort; orphan-clean is the backstop."""
-        for message in messages:
-            for meta in message.manifests:
-                with contextlib.suppress(LakefmtError, OSError):
-                    entries = self._store.manifest(meta.file_name)
-                    ents.check_data_paths(entries, f"manifest {meta.file_name}")
-                    self._store.forget_manifest(meta.file_name)  # a later commit of it must find it gone
-                    for path in ents.paths(entries):
-                        self.io.delete(path)
-                    self.io.delete(layout.manifest_path(meta.file_name))
+        discard_messages(self.io, self._store, messages)
 
     # -- reading ---------------------------------------------------------------------------------------
     def scan(
@@ -426,15 +278,8 @@ class Table:
         (``"2026-11-30T23:59:59Z"``; no offset = UTC) or whole epoch milliseconds (an ``int``); a ``float`` is
         refused (:class:`InvalidTimestampError`) rather than guessed to be seconds or milliseconds."""
         return Scan(
-            self.io,
-            self._store,
-            filter=filter,
-            columns=columns,
-            snapshot_id=snapshot_id,
-            as_of=as_of,
-            from_snapshot=from_snapshot,
-            to_snapshot=to_snapshot,
-            tag=tag,
+            self.io, self._store, filter=filter, columns=columns, snapshot_id=snapshot_id, as_of=as_of,
+            from_snapshot=from_snapshot, to_snapshot=to_snapshot, tag=tag,
         )
 
     def read_files(
@@ -452,17 +297,7 @@ class Table:
         target = self.table_schema() if schema is None else schema
         if isinstance(target, int):
             target = self._store.schema(target)
-        if not files:
-            return iter(())
-        default = target.id
-        entries = pa.table(
-            {
-                ents.PATH: pa.array([f.path for f in files], pa.string()),
-                ents.SCHEMA_ID: pa.array([default if f.schema_id is None else f.schema_id for f in files], pa.int64()),
-            }
-        )
-        ents.check_data_paths(entries, "read_files")
-        return read_entries(self.io, entries, target, columns=columns, filter=filter, schemas=self._store.schema)
+        return read_planned(self.io, self._store, files, target, columns=columns, filter=filter)
 
     def to_arrow(self, **kwargs: Any) -> pa.Table:
         """Shorthand for ``scan(**kwargs).to_arrow()``."""
@@ -481,15 +316,7 @@ class Table:
     # -- history ---------------------------------------------------------------------------------------
     def snapshots(self) -> list[Snapshot]:
         """Every retained snapshot, oldest first."""
-        out = []
-        for sid in self._store.snapshot_ids():
-            snap = self._store.try_snapshot(sid)
-            if snap is not None:
-                out.append(snap)
-        latest = self._store.latest_snapshot()
-        if latest is not None and (not out or out[-1].id < latest.id):
-            out.extend(self._store.snapshot(i) for i in range(out[-1].id + 1 if out else latest.id, latest.id + 1))
-        return out
+        return self._store.retained_snapshots()
 
     def snapshot(self, snapshot_id: int) -> Snapshot:
         """One snapshot; :class:`SnapshotNotFoundError` if it never existed or has expired."""
@@ -514,14 +341,10 @@ class Table:
 
         ``older_than``: a ``timedelta``, a duration string with its unit (``"90m"``, ``"12h"``, ``"7d"``,
         ``"PT1H"``; ``"5"`` is refused) or a number of seconds (``older_than=5`` is five seconds)."""
+        older_than_ms = None if older_than is None else duration_ms(older_than)
         return expire_snapshots(
-            self.io,
-            self._store,
-            retain_min=retain_min,
-            retain_max=retain_max,
-            older_than_ms=None if older_than is None else duration_ms(older_than),
-            dry_run=dry_run,
-            progress=progress,
+            self.io, self._store, retain_min=retain_min, retain_max=retain_max, older_than_ms=older_than_ms,
+            dry_run=dry_run, progress=progress,
         )
 
     def remove_orphan_files(
@@ -565,14 +388,8 @@ class Table:
         below 1 (:class:`InvalidOptionError`) or an unknown sort column (:class:`SchemaMismatchError`) is refused
         before anything is written. The distributable steps: :mod:`lakefmt.rewrite.compact`."""
         return compact(
-            self,
-            partition,
-            target_file_size=target_file_size,
-            min_files=min_files,
-            sort_by=sort_by,
-            dry_run=dry_run,
-            parallelism=parallelism,
-            progress=progress,
+            self, partition, target_file_size=target_file_size, min_files=min_files, sort_by=sort_by,
+            dry_run=dry_run, parallelism=parallelism, progress=progress,
         )
 
     # -- consumers -------------------------------------------------------------------------------------
@@ -585,16 +402,8 @@ class Table:
         ``consumer_id``: 1 to 200 characters of ``A-Z a-z 0-9 . _ -``, starting with a letter, a digit or
         ``_`` (:class:`InvalidConsumerIdError` otherwise). ``next_snapshot``: a snapshot id (>= 1); one past the
         latest snapshot means "read everything so far"."""
-        check_consumer_id(consumer_id)
-        if isinstance(next_snapshot, bool) or not isinstance(next_snapshot, int):
-            raise TypeError(f"next_snapshot must be a whole number, got {next_snapshot!r}")
-        if not 1 <= next_snapshot <= MAX_SNAPSHOT_ID:
-            raise InvalidSnapshotIdError(
-                f"next_snapshot {next_snapshot} is invalid: a consumer's next snapshot is a snapshot id (1 or more)"
-            )
-        now_ms = int((self._clock or time.time)() * 1000)
         sync = self.table_schema().table_options.fsync
-        cons.write_consumer(self.io, Consumer(consumer_id, next_snapshot, now_ms), sync=sync)
+        cons.record_consumer(self.io, consumer_id, next_snapshot, now_ms=self._now_ms(), sync=sync)
 
     def consumer(self, consumer_id: str) -> Consumer | None:
         """One consumer's record (one read), or None if the table has none for ``consumer_id``;
@@ -609,15 +418,7 @@ class Table:
     def delete_consumer(self, consumer_id: str) -> None:
         """Delete a consumer's record (also an unreadable one), so it no longer holds snapshots back.
         :class:`ConsumerNotFoundError` if the table has no consumer ``consumer_id``."""
-        path = layout.consumer_path(check_consumer_id(consumer_id))
-        try:
-            self.io.read(path)
-        except FileNotFoundError:
-            known = ", ".join(c.consumer_id for c in cons.list_consumers(self.io).consumers) or "none"
-            raise ConsumerNotFoundError(
-                f"{self.uri} has no consumer {consumer_id!r} (its consumers: {known})"
-            ) from None
-        cons.delete_consumer(self.io, consumer_id)
+        cons.delete_consumer_named(self.io, consumer_id, self.uri)
 
     # -- tags and restore ------------------------------------------------------------------------------
     def create_tag(self, name: str, snapshot_id: int | None = None, *, retain: Duration | None = None) -> Tag:
@@ -630,27 +431,13 @@ class Table:
         (:class:`InvalidOptionError`). :class:`TagAlreadyExistsError` if the name is taken (of two racing creates,
         one wins); :class:`SnapshotNotFoundError` if the snapshot does not exist, has expired, or expired while
         the tag was created."""
-        check_tag_name(name)
-        if snapshot_id is None:
-            snap = self._store.latest_snapshot()
-            if snap is None:
-                raise SnapshotNotFoundError(f"{self.uri} has no snapshot to tag yet")
-        else:
-            snap = self._store.snapshot(check_snapshot_id(snapshot_id))
-        retain_ms = None if retain is None else tags_store.check_retain(retain)
         sync = self.table_schema().table_options.fsync
-        return tags_store.tag_snapshot(self._store, name, snap, retain_ms=retain_ms, now_ms=self._now_ms(), sync=sync)
+        return tags_store.tag_version(self._store, name, snapshot_id, retain=retain, now_ms=self._now_ms(), sync=sync)
 
     def delete_tag(self, name: str) -> None:
         """Delete tag ``name`` (also an unreadable or expired one). The files only it kept are left for
         ``orphan-clean`` (expiration has already passed them). :class:`TagNotFoundError` if there is none."""
-        check_tag_name(name)
-        try:
-            self.io.read(layout.tag_path(name))
-        except FileNotFoundError:
-            known = ", ".join(repr(t.name) for t in tags_store.list_tags(self.io).tags) or "none"
-            raise TagNotFoundError(f"{self.uri} has no tag {name!r} (its tags: {known})") from None
-        tags_store.delete_tag(self.io, name)
+        tags_store.delete_tag_named(self.io, name, self.uri)
 
     def tags(self) -> list[Tag]:
         """Every tag, by name (expired ones too: ``Tag.expired(now_ms)``). :class:`CorruptMetadataError` names
@@ -689,12 +476,8 @@ class Table:
         target that does not exist or stopped being kept meanwhile, :class:`InvalidCommitError` on a
         format-version-1 table (upgrade it first: :meth:`upgrade`)."""
         target = self._restore_target(snapshot_id, tag, as_of)
-        return restore_replans(
-            lambda: plan_restore(self._store, target, tag=tag),
-            lambda plan: commit_restore(
-                self.io, self._store, plan, clock=self._clock or time.time, after_commit=self._after_commit
-            ),
-        )
+        clock = self._clock or time.time
+        return restore_to(self.io, self._store, target, tag=tag, clock=clock, after_commit=self._after_commit)
 
     def apply_restore_plan(self, plan: RestorePlan) -> Snapshot | None:
         """Commit exactly ``plan``, from :meth:`plan_restore` (after showing it, say): if another commit changed
@@ -705,53 +488,13 @@ class Table:
             self.io, self._store, plan, clock=self._clock or time.time, after_commit=self._after_commit
         )
 
-    def _restore_target(
-        self, snapshot_id: int | None, tag: str | None, as_of: Instant | None
-    ) -> Snapshot:
-        given = [n for n, v in (("snapshot_id", snapshot_id), ("tag", tag), ("as_of", as_of)) if v is not None]
-        if len(given) != 1:
-            raise InvalidOptionError(
-                f"name the version to restore: one of snapshot_id, tag or as_of, got {given or 'none'}"
-            )
-        if tag is not None:
-            return tags_store.tagged_snapshot(self.io, check_tag_name(tag), self._now_ms()).snapshot
-        return self.scan(snapshot_id=snapshot_id, as_of=as_of).snapshot  # type: ignore[return-value]
+    def _restore_target(self, snapshot_id: int | None, tag: str | None, as_of: Instant | None) -> Snapshot:
+        return version(self.io, self._store, snapshot_id, tag, as_of, self._now_ms())
 
     def _now_ms(self) -> int:
         return int((self._clock or time.time)() * 1000)
 
     def commit_user_identifier(self, commit_user: str) -> int | None:
         """The last identifier ``commit_user`` committed, as remembered by the latest snapshot."""
-        latest = self._store.latest_snapshot()
-        if latest is None:
-            return None
-        last = latest.commit_users.get(commit_user)
-        return last[0] if last else None
+        return self._store.last_identifier(commit_user)
 
-
-def _enclosing_table(uri: str, storage_options: dict[str, Any]) -> str | None:
-    """The URI of a table whose root holds ``uri`` (a folder above it with a ``schema/schema-<n>``), if any.
-    ``uri`` is normalized (:func:`~lakefmt.io.paths.normalize_uri`): a local table is an absolute path."""
-    if "://" not in uri:
-        path = uri
-        ancestors = []
-        while (parent := os.path.dirname(path)) != path:
-            ancestors.append(parent)
-            path = parent
-    else:
-        scheme, rest = uri.split("://", 1)
-        parts = rest.rstrip("/").split("/")
-        ancestors = [f"{scheme}://{'/'.join(parts[:i])}" for i in range(len(parts) - 1, 0, -1)]
-    for ancestor in ancestors:
-        if MetaStore(file_io_for(ancestor, storage_options)).schema_ids():
-            return ancestor
-    return None
-
-
-def _discard(io: FileIO, message: CommitMessage, writer: TableWriter) -> None:
-    """Delete the files of a commit that is known not to have landed (best effort: orphan-clean is the
-    backstop)."""
-    paths = [f.path for f in writer.written_files] + [layout.manifest_path(m.file_name) for m in message.manifests]
-    for path in paths:
-        with contextlib.suppress(Exception):
-            io.delete(path)

@@ -6,17 +6,26 @@ it, the command functions (thin, over the public API) and :func:`main`, which ch
 from __future__ import annotations
 
 import argparse
-import datetime
 import os
 import sys
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
 import lakefmt
 from lakefmt.cli.compact import cmd_compact, parse_partition, parse_sort_by, parse_target_size
-from lakefmt.cli.output import _beside, _emit, _failure, _iso, _one_line, _ProgressBar, _report_json, _summary, _when
+from lakefmt.cli.inspect import cmd_describe, cmd_files, cmd_snapshots
+from lakefmt.cli.maintain import (
+    cmd_consumers,
+    cmd_expire,
+    cmd_orphan_clean,
+    consumer_id,
+    duration,
+    positive,
+    positive_duration,
+    snapshot_id,
+)
+from lakefmt.cli.output import _failure, _one_line
 from lakefmt.cli.schema import cmd_schema, cmd_upgrade
 from lakefmt.cli.storage import (
     _check_options,
@@ -37,16 +46,12 @@ from lakefmt.cli.versions import (
     parse_instant,
     parse_tag_name,
 )
-from lakefmt.errors import ConsumerNotFoundError, InvalidConsumerIdError, LakefmtError
-from lakefmt.maintenance import list_consumers
+from lakefmt.errors import LakefmtError
 from lakefmt.options import (
     DEFAULT_ORPHAN_OLDER_THAN,
     DEFAULT_ORPHAN_OLDER_THAN_MS,
     format_duration_ms,
-    parse_duration,
 )
-from lakefmt.spec.consumer import check_consumer_id
-from lakefmt.spec.partition import describe_partition
 
 __all__ = ["build_parser", "main"]
 
@@ -78,213 +83,6 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
-
-
-def _cmd_snapshots(table: lakefmt.Table, args: argparse.Namespace) -> None:
-    rows = []
-    for s in table.snapshots():
-        d = _beside(s.to_dict(), "time_millis", "time", _iso(s.time_millis))
-        if not args.json:
-            d = {
-                "id": s.id,
-                "kind": s.commit_kind.value,
-                "committed": _when(s.time_millis),
-                "commit_user": s.commit_user,
-                "identifier": s.commit_identifier,
-                "delta_rows": f"{s.delta_record_count:,}",
-                "total_rows": f"{s.total_record_count:,}",
-                "files": f"{s.total_file_count:,}",
-            }
-        rows.append(d)
-    _emit(rows, args.json)
-
-
-def _cmd_describe(table: lakefmt.Table, args: argparse.Namespace) -> None:
-    ts = table.table_schema()
-    latest = table.latest_snapshot()
-    files = table.files() if latest else []
-    info: dict[str, Any] = {
-        "uri": table.uri,
-        "format_version": ts.format_version,
-        "schema_id": ts.id,
-        "columns": {f.name: str(f.type) + ("" if f.nullable else " not null") for f in ts.arrow_schema},
-        "partition_keys": list(ts.partition_keys),
-        "options": dict(ts.options),
-        "latest_snapshot": latest.id if latest else None,
-        "latest_commit": _when(latest.time_millis) if latest else None,
-        "latest_commit_time": _iso(latest.time_millis) if latest else None,
-        "latest_commit_millis": latest.time_millis if latest else None,
-        "rows": f"{latest.total_record_count if latest else 0:,}"
-        if not args.json
-        else (latest.total_record_count if latest else 0),
-        "live_files": len(files),
-        "live_bytes": sum(f.file_size for f in files),
-    }
-    if args.json:  # the columns in order as a list too (a JSON object's order is not every reader's)
-        fields = [{"name": f.name, "type": str(f.type), "nullable": f.nullable} for f in ts.arrow_schema]
-        _emit(_beside(info, "columns", "fields", fields), True)
-        return
-    for key in ("latest_commit_time", "latest_commit_millis"):  # latest_commit says it for people
-        info.pop(key)
-    columns = info.pop("columns")
-    info["columns"] = ", ".join(f"{k} {v}" for k, v in columns.items())
-    info["live_bytes"] = f"{info['live_bytes']:,}"
-    _emit(info, False)
-
-
-def _cmd_files(table: lakefmt.Table, args: argparse.Namespace) -> None:
-    rows: list[dict[str, Any]] = []
-    for f in table.files(snapshot_id=args.snapshot):
-        part: Any = f.partition if args.json else describe_partition(f.partition, ",")
-        rows.append({"path": f.path, "size": f.file_size, "rows": f.row_count, "partition": part})
-    _emit(rows, args.json, ["path", "size", "rows", "partition"])
-
-
-def _duration(text: str) -> datetime.timedelta:
-    try:
-        return parse_duration(text, "duration")
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from exc
-
-
-def _positive_duration(text: str) -> datetime.timedelta:
-    value = _duration(text)
-    if value <= datetime.timedelta(0):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a positive duration")
-    return value
-
-
-def _snapshot_id(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a snapshot id (a whole number)") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} is not a snapshot id: snapshot ids start at 1")
-    return value
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
-def _cmd_expire(table: lakefmt.Table, args: argparse.Namespace) -> None:
-    report = table.expire_snapshots(
-        retain_min=args.retain_min,
-        retain_max=args.retain_max,
-        older_than=args.older_than,
-        dry_run=args.dry_run,
-        progress=_ProgressBar("expire"),
-    )
-    _emit(_report_json(report), True) if args.json else _summary(report)
-
-
-def _cmd_orphan_clean(table: lakefmt.Table, args: argparse.Namespace) -> None:
-    report = table.remove_orphan_files(
-        older_than=args.older_than, dry_run=args.dry_run, progress=_ProgressBar("orphan-clean")
-    )
-    _emit(_report_json(report), True) if args.json else _summary(report)
-
-
-def _consumer_id(text: str) -> str:
-    try:
-        return check_consumer_id(text)
-    except InvalidConsumerIdError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def _consumer_row(
-    consumer: lakefmt.Consumer, expiration_ms: int | None, now_ms: int, latest: int, as_json: bool
-) -> dict[str, Any]:
-    expires = None if expiration_ms is None else consumer.time_millis + expiration_ms
-    expired = consumer.expired(expiration_ms, now_ms)
-    row: dict[str, Any] = {
-        "consumer": consumer.consumer_id,
-        "next_snapshot": consumer.next_snapshot,
-        "unread": max(0, latest - consumer.next_snapshot + 1),
-        "recorded": _iso(consumer.time_millis),
-        "recorded_ms": consumer.time_millis,
-        "expires": None if expires is None else _iso(expires),
-        "expires_ms": expires,
-        "expired": expired,
-    }
-    if as_json:
-        row["error"] = None
-    else:
-        row["expired"] = "yes" if expired else ("no" if expires is not None else "never")
-        row.pop("expires")
-        row.pop("expires_ms")
-    return row
-
-
-_CONSUMER_COLUMNS = ("consumer", "next_snapshot", "unread", "recorded", "recorded_ms", "expired")
-
-
-def _cmd_consumers(table: lakefmt.Table, args: argparse.Namespace) -> None:
-    if args.delete is not None:
-        _delete_consumer(table, args)
-        return
-    listing = list_consumers(table.io)
-    expiration_ms = table.table_schema().table_options.consumer_expiration_ms
-    now_ms = int(time.time() * 1000)
-    latest = table.latest_snapshot()
-    latest_id = latest.id if latest else 0
-    rows = [_consumer_row(c, expiration_ms, now_ms, latest_id, args.json) for c in listing.consumers]
-    for bad in listing.unreadable:  # listed, then reported as the error (exit 1) below
-        if args.json:
-            rows.append({"consumer": bad.consumer_id, "next_snapshot": None, "error": bad.error})
-        else:
-            rows.append({"consumer": bad.consumer_id, "next_snapshot": "unreadable"})
-    rows.sort(key=lambda r: str(r["consumer"]))
-    _emit(rows, args.json, () if args.json else _CONSUMER_COLUMNS)
-    if not args.json:
-        if expiration_ms is None:
-            print("consumer.expiration-time is not set: a consumer holds snapshots back until its record is deleted")
-        else:
-            print(
-                f"consumer.expiration-time = {format_duration_ms(expiration_ms)}: a consumer whose record is older "
-                "no longer holds snapshots back, and expire deletes its record"
-            )
-    listing.check()
-
-
-def _delete_consumer(table: lakefmt.Table, args: argparse.Namespace) -> None:
-    listing = list_consumers(table.io)
-    consumer = next((c for c in listing.consumers if c.consumer_id == args.delete), None)
-    unreadable = next((u for u in listing.unreadable if u.consumer_id == args.delete), None)
-    if consumer is None and unreadable is None:
-        known = ", ".join(c.consumer_id for c in listing.consumers) or "none"
-        raise ConsumerNotFoundError(f"{table.uri} has no consumer {args.delete!r} (its consumers: {known})")
-    if not args.dry_run:
-        table.delete_consumer(args.delete)
-    if args.json:
-        record = None
-        if consumer is not None:
-            record = _beside(consumer.to_dict(), "time_millis", "time", _iso(consumer.time_millis))
-        error = unreadable.error if unreadable is not None else None
-        out = {
-            "operation": "delete-consumer",
-            "dry_run": args.dry_run,
-            "consumer": args.delete,
-            "record": record,
-            "error": error,
-            "deleted": not args.dry_run,
-        }
-        _emit(out, True)
-        return
-    what = (
-        f"next snapshot {consumer.next_snapshot}, recorded {_iso(consumer.time_millis)}"
-        if consumer is not None
-        else "unreadable record"
-    )
-    verb = "would delete" if args.dry_run else "deleted"
-    print(f"{verb} consumer {args.delete!r} ({what}); it no longer holds snapshots back from expiration")
 
 
 @dataclass(frozen=True)
@@ -335,26 +133,26 @@ _DRY_RUN = _arg("--dry-run", action="store_true", help="list what would be delet
 _COMMANDS: tuple[_Command, ...] = (
     _Command(
         "snapshots",
-        _cmd_snapshots,
+        cmd_snapshots,
         help="snapshot history as a table",
         description="List every retained snapshot, oldest first.",
     ),
     _Command(
         "describe",
-        _cmd_describe,
+        cmd_describe,
         help="schema, partitioning, latest snapshot, live files",
         description="Describe a table: schema, partition keys, options, latest snapshot, size.",
     ),
     _Command(
         "files",
-        _cmd_files,
+        cmd_files,
         help="live data files of a snapshot",
         description="List the data files a snapshot reads (the latest by default).",
-        args=(_arg("--snapshot", type=_snapshot_id, default=None, metavar="N", help="snapshot id (default: latest)"),),
+        args=(_arg("--snapshot", type=snapshot_id, default=None, metavar="N", help="snapshot id (default: latest)"),),
     ),
     _Command(
         "expire",
-        _cmd_expire,
+        cmd_expire,
         help="expire old snapshots and delete files only they reference",
         description="Expire snapshots: never the latest; at least --retain-min are kept; at most --retain-max;\n"
         "those committed more than --older-than ago go. Data files, manifests and manifest lists that only\n"
@@ -363,11 +161,11 @@ _COMMANDS: tuple[_Command, ...] = (
         epilog="example:\n  lakefmt expire s3://bucket/events --retain-min 10 --retain-max 500 \\\n"
         "      --older-than 7d --dry-run\n",
         args=(
-            _arg("--retain-min", type=_positive, default=1, metavar="N", help="always keep this many (default 1)"),
-            _arg("--retain-max", type=_positive, default=None, metavar="N", help="never keep more than this many"),
+            _arg("--retain-min", type=positive, default=1, metavar="N", help="always keep this many (default 1)"),
+            _arg("--retain-max", type=positive, default=None, metavar="N", help="never keep more than this many"),
             _arg(
                 "--older-than",
-                type=_duration,
+                type=duration,
                 default=None,
                 metavar="AGE",
                 help="expire snapshots older than AGE, with its unit: 90m, 12h, 7d or ISO-8601 PT1H (a bare number is "
@@ -378,7 +176,7 @@ _COMMANDS: tuple[_Command, ...] = (
     ),
     _Command(
         "orphan-clean",
-        _cmd_orphan_clean,
+        cmd_orphan_clean,
         help="delete files no snapshot references",
         description="Delete files under the table root that no retained snapshot references (failed commits,\n"
         "interrupted writes, temp files) and that are older than --older-than, so files of commits in\n"
@@ -387,7 +185,7 @@ _COMMANDS: tuple[_Command, ...] = (
         args=(
             _arg(
                 "--older-than",
-                type=_duration,
+                type=duration,
                 default=DEFAULT_ORPHAN_OLDER_THAN,
                 metavar="AGE",
                 help="only files last modified before AGE ago, with its unit: 90m, 12h, 7d or ISO-8601 PT1H (a bare "
@@ -452,7 +250,7 @@ _COMMANDS: tuple[_Command, ...] = (
             ),
             _arg(
                 "--min-files",
-                type=_positive,
+                type=positive,
                 default=None,
                 metavar="N",
                 help="compact a partition once it holds N small files (default: compaction.min.file-num)",
@@ -480,10 +278,10 @@ _COMMANDS: tuple[_Command, ...] = (
                 "two racing creates one wins, the other fails.",
                 args=(
                     _arg("name", type=parse_tag_name, metavar="NAME", help="1-200 of A-Z a-z 0-9 . _ -"),
-                    _arg("--snapshot", type=_snapshot_id, default=None, metavar="N", help="default: the latest"),
+                    _arg("--snapshot", type=snapshot_id, default=None, metavar="N", help="default: the latest"),
                     _arg(
                         "--retain",
-                        type=_positive_duration,
+                        type=positive_duration,
                         default=None,
                         metavar="AGE",
                         help="keep the tag this long after its creation, with its unit: 90d, 12h, P90D "
@@ -514,7 +312,7 @@ _COMMANDS: tuple[_Command, ...] = (
         epilog="examples:\n  lakefmt restore /data/events --snapshot 12 --dry-run\n"
         "  lakefmt restore s3://bucket/events --as-of 2026-11-30T23:59:59Z --json\n",
         args=(
-            _arg("--snapshot", type=_snapshot_id, default=None, metavar="N", help="the snapshot to restore"),
+            _arg("--snapshot", type=snapshot_id, default=None, metavar="N", help="the snapshot to restore"),
             _arg("--tag", type=parse_tag_name, default=None, metavar="NAME", help="the tag to restore"),
             _arg(
                 "--as-of",
@@ -528,7 +326,7 @@ _COMMANDS: tuple[_Command, ...] = (
     ),
     _Command(
         "consumers",
-        _cmd_consumers,
+        cmd_consumers,
         help="readers whose position expiration respects; --delete one",
         description="List the table's consumers: readers (e.g. a Spark stream with the option consumerId) that\n"
         "record the first snapshot they have not finished reading, next_snapshot. expire never removes a\n"
@@ -542,7 +340,7 @@ _COMMANDS: tuple[_Command, ...] = (
         args=(
             _arg(
                 "--delete",
-                type=_consumer_id,
+                type=consumer_id,
                 default=None,
                 metavar="ID",
                 help="delete the record of consumer ID (it stops holding snapshots back)",

@@ -66,6 +66,7 @@ __all__ = [
     "commit_shown_plan",
     "is_restore",
     "plan_restore",
+    "restore",
     "restore_replans",
 ]
 
@@ -352,3 +353,20 @@ def restore_replans(
                     f"({MAX_REPLANS + 1} plans); the restore did not land"
                 ) from None
     return None  # pragma: no cover
+
+
+def restore(
+    io: FileIO,
+    store: MetaStore,
+    target: Snapshot,
+    *,
+    tag: str | None,
+    clock: Callable[[], float],
+    after_commit: Callable[[Snapshot], None] | None = None,
+) -> Snapshot | None:
+    """:meth:`lakefmt.Table.restore`: plan a restore of ``target`` and commit it, re-planning as
+    :func:`restore_replans` does."""
+    return restore_replans(
+        lambda: plan_restore(store, target, tag=tag),
+        lambda plan: commit_restore(io, store, plan, clock=clock, after_commit=after_commit),
+    )

@@ -1,6 +1,8 @@
 """Storage: bytes and relative paths under a table root. No knowledge of the table format."""
 
-from lakefmt.io.fileio import FileInfo, FileIO, LocalFileIO, MemoryFileIO, S3FileIO, file_io_for
+from lakefmt.io.backend import file_io_for
+from lakefmt.io.fileio import FileInfo, FileIO, MemoryFileIO, S3FileIO
+from lakefmt.io.local import LocalFileIO
 from lakefmt.io.paths import check_relative, normalize_uri
 
 __all__ = [

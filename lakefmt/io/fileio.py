@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import abc
 import contextlib
-import errno
-import os
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -29,15 +27,13 @@ from datetime import datetime
 from typing import Any
 
 import fsspec
-import pyarrow as pa
 import pyarrow.fs as pafs
 
-from lakefmt.errors import CommitStateUnknownError, NotATableError, PathOutsideTableError
+from lakefmt.errors import CommitStateUnknownError, NotATableError
 from lakefmt.io.paths import check_relative, normalize_uri, temp_name
-from lakefmt.io.storage import s3_storage_options
 from lakefmt.retry import backoff
 
-__all__ = ["FileIO", "FileInfo", "FsspecFileIO", "LocalFileIO", "MemoryFileIO", "S3FileIO", "file_io_for"]
+__all__ = ["FileIO", "FileInfo", "FsspecFileIO", "MemoryFileIO", "S3FileIO"]
 
 #: errors that prove a publish created nothing: the store refused the request as a whole
 DEFINITE_REFUSALS: tuple[type[BaseException], ...] = (
@@ -290,129 +286,6 @@ class FileIO(abc.ABC):
         return pafs.PyFileSystem(pafs.FSSpecHandler(self.fs))
 
 
-class LocalFileIO(FileIO):
-    """Local disk. ``publish`` = write temp, fsync, ``os.link`` (fails if taken), unlink temp, fsync folder."""
-
-    protocol = "file"
-    ASYNC_PUTS = False
-
-    def _make_fs(self) -> fsspec.AbstractFileSystem:
-        return fsspec.filesystem("file")
-
-    def _root_path(self) -> str:
-        return self.uri  # normalized: an absolute path, however the location was written
-
-    def read(self, rel: str) -> bytes:
-        with open(self.full_path(rel), "rb") as f:
-            return f.read()
-
-    def write(self, rel: str, data: bytes, *, sync: bool = True) -> None:
-        path = self.full_path(rel)
-        self._makedirs_for(path)
-        _write_file(path, data, sync)
-
-    def open_output(self, rel: str) -> Any:
-        path = self.full_path(rel)
-        self._makedirs_for(path)
-        return pa.OSFile(path, "wb")  # native stream: no Python call per Parquet page
-
-    def sync(self, rel: str) -> None:
-        _fsync_path(self.full_path(rel))
-
-    def replace(self, rel: str, data: bytes, *, sync: bool = True) -> None:
-        """Temp file beside the target, fsync, ``os.replace`` (an atomic rename on POSIX), fsync the folder."""
-        path = self.full_path(rel)
-        self._makedirs_for(path)
-        tmp = temp_name(path)
-        try:
-            _write_file(tmp, data, sync)
-            os.replace(tmp, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
-        if sync:
-            _fsync_path(os.path.dirname(path))
-
-    def _publish(self, path: str, data: bytes, sync: bool) -> None:
-        folder = os.path.dirname(path)
-        tmp = temp_name(path)
-        try:
-            _write_file(tmp, data, sync)
-            os.link(tmp, path)  # atomic, fails with FileExistsError if the name is taken
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)  # the temp file goes whatever happened
-            raise
-        # created: from here on no error may read as "not created" (not even a PermissionError)
-        try:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
-            if sync:
-                _fsync_path(folder)
-        except OSError as exc:
-            raise OSError(errno.EIO, f"{path} was created, then {type(exc).__name__}: {exc}") from exc
-
-    def list(self, rel_dir: str) -> list[str]:
-        try:
-            with os.scandir(self.full_path(rel_dir)) as it:
-                return sorted(e.name for e in it if e.is_file(follow_symlinks=False) or e.is_symlink())
-        except (FileNotFoundError, NotADirectoryError):
-            return []
-
-    def walk(self) -> Iterator[FileInfo]:
-        root = self.root
-        for folder, dirs, files in os.walk(root, followlinks=False):
-            dirs.sort()
-            # a link to a folder is content too (it is never followed; deleting it removes the link only)
-            links = [d for d in dirs if os.path.islink(os.path.join(folder, d))]
-            for name in sorted(files + links):
-                full = os.path.join(folder, name)
-                try:
-                    st = os.lstat(full)
-                except FileNotFoundError:
-                    continue
-                rel = os.path.relpath(full, root).replace(os.sep, "/")
-                yield FileInfo(rel, st.st_size, int(st.st_mtime * 1000))
-
-    def exists(self, rel: str) -> bool:
-        return os.path.lexists(self.full_path(rel))
-
-    def delete(self, rel: str) -> None:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(self.full_path(rel))
-
-    def _makedirs_for(self, path: str) -> None:
-        """Create the file's folder, refusing first (before any folder is made) to go through a link that
-        leads out of the root. A folder's containment is checked once per object (a commit writes several
-        files into the same few folders, and resolving links costs a system call per path component)."""
-        parent = os.path.dirname(path)
-        checked: set[str] = self.__dict__.setdefault("_checked_folders", set())
-        if parent not in checked:
-            self._check_contained(path)
-            if len(checked) > 4096:
-                checked.clear()
-            checked.add(parent)
-        os.makedirs(parent, exist_ok=True)
-        if os.path.islink(path):
-            rel = os.path.relpath(path, self.root)
-            raise PathOutsideTableError(f"{rel!r} is a link; lakefmt never writes through one")
-
-    def _check_contained(self, path: str) -> None:
-        """The folder a file goes into must resolve inside the root: a symlinked folder under the root that
-        points elsewhere is never written through. (The root itself may be a link; it is resolved too.)"""
-        folder = os.path.realpath(os.path.dirname(path))
-        root = os.path.realpath(self.root)
-        if folder != root and not folder.startswith(root.rstrip(os.sep) + os.sep):
-            raise PathOutsideTableError(
-                f"{os.path.relpath(path, self.root)!r} would be written to {folder}, outside the table root "
-                f"{self.root}: a folder under the root is a link that leads out of it"
-            )
-
-    def arrow_filesystem(self) -> pafs.FileSystem:
-        return pafs.LocalFileSystem()
-
-
 class MemoryFileIO(FileIO):
     """fsspec's in-process memory filesystem (tests, notebooks). ``publish`` is check-and-set under a lock."""
 
@@ -485,37 +358,3 @@ class FsspecFileIO(FileIO):
 
     def _publish(self, path: str, data: bytes, sync: bool) -> None:
         self.fs.pipe_file(path, data, mode="create")
-
-
-def file_io_for(uri: str, storage_options: dict[str, Any] | None = None) -> FileIO:
-    """The FileIO backend for ``uri``: a plain path or ``file://`` (local), ``memory://``, ``s3://``/``s3a://``,
-    or any other fsspec protocol (generic; its publish is not atomic, so one committer per table)."""
-    uri = normalize_uri(uri)
-    if "://" not in uri:  # a local table: normalized to an absolute path
-        return LocalFileIO(uri, storage_options)
-    scheme = uri.split("://", 1)[0].lower()
-    if scheme == "memory":
-        return MemoryFileIO(uri, storage_options)
-    if scheme in ("s3", "s3a"):
-        if scheme == "s3a":
-            uri = "s3://" + uri.split("://", 1)[1]
-        return S3FileIO(uri, s3_storage_options(storage_options or {}))  # deltalake's keys translated
-    return FsspecFileIO(uri, storage_options)
-
-
-def _write_file(path: str, data: bytes, sync: bool) -> None:
-    """Write ``data`` to a new local file, fsynced before it is closed when ``sync``."""
-    with open(path, "wb") as f:
-        f.write(data)
-        if sync:
-            f.flush()
-            os.fsync(f.fileno())
-
-
-def _fsync_path(path: str) -> None:
-    """fsync a local file or folder by path (a folder's fsync makes the names in it durable)."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -6,10 +6,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lakefmt.errors import CorruptMetadataError, UnsupportedFormatVersionError
+from lakefmt.errors import (
+    ConsumerNotFoundError,
+    CorruptMetadataError,
+    InvalidSnapshotIdError,
+    UnsupportedFormatVersionError,
+)
 from lakefmt.io import FileIO
 from lakefmt.spec import Consumer, layout
-from lakefmt.spec.consumer import check_consumer_id, parse_consumer_name
+from lakefmt.spec.consumer import MAX_SNAPSHOT_ID, check_consumer_id, parse_consumer_name
 
 __all__ = [
     "ConsumerListing",
@@ -119,3 +124,27 @@ def delete_consumer_if_unchanged(io: FileIO, consumer: Consumer) -> bool:
     io.delete(layout.consumer_path(consumer.consumer_id))
     return True
 
+
+def record_consumer(io: FileIO, consumer_id: str, next_snapshot: int, *, now_ms: int, sync: bool = True) -> None:
+    """:meth:`lakefmt.Table.set_consumer`: ``consumer_id`` checked (:class:`InvalidConsumerIdError`),
+    ``next_snapshot`` a snapshot id (``TypeError``, :class:`InvalidSnapshotIdError`), then one atomic write."""
+    check_consumer_id(consumer_id)
+    if isinstance(next_snapshot, bool) or not isinstance(next_snapshot, int):
+        raise TypeError(f"next_snapshot must be a whole number, got {next_snapshot!r}")
+    if not 1 <= next_snapshot <= MAX_SNAPSHOT_ID:
+        raise InvalidSnapshotIdError(
+            f"next_snapshot {next_snapshot} is invalid: a consumer's next snapshot is a snapshot id (1 or more)"
+        )
+    write_consumer(io, Consumer(consumer_id, next_snapshot, now_ms), sync=sync)
+
+
+def delete_consumer_named(io: FileIO, consumer_id: str, uri: str) -> None:
+    """Delete consumer ``consumer_id``'s record (also an unreadable one); :class:`ConsumerNotFoundError` naming the
+    table (``uri``) and its consumers if there is none."""
+    path = layout.consumer_path(check_consumer_id(consumer_id))
+    try:
+        io.read(path)
+    except FileNotFoundError:
+        known = ", ".join(c.consumer_id for c in list_consumers(io).consumers) or "none"
+        raise ConsumerNotFoundError(f"{uri} has no consumer {consumer_id!r} (its consumers: {known})") from None
+    delete_consumer(io, consumer_id)

@@ -153,6 +153,31 @@ class MetaStore:
             return None
         return int(text) or None
 
+    def all_schemas(self) -> list[TableSchema]:
+        """Every schema the table has had, oldest first (a fresh listing)."""
+        ids = self.schema_ids()
+        if ids:
+            self.latest_schema(refresh=True)
+        return [self.schema(i) for i in ids]
+
+    def last_identifier(self, commit_user: str) -> int | None:
+        """The last identifier ``commit_user`` committed, as the latest snapshot remembers it."""
+        latest = self.latest_snapshot()
+        last = latest.commit_users.get(commit_user) if latest is not None else None
+        return last[0] if last else None
+
+    def retained_snapshots(self) -> list[Snapshot]:
+        """Every retained snapshot, oldest first (one expiring meanwhile is left out; the latest is always in)."""
+        out = []
+        for sid in self.snapshot_ids():
+            snap = self.try_snapshot(sid)
+            if snap is not None:
+                out.append(snap)
+        latest = self.latest_snapshot()
+        if latest is not None and (not out or out[-1].id < latest.id):
+            out.extend(self.snapshot(i) for i in range(out[-1].id + 1 if out else latest.id, latest.id + 1))
+        return out
+
     def latest_snapshot(self, *, strict: bool = False) -> Snapshot | None:
         """The latest snapshot: start from the LATEST hint, then probe forward until a snapshot is absent.
         A missing, stale or garbage hint costs a listing.

@@ -20,6 +20,7 @@ from lakefmt.options import Duration, duration_ms
 from lakefmt.spec import Snapshot, Tag, layout
 from lakefmt.spec.consumer import MAX_SNAPSHOT_ID
 from lakefmt.spec.instants import format_instant
+from lakefmt.spec.snapshot import check_snapshot_id
 from lakefmt.spec.tag import check_tag_name, parse_pin_name, parse_tag_name
 
 __all__ = [
@@ -233,3 +234,31 @@ def tag_snapshot(
             f"{earliest}); no tag was created"
         )
     return tag
+
+
+def delete_tag_named(io: FileIO, name: str, uri: str) -> None:
+    """Delete tag ``name`` (also an unreadable or expired one); :class:`TagNotFoundError` naming the table
+    (``uri``) and its tags if there is none."""
+    check_tag_name(name)
+    try:
+        io.read(layout.tag_path(name))
+    except FileNotFoundError:
+        known = ", ".join(repr(t.name) for t in list_tags(io).tags) or "none"
+        raise TagNotFoundError(f"{uri} has no tag {name!r} (its tags: {known})") from None
+    delete_tag(io, name)
+
+
+def tag_version(
+    store: MetaStore, name: str, snapshot_id: int | None, *, retain: Duration | None, now_ms: int, sync: bool = True
+) -> Tag:
+    """:meth:`lakefmt.Table.create_tag`: tag ``name`` for snapshot ``snapshot_id`` (the latest by default), kept
+    ``retain`` after its creation (None: until deleted); see :func:`tag_snapshot`."""
+    check_tag_name(name)
+    if snapshot_id is None:
+        snap = store.latest_snapshot()
+        if snap is None:
+            raise SnapshotNotFoundError(f"{store.io.uri} has no snapshot to tag yet")
+    else:
+        snap = store.snapshot(check_snapshot_id(snapshot_id))
+    retain_ms = None if retain is None else check_retain(retain)
+    return tag_snapshot(store, name, snap, retain_ms=retain_ms, now_ms=now_ms, sync=sync)

@@ -8,6 +8,7 @@ an older schema are mapped to ``schema`` here, so callers never look at a file's
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from typing import Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -22,7 +23,7 @@ from lakefmt.read.evolve import read_evolved, runs
 from lakefmt.spec import TableSchema
 from lakefmt.spec.filters import referenced_columns
 
-__all__ = ["entries_dataset", "read_entries", "read_inputs"]
+__all__ = ["entries_dataset", "read_entries", "read_inputs", "read_planned"]
 
 
 def entries_dataset(io: FileIO, entries: pa.Table, schema: TableSchema) -> ds.Dataset:
@@ -122,3 +123,36 @@ def _missing_error(store: MetaStore, missing: list[str], what: str) -> LakefmtEr
         f"{what} read it; nothing was committed by this {what}",
         gone=missing,
     )
+
+
+class _Planned(Protocol):
+    """A planned file (:class:`lakefmt.read.scan.FileTask`): its path under the root, its schema's id."""
+
+    @property
+    def path(self) -> str: ...
+    @property
+    def schema_id(self) -> int | None: ...
+
+
+def read_planned(
+    io: FileIO,
+    store: MetaStore,
+    files: Sequence[_Planned],
+    schema: TableSchema,
+    *,
+    columns: Sequence[str] | None = None,
+    filter: pc.Expression | None = None,
+) -> Iterator[pa.RecordBatch]:
+    """:meth:`lakefmt.Table.read_files`: the rows of planned files, in order, as ``schema``'s columns (each file
+    matched to it by field id), keeping the rows where ``filter`` is true. Every path is checked to be inside the
+    table before anything is read."""
+    if not files:
+        return iter(())
+    entries = pa.table(
+        {
+            ents.PATH: pa.array([f.path for f in files], pa.string()),
+            ents.SCHEMA_ID: pa.array([schema.id if f.schema_id is None else f.schema_id for f in files], pa.int64()),
+        }
+    )
+    ents.check_data_paths(entries, "read_files")
+    return read_entries(io, entries, schema, columns=columns, filter=filter, schemas=store.schema)

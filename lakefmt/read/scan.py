@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import numbers
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -17,15 +16,14 @@ import pyarrow.fs as pafs
 from lakefmt.binpack import pack
 from lakefmt.errors import (
     InvalidOptionError,
-    InvalidSnapshotIdError,
     SchemaMismatchError,
-    SnapshotNotFoundError,
     UnsupportedFilterError,
 )
 from lakefmt.io import FileIO
 from lakefmt.meta import entries as ents
 from lakefmt.meta.store import MetaStore
 from lakefmt.meta.tags import tagged_snapshot
+from lakefmt.meta.versions import snapshot_as_of
 from lakefmt.read import engines
 from lakefmt.read.bounds import SchemaLookup
 from lakefmt.read.evolve import dataset_for, read_evolved, runs
@@ -33,9 +31,10 @@ from lakefmt.read.incremental import through_compactions
 from lakefmt.read.plan import live_entries, prune_entries
 from lakefmt.spec import Snapshot, TableSchema
 from lakefmt.spec.filters import check_filter, pushdown_safe, referenced_columns
-from lakefmt.spec.instants import Instant, format_instant, seconds_hint
+from lakefmt.spec.instants import Instant
 from lakefmt.spec.instants import parse_instant as parse_as_of
 from lakefmt.spec.instants import to_millis as _to_millis
+from lakefmt.spec.snapshot import check_snapshot_id
 
 __all__ = ["FileTask", "ReadTask", "Scan", "check_snapshot_id", "parse_as_of", "snapshot_as_of"]
 
@@ -69,50 +68,6 @@ class ReadTask:
     def size(self) -> int:
         """The files' bytes on storage."""
         return sum(f.file_size for f in self.files)
-
-
-def check_snapshot_id(value: object, what: str = "snapshot_id", minimum: int = 1) -> int:
-    """``value`` as a snapshot id, checked before any metadata is read: a whole number (``TypeError``
-    otherwise) of at least ``minimum`` (:class:`InvalidSnapshotIdError` otherwise). Snapshot ids start at 1;
-    ``minimum=0`` is for the start of an incremental range (``from_snapshot=0``: from the first commit)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{what} must be a whole number (a snapshot id), got {value!r}")
-    sid = int(value)
-    if sid < minimum:
-        zero = " (0 means from the start of the table)" if minimum == 0 else ""
-        raise InvalidSnapshotIdError(f"{what} {sid} is invalid: snapshot ids start at 1{zero}")
-    return sid
-
-
-def snapshot_as_of(store: MetaStore, as_of: Instant) -> Snapshot:
-    """The latest snapshot committed at or before ``as_of`` (any :data:`~lakefmt.spec.instants.Instant`; binary
-    search over retained snapshots)."""
-    millis = _to_millis(as_of)
-    ids = store.snapshot_ids()
-    latest = store.latest_snapshot()
-    if latest is not None and (not ids or ids[-1] < latest.id):
-        ids.append(latest.id)
-    times: dict[int, int] = {}
-
-    def time_of(i: int) -> int:
-        if i not in times:
-            times[i] = store.snapshot(ids[i]).time_millis
-        return times[i]
-
-    lo, hi = 0, len(ids)
-    while lo < hi:  # first index with time > millis
-        mid = (lo + hi) // 2
-        if time_of(mid) <= millis:
-            lo = mid + 1
-        else:
-            hi = mid
-    if lo == 0:
-        earliest = time_of(0) if ids else None
-        first = "" if earliest is None else f"; the earliest retained snapshot is from {format_instant(earliest)}"
-        raise SnapshotNotFoundError(
-            f"no snapshot was committed at or before {format_instant(millis)}{first}{seconds_hint(millis, earliest)}"
-        )
-    return store.snapshot(ids[lo - 1])
 
 
 class Scan:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import enum
+import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from lakefmt.errors import CorruptMetadataError
+from lakefmt.errors import CorruptMetadataError, InvalidSnapshotIdError
 from lakefmt.spec.codec import FORMAT_VERSION, check_version, decode_json, encode_json
 
 __all__ = ["CommitKind", "Snapshot", "UserMark"]
@@ -146,3 +147,16 @@ def _str(v: Any) -> str:
     if not isinstance(v, str):
         raise TypeError(f"expected a string, got {v!r}")
     return v
+
+
+def check_snapshot_id(value: object, what: str = "snapshot_id", minimum: int = 1) -> int:
+    """``value`` as a snapshot id, checked before any metadata is read: a whole number (``TypeError``
+    otherwise) of at least ``minimum`` (:class:`InvalidSnapshotIdError` otherwise). Snapshot ids start at 1;
+    ``minimum=0`` is for the start of an incremental range (``from_snapshot=0``: from the first commit)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{what} must be a whole number (a snapshot id), got {value!r}")
+    sid = int(value)
+    if sid < minimum:
+        zero = " (0 means from the start of the table)" if minimum == 0 else ""
+        raise InvalidSnapshotIdError(f"{what} {sid} is invalid: snapshot ids start at 1{zero}")
+    return sid

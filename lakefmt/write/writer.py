@@ -8,6 +8,7 @@ columns too. A constant column costs a few bytes per row group once dictionary/R
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 import uuid
 from collections.abc import Callable, Iterable
@@ -21,6 +22,7 @@ import pyarrow.parquet as pq
 
 from lakefmt.errors import InvalidPartitionError, LakefmtError, SchemaMismatchError
 from lakefmt.io import FileIO
+from lakefmt.meta.store import MetaStore
 from lakefmt.spec import CommitMessage, DataFile, FileKind, TableSchema, layout
 from lakefmt.spec.manifest import encode_manifest, entries_table, manifest_meta
 from lakefmt.spec.partition import partition_path
@@ -325,3 +327,15 @@ def _check_partition_dates(key: str, column: pa.ChunkedArray) -> None:
             f"partition key {key!r} holds dates outside years 1..9999 ({lo}..{hi} days since 1970-01-01), which "
             "cannot name a partition folder; nothing was written"
         )
+
+
+def writer_schema(store: MetaStore, schema_id: int | None, target_file_size: int | None) -> TableSchema:
+    """The schema a writer of the table writes under: the current one, or with ``schema_id`` that schema's columns
+    (an engine checked its data against it on its driver) with the table's options of now; ``target_file_size``
+    (bytes) overrides the option ``target-file-size``."""
+    schema = store.latest_schema()
+    if schema_id is not None and schema_id != schema.id:
+        schema = dataclasses.replace(store.schema(schema_id), options=dict(schema.options))
+    if target_file_size is not None:
+        schema = dataclasses.replace(schema, options={**schema.options, "target-file-size": str(target_file_size)})
+    return schema

@@ -1,0 +1,60 @@
+"""The work after a commit has landed: automatic compaction of the partitions it touched (table option
+``compaction.auto``; in the committing thread, or in the table's worker thread with ``compaction.async``), then
+snapshot expiration when the table's options ask for it (``snapshot.num-retained.*``, ``snapshot.time-retained``)."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import functools
+import logging
+from collections.abc import Callable
+
+from lakefmt.maintenance import background as background_compaction
+from lakefmt.maintenance.compact import auto_compact, auto_compact_after
+from lakefmt.rewrite.base import Targetable, as_target
+from lakefmt.spec import CommitKind, Snapshot
+
+__all__ = ["after_commit"]
+
+log = logging.getLogger("lakefmt.table")
+
+
+def after_commit(
+    table: Targetable,
+    snap: Snapshot,
+    *,
+    compact: bool = True,
+    background: bool | None = None,
+    expire: Callable[..., object],
+) -> None:
+    """After ``snap`` landed: compact the partitions it touched when ``compaction.auto`` is set (unless
+    ``compact`` is false, as for a ``write-only`` committer, or the table is ``write-only``; here, or in the
+    table's worker thread when ``background``, by default the option ``compaction.async``), then ``expire``
+    snapshots (the table's ``expire_snapshots``) when its options ask for it. Best effort: the commit has landed;
+    an error is logged, a failed compaction is retried after the next commit, a failed expiration by the next
+    commit or by ``lakefmt expire``; an interrupt propagates."""
+    target = as_target(table)
+    options = target.schema().table_options
+    auto = compact and options.compaction_auto and not options.write_only
+    if auto and snap.commit_kind is not CommitKind.COMPACT:
+        in_background = options.compaction_async if background is None else background
+        if in_background:
+            background_compaction.submit(
+                target.store, snap, functools.partial(auto_compact_after, table), options.compaction_max_file_num
+            )
+        else:
+            try:
+                auto_compact(table, snap)
+            except Exception as exc:  # the data commit has landed; compaction is optional
+                log.warning("automatic compaction after snapshot %d failed: %s: %s", snap.id, type(exc).__name__, exc)
+    if not options.auto_expire:
+        return
+    with contextlib.suppress(Exception):  # botocore's connection errors are not OSErrors
+        expire(
+            retain_min=options.snapshot_retained_min,
+            retain_max=options.snapshot_retained_max,
+            older_than=None
+            if options.snapshot_time_retained_ms is None
+            else datetime.timedelta(milliseconds=options.snapshot_time_retained_ms),
+        )

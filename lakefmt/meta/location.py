@@ -1,0 +1,113 @@
+"""A table's location: creating one (its first schema file, published exclusively in an empty folder that no
+other table holds) and opening one (a folder that holds a schema file), with the storage client's failures
+explained (:func:`lakefmt.io.storage.storage_errors`). The table object itself is :mod:`lakefmt.table`'s."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pyarrow as pa
+
+from lakefmt.errors import BucketNotFoundError, LocationNotEmptyError, NotATableError, TableAlreadyExistsError
+from lakefmt.io import file_io_for
+from lakefmt.io.paths import is_temp_of
+from lakefmt.io.storage import storage_errors
+from lakefmt.meta.store import MetaStore
+from lakefmt.options import TableOptions
+from lakefmt.spec import TableSchema, layout
+from lakefmt.spec.types import type_to_json
+
+__all__ = ["create_store", "enclosing_table", "first_schema", "open_store"]
+
+
+def first_schema(
+    schema: pa.Schema, partition_by: Sequence[str] | None, options: Mapping[str, str] | None
+) -> TableSchema:
+    """Schema 0 of a new table, checked before anything is written: a ``pyarrow.Schema`` (``TypeError``), of
+    supported types (:class:`UnsupportedTypeError` names the type), with known and valid options
+    (:class:`UnknownOptionError`: a typo never silently leaves a default in force; :class:`InvalidOptionError`)."""
+    if not isinstance(schema, pa.Schema):
+        raise TypeError(f"schema must be a pyarrow.Schema, got {type(schema).__name__}")
+    for f in schema:
+        type_to_json(f.type)
+    opts = {str(k): str(v) for k, v in (options or {}).items()}
+    TableOptions.check_keys(opts)
+    TableOptions.from_map(opts).check()
+    return TableSchema(
+        id=0,
+        arrow_schema=pa.schema(list(schema)),
+        partition_keys=tuple(partition_by or ()),
+        options=opts,
+        time_millis=int(time.time() * 1000),
+    )
+
+
+def create_store(uri: str, schema: TableSchema, storage_options: Mapping[str, Any] | None) -> MetaStore:
+    """Publish ``schema`` (schema 0) at ``uri``. Refuses a location that already holds a table
+    (:class:`TableAlreadyExistsError`; of two racing creates one wins), a location inside another table's root or
+    holding any other file (:class:`LocationNotEmptyError`: maintenance deletes unreferenced files under a root,
+    so a table owns its folder), a bucket that does not exist (:class:`BucketNotFoundError`)."""
+    options = dict(storage_options or {})
+    with storage_errors(uri, options):  # no credentials, an endpoint that does not answer, ...
+        io = file_io_for(uri, options)
+        bucket = io.missing_bucket()
+        if bucket is not None:
+            raise BucketNotFoundError(f"cannot create a table at {uri}: the bucket {bucket!r} does not exist")
+        store = MetaStore(io)
+        if store.schema_ids():
+            raise TableAlreadyExistsError(f"a lakefmt table already exists at {uri}")
+        outer = enclosing_table(io.uri, options)
+        if outer is not None:
+            raise LocationNotEmptyError(
+                f"{uri} is inside the lakefmt table at {outer}, whose maintenance owns every file under its root "
+                "(orphan-clean would delete this table); create the table outside it"
+            )
+        # a temp file of an interrupted create (schema/.schema-0.tmp-...) is not someone else's data
+        stray = next((f for f in io.walk() if not is_temp_of(layout.schema_path(0), f.path)), None)
+        if stray is not None:
+            raise LocationNotEmptyError(
+                f"{uri} is not empty (it holds {stray.path!r}); create the table in an empty location"
+            )
+        if not io.publish(layout.schema_path(0), schema.to_json()):
+            raise TableAlreadyExistsError(f"a lakefmt table was created at {uri} concurrently")
+        return store
+
+
+def open_store(uri: str, storage_options: Mapping[str, Any] | None) -> MetaStore:
+    """The metadata store of the table at ``uri``; :class:`NotATableError` if it holds none
+    (:class:`BucketNotFoundError`, a kind of it, when its bucket does not exist)."""
+    options = dict(storage_options or {})
+    with storage_errors(uri, options):
+        io = file_io_for(uri, options)
+        store = MetaStore(io)
+        try:
+            store.latest_schema()  # raises NotATableError
+        except NotATableError as exc:
+            bucket = io.missing_bucket()
+            if bucket is not None:
+                message = f"{uri} is not a lakefmt table: the bucket {bucket!r} does not exist"
+                raise BucketNotFoundError(message) from exc
+            raise
+    return store
+
+
+def enclosing_table(uri: str, storage_options: dict[str, Any]) -> str | None:
+    """The URI of a table whose root holds ``uri`` (a folder above it with a ``schema/schema-<n>``), if any.
+    ``uri`` is normalized (:func:`~lakefmt.io.paths.normalize_uri`): a local table is an absolute path."""
+    if "://" not in uri:
+        path = uri
+        ancestors = []
+        while (parent := os.path.dirname(path)) != path:
+            ancestors.append(parent)
+            path = parent
+    else:
+        scheme, rest = uri.split("://", 1)
+        parts = rest.rstrip("/").split("/")
+        ancestors = [f"{scheme}://{'/'.join(parts[:i])}" for i in range(len(parts) - 1, 0, -1)]
+    for ancestor in ancestors:
+        if MetaStore(file_io_for(ancestor, storage_options)).schema_ids():
+            return ancestor
+    return None
