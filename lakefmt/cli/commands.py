@@ -239,7 +239,8 @@ _COMMANDS: tuple[_Command, ...] = (
                 default=[],
                 metavar="K=V[,K=V]",
                 help="only this partition (values of some or all partition keys; a null value is __null__, as "
-                "its folder is named, or __HIVE_DEFAULT_PARTITION__); repeat for more",
+                "its folder is named, or __HIVE_DEFAULT_PARTITION__; the text __null__ itself is %%5F_null__); "
+                "repeat for more",
             ),
             _arg(
                 "--target-file-size",

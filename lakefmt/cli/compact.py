@@ -11,15 +11,16 @@ from lakefmt.cli.output import _emit, _human, _ProgressBar
 from lakefmt.options import parse_size
 from lakefmt.rewrite.compact_plan import LARGE_ENOUGH
 from lakefmt.rewrite.compact_types import CompactionReport
-from lakefmt.spec.partition import HIVE_NULL_VALUE, NULL_VALUE, describe_partition
+from lakefmt.spec.partition import describe_partition, parse_partition_value
 
 __all__ = ["cmd_compact", "parse_partition", "parse_sort_by", "parse_target_size"]
 
 
 def parse_partition(text: str) -> dict[str, str | None]:
     """``dt=2026-11-01[,region=eu]`` -> one partition's values (as text; the table casts them). A null value is
-    written as its folder names it, ``__null__``, or as Hive and Spark name it, ``__HIVE_DEFAULT_PARTITION__``
-    (a text value spelled exactly so is reached from Python only); ``dt=`` is the empty text."""
+    written as its folder names it, ``__null__``, or as Hive and Spark name it, ``__HIVE_DEFAULT_PARTITION__``;
+    a text value spelled exactly so is written with its first ``_`` escaped, ``%5F_null__``, as its folder and
+    the listings spell it; ``dt=`` is the empty text."""
     out: dict[str, str | None] = {}
     for part in text.split(","):
         key, sep, value = part.partition("=")
@@ -28,7 +29,7 @@ def parse_partition(text: str) -> dict[str, str | None]:
             raise argparse.ArgumentTypeError(f"{text!r} is not a partition: write key=value[,key=value]")
         if key in out:
             raise argparse.ArgumentTypeError(f"{text!r} names {key!r} twice")
-        out[key] = None if value in (NULL_VALUE, HIVE_NULL_VALUE) else value
+        out[key] = parse_partition_value(value)
     return out
 
 

@@ -25,7 +25,7 @@ from lakefmt.spec import ManifestFileMeta, Snapshot, TableSchema
 from lakefmt.spec.filters import has_nan_literal, referenced_columns
 from lakefmt.spec.manifest import ColumnStats
 
-__all__ = ["live_entries", "prune_entries", "select_manifests"]
+__all__ = ["live_entries", "may_hold", "prune_entries", "select_manifests"]
 
 
 def _range_guarantee(
@@ -51,17 +51,28 @@ def _surviving(filter: pc.Expression, schema: pa.Schema, guarantees: Sequence[pc
         return []
     if has_nan_literal(filter):
         return [True] * len(exprs)
+    return may_hold(filter, schema, exprs)
+
+
+def may_hold(expr: pc.Expression, schema: pa.Schema, guarantees: Sequence[pc.Expression]) -> list[bool]:
+    """For each guarantee: can ``expr`` be true of a row it allows? pyarrow's simplifier decides (a fragment
+    whose partition expression makes the filter literally false is skipped). When it cannot compare them (a
+    uint64 bound past int64 against an int literal, which it would cast), every answer is "may": a statistic that
+    cannot prove a filter sends the file to be read."""
     dataset = ds.FileSystemDataset.from_paths(
-        [str(i) for i in range(len(exprs))],
+        [str(i) for i in range(len(guarantees))],
         schema=schema,
         format=ds.ParquetFileFormat(),
         filesystem=pafs.LocalFileSystem(),
-        partitions=exprs,
+        partitions=list(guarantees),
     )
-    keep = [False] * len(exprs)
-    for fragment in dataset.get_fragments(filter=filter):
-        keep[int(fragment.path)] = True
-    return keep
+    out = [False] * len(guarantees)
+    try:
+        for fragment in dataset.get_fragments(filter=expr):
+            out[int(fragment.path)] = True
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        return [True] * len(guarantees)
+    return out
 
 
 def _and(parts: list[pc.Expression]) -> pc.Expression | None:

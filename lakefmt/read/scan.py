@@ -30,7 +30,7 @@ from lakefmt.read.evolve import dataset_for, read_evolved, runs
 from lakefmt.read.incremental import through_compactions
 from lakefmt.read.plan import live_entries, prune_entries
 from lakefmt.spec import Snapshot, TableSchema
-from lakefmt.spec.filters import check_filter, pushdown_safe, referenced_columns
+from lakefmt.spec.filters import check_filter, evaluating, pushdown_safe, referenced_columns
 from lakefmt.spec.instants import Instant
 from lakefmt.spec.instants import parse_instant as parse_as_of
 from lakefmt.spec.instants import to_millis as _to_millis
@@ -366,6 +366,10 @@ class Scan:
 
     def to_batches(self) -> Iterator[pa.RecordBatch]:
         """Record batches of the rows matching the filter, projected to the columns asked for."""
+        with evaluating(self.filter, "scan filter"):
+            yield from self._batches()
+
+    def _batches(self) -> Iterator[pa.RecordBatch]:
         if self._mapped():
             yield from self._mapped_batches()
             return
@@ -385,6 +389,10 @@ class Scan:
 
     def to_arrow(self) -> pa.Table:
         """The rows matching the filter as one Arrow table."""
+        with evaluating(self.filter, "scan filter"):
+            return self._table()
+
+    def _table(self) -> pa.Table:
         if self._mapped():
             names = self.schema.arrow_schema.names if self.columns is None else self.columns
             out = pa.schema([self.schema.arrow_schema.field(c) for c in names])
@@ -421,6 +429,10 @@ class Scan:
         """Number of matching rows (from metadata alone when there is no filter)."""
         if self.filter is None:
             return int(pc.sum(self.entries().column("row_count")).as_py() or 0)
+        with evaluating(self.filter, "scan filter"):
+            return self._count()
+
+    def _count(self) -> int:
         if not self.pushdown_safe() or self._mapped():
             return sum(b.num_rows for b in self.to_batches())
         return int(self._files_dataset().count_rows(filter=self.filter))

@@ -33,8 +33,6 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
-import pyarrow.fs as pafs
 
 from lakefmt.binpack import pack
 from lakefmt.commit.kinds import RewriteProducer
@@ -42,6 +40,7 @@ from lakefmt.errors import RewriteConflictError
 from lakefmt.meta import entries as ents
 from lakefmt.read.bounds import SchemaLookup, column_bounds
 from lakefmt.read.files import read_inputs
+from lakefmt.read.plan import may_hold
 from lakefmt.read.scan import Scan
 from lakefmt.rewrite.base import RewriteTarget, Targetable, as_target, compacted_away, publish, read_checked
 from lakefmt.spec import CommitMessage, Snapshot, TableSchema, filters
@@ -152,7 +151,8 @@ def delete_in_files(
     target = as_target(table)
     schema = target.schema() if schema is None else schema
     filter = check_filter(filter, schema.arrow_schema)
-    counts = _match_counts(target, entries, filter, schema)
+    with filters.evaluating(filter, "delete filter"):
+        counts = _match_counts(target, entries, filter, schema)
     rows = entries.column(ents.ROW_COUNT).to_pylist()
     touched = [i for i, n in enumerate(counts) if n]
     keep = kept_rows(filter)
@@ -295,12 +295,12 @@ def _classify(
         owner += [i] * len(combos)
         exact.append(all(alts is not None and len(alts) == 1 for alts in per_column))
     may_match = [False] * n
-    for i, may in zip(owner, _may_hold(filter, arrow, cases), strict=True):
+    for i, may in zip(owner, may_hold(filter, arrow, cases), strict=True):
         may_match[i] = may_match[i] or may
     proved = [False] * n
     tried = [i for i in range(n) if exact[i] and may_match[i]]
     if tried:
-        may_keep = _may_hold(kept_rows(filter), arrow, [cases[first[i]] for i in tried])  # exact: one case
+        may_keep = may_hold(kept_rows(filter), arrow, [cases[first[i]] for i in tried])  # exact: one case
         for i, keeps in zip(tried, may_keep, strict=True):
             proved[i] = not keeps
     return may_match, proved
@@ -348,19 +348,3 @@ def _column_guarantees(
             rng = col == lo if same else (col >= lo) & (col <= hi)
             result.append([rng] if null_count == 0 else [rng, col.is_null()])
     return result
-
-
-def _may_hold(expr: pc.Expression, schema: pa.Schema, guarantees: Sequence[pc.Expression]) -> list[bool]:
-    """For each guarantee: can ``expr`` be true of a row it allows? (pyarrow's simplifier, as pruning uses it:
-    a fragment whose partition expression makes the filter literally false is skipped.)"""
-    dataset = ds.FileSystemDataset.from_paths(
-        [str(i) for i in range(len(guarantees))],
-        schema=schema,
-        format=ds.ParquetFileFormat(),
-        filesystem=pafs.LocalFileSystem(),
-        partitions=list(guarantees),
-    )
-    out = [False] * len(guarantees)
-    for fragment in dataset.get_fragments(filter=expr):
-        out[int(fragment.path)] = True
-    return out

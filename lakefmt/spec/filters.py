@@ -16,8 +16,10 @@ reader happens to read: such filters are refused (:class:`~lakefmt.errors.Unsupp
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +28,7 @@ import pyarrow.compute as pc
 
 from lakefmt.errors import InvalidPredicateError, UnsupportedFilterError
 
-__all__ = ["FilterInfo", "analyze", "check_filter", "has_float", "pushdown_safe", "show"]
+__all__ = ["FilterInfo", "analyze", "check_filter", "evaluating", "has_float", "pushdown_safe", "show"]
 
 
 @dataclass(frozen=True)
@@ -254,3 +256,26 @@ def _resolves(path: tuple[str, ...], schema: pa.Schema) -> bool:
         t = t.field(t.get_field_index(name)).type
     return True
 
+
+#: pyarrow's messages for a cast that fails on some values (not on the types): a filter that compares a column with
+#: a literal of another type makes pyarrow cast the column (a uint64 column against an int literal: to int64)
+_VALUE_CAST = ("not in range", "would overflow", "was truncated", "out of bounds")
+
+
+@contextlib.contextmanager
+def evaluating(filter: pc.Expression | None, what: str = "filter") -> Iterator[None]:
+    """Within the block (where ``filter`` is evaluated over rows), a cast that fails on some of the rows' values
+    is an :class:`~lakefmt.errors.InvalidPredicateError` naming the filter and the fix, not pyarrow's error: the
+    filter passed :func:`check_filter` (its types combine), but its literal has another type than the column and
+    pyarrow converts the column's values to it."""
+    try:
+        yield
+    except pa.ArrowInvalid as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else ""
+        if filter is None or not any(m in reason for m in _VALUE_CAST):
+            raise
+        raise InvalidPredicateError(
+            f"the {what} {show(filter)} cannot be evaluated over the table's rows: pyarrow converts a column to the "
+            f"type of the literal it is compared with, and a value does not fit ({reason}); give the literal the "
+            "column's own type, as pc.field('u') == pa.scalar(1, pa.uint64())"
+        ) from None

@@ -10,7 +10,15 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["HIVE_NULL_VALUE", "NULL_VALUE", "describe_partition", "escape_component", "partition_path", "value_to_text"]
+__all__ = [
+    "HIVE_NULL_VALUE",
+    "NULL_VALUE",
+    "describe_partition",
+    "escape_component",
+    "parse_partition_value",
+    "partition_path",
+    "value_to_text",
+]
 
 #: the folder name of a null partition value (``dt=__null__``); also how messages and the command line spell it
 NULL_VALUE = "__null__"
@@ -55,8 +63,29 @@ def value_to_text(value: Any) -> str:
 
 def describe_partition(values: Mapping[str, Any], sep: str = ",") -> str:
     """``k1=v1,k2=v2`` for messages, a null value spelled :data:`NULL_VALUE` as its folder is (and as
-    ``lakefmt compact --partition`` takes it); ``(the table)`` for an unpartitioned table's one partition."""
-    return sep.join(f"{k}={NULL_VALUE if v is None else v}" for k, v in values.items()) or "(the table)"
+    ``lakefmt compact --partition`` takes it), and a text value spelled exactly as a null is
+    (:data:`NULL_VALUE`, :data:`HIVE_NULL_VALUE`) with its first ``_`` escaped as its folder has it
+    (``%5F_null__``), so that the two never read alike; ``(the table)`` for an unpartitioned table's one
+    partition."""
+    return sep.join(f"{k}={_spelled(v)}" for k, v in values.items()) or "(the table)"
+
+
+def _spelled(value: Any) -> Any:
+    if value is None:
+        return NULL_VALUE
+    if value in (NULL_VALUE, HIVE_NULL_VALUE):
+        return "%5F" + value[1:]
+    return value
+
+
+def parse_partition_value(text: str) -> str | None:
+    """The value a spelling of :func:`describe_partition` names: None for :data:`NULL_VALUE` or
+    :data:`HIVE_NULL_VALUE`, the text ``__null__`` for ``%5F_null__`` (and so for Hive's), else the text."""
+    if text in (NULL_VALUE, HIVE_NULL_VALUE):
+        return None
+    if text in ("%5F" + NULL_VALUE[1:], "%5F" + HIVE_NULL_VALUE[1:]):
+        return "_" + text[3:]
+    return text
 
 
 def partition_path(keys: Sequence[str], values: Mapping[str, Any]) -> str:

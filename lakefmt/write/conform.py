@@ -166,7 +166,7 @@ def fill_missing(data: pa.Table, schema: pa.Schema) -> pa.Table:
     for f in schema:
         if f.name not in have and f.nullable:
             data = data.append_column(f, pa.nulls(data.num_rows, f.type))
-        elif f.name in have and pa.types.is_struct(f.type) and data.column_names.count(f.name) == 1:
+        elif f.name in have and _nests(f.type) and data.column_names.count(f.name) == 1:
             i = data.column_names.index(f.name)
             col = data.column(i)
             chunks = [_fill_struct(c, f.type) for c in col.chunks]
@@ -176,10 +176,31 @@ def fill_missing(data: pa.Table, schema: pa.Schema) -> pa.Table:
     return data
 
 
+def _nests(t: pa.DataType) -> bool:
+    return bool(pa.types.is_struct(t) or _is_list(t) or pa.types.is_map(t))
+
+
+def _is_list(t: pa.DataType) -> bool:
+    return bool(pa.types.is_list(t) or pa.types.is_large_list(t))
+
+
 def _fill_struct(arr: pa.Array, t: pa.DataType) -> pa.Array:
     """A struct array with the fields of struct type ``t`` in ``t``'s order, those it lacks that are nullable as
-    nulls (its own fields keep their types, for :func:`conform` to check); ``arr`` itself when it is no struct,
-    holds a field ``t`` lacks, or lacks a field that is not nullable."""
+    nulls (its own fields keep their types, for :func:`conform` to check), also for the structs inside lists
+    and the struct items of maps; ``arr`` itself when nothing needs filling, it holds a field ``t`` lacks, or
+    lacks a field that is not nullable."""
+    if _is_list(arr.type) and _is_list(t) and type(arr.type) is type(t):  # the elements of a list, a map's items
+        values = _fill_struct(arr.values, t.value_type)
+        if values is arr.values:
+            return arr
+        item = t.value_field.with_type(values.type)
+        kind = pa.large_list(item) if pa.types.is_large_list(t) else pa.list_(item)
+        return type(arr).from_arrays(arr.offsets, values, type=kind, mask=arr.is_null() if arr.null_count else None)
+    if pa.types.is_map(arr.type) and pa.types.is_map(t):
+        items = _fill_struct(arr.items, t.item_type)
+        if items is arr.items:
+            return arr
+        return pa.MapArray.from_arrays(arr.offsets, arr.keys, items, mask=arr.is_null() if arr.null_count else None)
     if not pa.types.is_struct(arr.type) or not pa.types.is_struct(t):
         return arr
     own = {arr.type.field(i).name: arr.type.field(i) for i in range(arr.type.num_fields)}
