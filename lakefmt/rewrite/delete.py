@@ -42,6 +42,7 @@ from lakefmt.read.bounds import SchemaLookup, column_bounds
 from lakefmt.read.files import read_inputs
 from lakefmt.read.plan import may_hold
 from lakefmt.read.scan import Scan
+from lakefmt.rewrite.base import OPERATION as BASE_OPERATION
 from lakefmt.rewrite.base import RewriteTarget, Targetable, as_target, compacted_away, publish, read_checked
 from lakefmt.spec import CommitMessage, Snapshot, TableSchema, filters
 from lakefmt.spec.filters import has_nan_literal, referenced_columns
@@ -60,7 +61,7 @@ __all__ = [
 ]
 
 #: the snapshot property a row-level delete sets (``lakefmt.operation``) and its value
-OPERATION = ("lakefmt.operation", "delete")
+OPERATION = (BASE_OPERATION, "delete")
 
 
 def check_filter(filter: Any, schema: pa.Schema) -> pc.Expression:
@@ -178,7 +179,7 @@ def commit_delete(table: Targetable, plan: DeletePlan, results: Sequence[DeleteR
     if removed.num_rows == 0:
         target.discard(messages)  # nothing matched: nothing was written either
         return None
-    return publish(target, RewriteProducer, messages, removed, operation="delete", after_commit=target.after_commit)
+    return publish(target, RewriteProducer, messages, removed, operation=OPERATION[1], after_commit=target.after_commit)
 
 
 #: runs step 2 for a plan (in this process, or in an engine's tasks) and returns what each task did

@@ -71,9 +71,9 @@ def held(monkeypatch: pytest.MonkeyPatch) -> Any:
         assert Held.release.wait(30)
         return real(table, snaps)
 
-    import lakefmt.table as table_module
+    import lakefmt.maintenance.after_commit as after_module  # where a commit hands its compaction over
 
-    monkeypatch.setattr(table_module, "auto_compact_after", job)
+    monkeypatch.setattr(after_module, "auto_compact_after", job)
     yield Held
     Held.release.set()
 
@@ -136,7 +136,7 @@ def test_a_committer_may_compact_in_place_whatever_the_option(tmp_path: Path, he
 def test_a_failed_background_compaction_is_logged_and_the_next_commit_tries_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    import lakefmt.table as table_module
+    import lakefmt.maintenance.after_commit as after_module  # where a commit hands its compaction over
 
     real = compact_module.auto_compact_after
     failures = [OSError("disk on fire")]
@@ -146,7 +146,7 @@ def test_a_failed_background_compaction_is_logged_and_the_next_commit_tries_agai
             raise failures.pop()
         return real(table, snaps)
 
-    monkeypatch.setattr(table_module, "auto_compact_after", flaky)
+    monkeypatch.setattr(after_module, "auto_compact_after", flaky)
     t = lakefmt.create_table(str(tmp_path / "t"), SCHEMA, partition_by=["dt"], options=ASYNC)
     with caplog.at_level(logging.WARNING, logger="lakefmt.compaction"):
         for k in range(3):
@@ -228,19 +228,19 @@ def test_a_child_forked_while_the_worker_runs_compacts_on_its_own_and_exits_at_o
     script = textwrap.dedent(
         f"""
         import os, sys, threading, pyarrow as pa, lakefmt
-        import lakefmt.table as table_module
-        real, started, release = table_module.auto_compact_after, threading.Event(), threading.Event()
+        import lakefmt.maintenance.after_commit as after_module  # where a commit hands its compaction over
+        real, started, release = after_module.auto_compact_after, threading.Event(), threading.Event()
         def held(table, snaps):
             started.set()
             release.wait(30)
             return real(table, snaps)
-        table_module.auto_compact_after = held
+        after_module.auto_compact_after = held
         t = lakefmt.open_table({uri!r})
         t.append(pa.table({{"id": [0], "dt": ["b"]}}, schema=t.schema()))
         assert started.wait(10)
         pid = os.fork()
         if pid == 0:  # the parent's worker is no thread here
-            table_module.auto_compact_after = real
+            after_module.auto_compact_after = real
             for k in range(1, 4):
                 t.append(pa.table({{"id": [k], "dt": ["a"]}}, schema=t.schema()))
             sys.exit(0 if t.wait_for_compaction(timeout=10) else 3)
