@@ -63,6 +63,7 @@ class Scan(Protocol):
     def narrowed(self, prune: pc.Expression | None = None, columns: Sequence[str] | None = None) -> Scan: ...
     def __arrow_c_stream__(self, requested_schema: object | None = None) -> object: ...
 
+
 __all__ = ["arrow_stream", "narrow", "native_paths", "output_schema", "require", "to_duckdb", "to_pandas", "to_polars"]
 
 #: characters DuckDB reads as a glob pattern in a path
