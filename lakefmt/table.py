@@ -15,6 +15,7 @@ from lakefmt.commit.restore import RestorePlan, commit_shown_plan, plan_restore
 from lakefmt.commit.restore import restore as restore_to
 from lakefmt.commit.schema_change import UpdateSchema
 from lakefmt.io import FileIO
+from lakefmt.io.storage import explains_storage_errors
 from lakefmt.maintenance import MaintenanceReport, Progress, expire_snapshots, remove_orphan_files
 from lakefmt.maintenance import background as background_compaction
 from lakefmt.maintenance.after_commit import after_commit
@@ -73,6 +74,7 @@ def open_table(uri: str, storage_options: Mapping[str, Any] | None = None) -> Ta
     return Table(store.io, store)
 
 
+@explains_storage_errors
 class Table:
     """A lakefmt table. Cheap to create; holds no open resources; picklable (storage options included,
     live clients excluded).
@@ -453,7 +455,7 @@ class Table:
     ) -> RestorePlan:
         """What :meth:`restore` would do now (reads metadata, writes nothing): the files (and rows) it would
         remove and add again."""
-        target = self._restore_target(snapshot_id, tag, as_of)
+        target = version(self.io, self._store, snapshot_id, tag, as_of, self._now_ms())
         return plan_restore(self._store, target, tag=tag)
 
     def restore(
@@ -475,7 +477,7 @@ class Table:
         lands; compactions alone are followed), :class:`SnapshotNotFoundError` or :class:`TagNotFoundError` for a
         target that does not exist or stopped being kept meanwhile, :class:`InvalidCommitError` on a
         format-version-1 table (upgrade it first: :meth:`upgrade`)."""
-        target = self._restore_target(snapshot_id, tag, as_of)
+        target = version(self.io, self._store, snapshot_id, tag, as_of, self._now_ms())
         clock = self._clock or time.time
         return restore_to(self.io, self._store, target, tag=tag, clock=clock, after_commit=self._after_commit)
 
@@ -487,9 +489,6 @@ class Table:
         return commit_shown_plan(
             self.io, self._store, plan, clock=self._clock or time.time, after_commit=self._after_commit
         )
-
-    def _restore_target(self, snapshot_id: int | None, tag: str | None, as_of: Instant | None) -> Snapshot:
-        return version(self.io, self._store, snapshot_id, tag, as_of, self._now_ms())
 
     def _now_ms(self) -> int:
         return int((self._clock or time.time)() * 1000)

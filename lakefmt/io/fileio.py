@@ -31,6 +31,7 @@ import pyarrow.fs as pafs
 
 from lakefmt.errors import CommitStateUnknownError, NotATableError
 from lakefmt.io.paths import check_relative, normalize_uri, temp_name
+from lakefmt.io.storage import storage_errors
 from lakefmt.retry import backoff
 
 __all__ = ["FileIO", "FileInfo", "FsspecFileIO", "MemoryFileIO", "S3FileIO"]
@@ -115,6 +116,11 @@ class FileIO(abc.ABC):
         state["_fs"] = None  # live clients and caches never travel to executors
         state.pop("_checked_folders", None)
         return state
+
+    def explained(self) -> contextlib.AbstractContextManager[None]:
+        """A block within which a storage client's failure (no credentials, an endpoint gone away) is raised as the
+        lakefmt error that explains it (:func:`lakefmt.io.storage.storage_errors`)."""
+        return storage_errors(self.uri, self._storage_options, opening=False)
 
     def __repr__(self) -> str:  # storage options deliberately left out
         return f"{type(self).__name__}({self.uri!r})"

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import functools
 import importlib
 import inspect
-from collections.abc import Iterator, Mapping
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from lakefmt.errors import (
@@ -29,7 +30,7 @@ from lakefmt.errors import (
     StorageUnreachableError,
 )
 
-__all__ = ["STRING_OPTIONS", "s3_storage_options", "storage_error", "storage_errors"]
+__all__ = ["STRING_OPTIONS", "explains_storage_errors", "s3_storage_options", "storage_error", "storage_errors"]
 
 #: where a deltalake key goes in s3fs's options (a path into nested dicts), by its lower-case spelling
 _DELTA_KEYS: dict[str, tuple[str, ...]] = {
@@ -223,15 +224,57 @@ def storage_error(exc: BaseException, uri: str, options: Mapping[str, Any]) -> L
 
 
 @contextlib.contextmanager
-def storage_errors(uri: str, options: Mapping[str, Any]) -> Iterator[None]:
+def storage_errors(uri: str, options: Mapping[str, Any], *, opening: bool = True) -> Iterator[None]:
     """Within the block, a storage client's failure that :func:`storage_error` explains is raised as that
-    lakefmt error (the original chained as its cause); lakefmt's own errors and the rest pass unchanged."""
+    lakefmt error (the original chained as its cause); lakefmt's own errors and the rest pass unchanged.
+    ``opening=False`` (an open table's calls): only the client's own failures (credentials, connections,
+    timeouts) are explained, never a ``TypeError`` or an ``ImportError``, which there are no option's fault."""
     try:
         yield
     except LakefmtError:
         raise
     except Exception as exc:
+        if not opening and isinstance(exc, TypeError | ImportError):
+            raise
         explained = storage_error(exc, uri, options)
         if explained is None:
             raise
         raise explained from exc
+
+
+_T = TypeVar("_T")
+
+
+def explains_storage_errors(cls: type[_T]) -> type[_T]:
+    """Class decorator: the public methods of ``cls`` (whose objects hold their FileIO in ``io`` or ``_io``) raise
+    a storage client's failure as the lakefmt error that explains it (:class:`StorageUnreachableError` for an
+    endpoint that went away after the table was opened, ...), as opening the table does. A generator method is
+    wrapped as it runs."""
+    for name, value in list(vars(cls).items()):
+        if (name.startswith("_") and name != "__arrow_c_stream__") or not inspect.isfunction(value):
+            continue
+        setattr(cls, name, _explained(value))
+    return cls
+
+
+def _errors_of(obj: Any) -> contextlib.AbstractContextManager[None]:
+    io = getattr(obj, "io", None) or obj._io
+    return io.explained()  # type: ignore[no-any-return]
+
+
+def _explained(func: Callable[..., Any]) -> Callable[..., Any]:
+    if inspect.isgeneratorfunction(func):
+
+        @functools.wraps(func)
+        def run_generator(self: Any, *args: Any, **kwargs: Any) -> Iterator[Any]:
+            with _errors_of(self):
+                yield from func(self, *args, **kwargs)
+
+        return run_generator
+
+    @functools.wraps(func)
+    def run(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with _errors_of(self):
+            return func(self, *args, **kwargs)
+
+    return run

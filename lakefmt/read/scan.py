@@ -20,6 +20,7 @@ from lakefmt.errors import (
     UnsupportedFilterError,
 )
 from lakefmt.io import FileIO
+from lakefmt.io.storage import explains_storage_errors
 from lakefmt.meta import entries as ents
 from lakefmt.meta.store import MetaStore
 from lakefmt.meta.tags import tagged_snapshot
@@ -70,6 +71,7 @@ class ReadTask:
         return sum(f.file_size for f in self.files)
 
 
+@explains_storage_errors
 class Scan:
     """A read of one snapshot (or of what a range of snapshots added), optionally filtered and projected.
 

@@ -293,7 +293,6 @@ def own_moto() -> Iterator[tuple[Any, dict[str, Any]]]:
             server.stop()
 
 
-@pytest.mark.xfail(strict=True, reason="left open: storage failures after open_table are botocore's errors in Python")
 def test_a_dropped_endpoint_after_open_is_a_lakefmt_error(own_moto: tuple[Any, dict[str, Any]]) -> None:
     """Found: ``open_table`` and ``create_table`` explain an unreachable endpoint (StorageUnreachableError), and the
     CLI does so for every command, but once a table is open in Python, the endpoint going away (a dropped
