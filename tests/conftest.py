@@ -88,3 +88,14 @@ def local_store(tmp_path: Any) -> Store:
 @pytest.fixture
 def s3_store(moto_server: dict[str, Any]) -> Store:
     return Store("s3", f"s3://{moto_server['bucket']}/{uuid.uuid4().hex}", dict(moto_server["storage_options"]))
+
+
+@pytest.fixture
+def no_aws_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    """No AWS credential, profile, config file or endpoint in the environment."""
+    for key in [k for k in os.environ if k.startswith("AWS_")]:
+        monkeypatch.delenv(key)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-aws-credentials"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")

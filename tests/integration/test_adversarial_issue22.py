@@ -203,17 +203,6 @@ def test_compact_partition_message_does_not_contradict_itself(
 
 
 # -- storage options (moto) -----------------------------------------------------------------------------------------
-@pytest.fixture
-def no_aws_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
-    """No AWS credential, profile, config file or endpoint in the environment."""
-    for key in [k for k in os.environ if k.startswith("AWS_")]:
-        monkeypatch.delenv(key)
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-aws-credentials"))
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-
-
 def _s3_table(moto_server: dict[str, Any]) -> str:
     uri = f"s3://{moto_server['bucket']}/{uuid.uuid4().hex}"
     t = lakefmt.create_table(uri, pa.schema([("id", pa.int64())]), storage_options=moto_server["storage_options"])

@@ -3,7 +3,6 @@ and delta-rs-style storage option keys get the clear messages the CLI gives, aga
 
 from __future__ import annotations
 
-import os
 import uuid
 from typing import Any
 
@@ -21,17 +20,6 @@ from lakefmt.errors import (
 )
 
 SCHEMA = pa.schema([("id", pa.int64())])
-
-
-@pytest.fixture
-def no_aws_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
-    """No AWS credential, profile, config file or endpoint in the environment."""
-    for key in [k for k in os.environ if k.startswith("AWS_")]:
-        monkeypatch.delenv(key)
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-aws-credentials"))
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
 
 
 def _table(moto_server: dict[str, Any]) -> str:
