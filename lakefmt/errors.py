@@ -21,6 +21,7 @@ __all__ = [
     "CommitStateUnknownError",
     "ConsumerNotFoundError",
     "CorruptMetadataError",
+    "DeletionVectorsError",
     "InvalidCommitError",
     "InvalidConsumerIdError",
     "InvalidLocationError",
@@ -31,6 +32,7 @@ __all__ = [
     "InvalidStorageOptionError",
     "InvalidTagNameError",
     "InvalidTimestampError",
+    "KeyTableError",
     "LakefmtError",
     "LocationNotEmptyError",
     "MissingDependencyError",
@@ -236,3 +238,13 @@ class StorageUnreachableError(StorageError, ConnectionError):
 class BucketNotFoundError(StorageError, NotATableError):
     """The bucket a table location names does not exist. A :class:`NotATableError` too, so code that creates a
     table it cannot open learns why it cannot create it either."""
+
+
+class KeyTableError(LakefmtError, ValueError):
+    """An operation a key table cannot do as asked (an upsert without the key columns, a key moved to another
+    partition, ``upsert`` on a table without a primary key); the message says what to call instead."""
+
+
+class DeletionVectorsError(LakefmtError, ValueError):
+    """A form of read that cannot apply deletion vectors was asked for a snapshot that has them (``Scan.to_dataset``
+    on a key table's snapshot, say); the message names the reads that do."""

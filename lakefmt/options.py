@@ -97,6 +97,20 @@ def _bool(text: str, key: str) -> bool:
     return value == "true"
 
 
+def _text(text: str, key: str) -> str:
+    value = str(text).strip()
+    if not value:
+        raise InvalidOptionError(f"option {key} must not be empty")
+    return value
+
+
+def _delete_mode(text: str, key: str) -> str:
+    value = str(text).strip().lower()
+    if value not in ("copy-on-write", "merge-on-read"):
+        raise InvalidOptionError(f"option {key} is copy-on-write or merge-on-read, got {text!r}")
+    return value
+
+
 def _compression(text: str, key: str) -> str:
     value = str(text).strip().lower()
     if value not in ("zstd", "snappy", "gzip", "lz4", "brotli", "none"):
@@ -232,6 +246,21 @@ class TableOptions:
     #: ``write-only``: commits never compact automatically (Paimon's name: the writers of a table that one
     #: dedicated compactor serves); per writer, ``Table.new_committer(write_only=True)``
     write_only: bool = False
+    #: ``bucket``: a key table's number of buckets (rows go to ``hash(key) mod bucket``; files are per partition and
+    #: bucket). Fixed when the table is created. Paimon recommends 200 MB to 1 GB of data per bucket.
+    bucket: int = 1
+    #: ``sequence.field``: on a key table, the column that orders the versions of a key: of the rows for one key,
+    #: the one with the largest value wins, within an upsert and against the live row (ties: the later row)
+    sequence_field: str | None = None
+    #: ``write.delete.mode``: ``copy-on-write`` rewrites the files a row-level delete touches; ``merge-on-read``
+    #: marks the deleted rows in deletion vectors (format version 3; always so on a key table). Iceberg's name.
+    delete_mode: str = "copy-on-write"
+    #: ``num-sorted-run.compaction-trigger``: a key table's bucket is compacted (its files merged, deleted rows
+    #: dropped, vectors folded) once it holds this many data files
+    sorted_run_compaction_trigger: int = 5
+    #: ``num-sorted-run.stop-trigger``: past this many files in a bucket, a commit through a Table compacts the
+    #: bucket in place before returning (writes slow down rather than reads); default: the trigger plus 3
+    sorted_run_stop_trigger: int | None = None
 
     _KEYS: ClassVar[dict[str, tuple[str, Callable[[str, str], Any]]]] = {
         "target-file-size": ("target_file_size", parse_size),
@@ -257,6 +286,11 @@ class TableOptions:
         "compaction.auto": ("compaction_auto", _bool),
         "compaction.async": ("compaction_async", _bool),
         "write-only": ("write_only", _bool),
+        "bucket": ("bucket", _int),
+        "sequence.field": ("sequence_field", _text),
+        "write.delete.mode": ("delete_mode", _delete_mode),
+        "num-sorted-run.compaction-trigger": ("sorted_run_compaction_trigger", _int),
+        "num-sorted-run.stop-trigger": ("sorted_run_stop_trigger", _int),
     }
     #: keys whose value may be 0 (sizes, never negative; every other integer must be positive)
     _ZERO_ALLOWED: ClassVar[frozenset[str]] = frozenset({"write.sync-ahead-bytes"})
@@ -311,7 +345,18 @@ class TableOptions:
                 f"compaction.min.file-num ({self.compaction_min_file_num}) must not be larger than "
                 f"compaction.max.file-num ({self.compaction_max_file_num})"
             )
+        stop = self.sorted_run_stop_trigger
+        if stop is not None and stop < self.sorted_run_compaction_trigger:
+            raise InvalidOptionError(
+                f"num-sorted-run.stop-trigger ({self.sorted_run_stop_trigger}) must not be smaller than "
+                f"num-sorted-run.compaction-trigger ({self.sorted_run_compaction_trigger})"
+            )
         return self
+
+    @property
+    def stop_trigger(self) -> int:
+        """``num-sorted-run.stop-trigger``, or its default: the compaction trigger plus 3 (Paimon's)."""
+        return self.sorted_run_stop_trigger or self.sorted_run_compaction_trigger + 3
 
     @property
     def auto_expire(self) -> bool:

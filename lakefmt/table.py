@@ -32,6 +32,8 @@ from lakefmt.rewrite.base import RewriteTarget
 from lakefmt.rewrite.compact import compact
 from lakefmt.rewrite.compact_types import CompactionReport
 from lakefmt.rewrite.delete import delete_rows
+from lakefmt.rewrite.keys import UpsertPlanner
+from lakefmt.rewrite.upsert import delete_keys, delete_marking, upsert
 from lakefmt.spec import CommitMessage, Consumer, Snapshot, TableSchema
 from lakefmt.spec.instants import Instant
 from lakefmt.spec.scope import OverwriteScope, check_partition_given
@@ -50,15 +52,19 @@ def create_table(
     partition_by: Sequence[str] | None = None,
     options: Mapping[str, str] | None = None,
     storage_options: Mapping[str, Any] | None = None,
+    *,
+    primary_key: Sequence[str] | None = None,
 ) -> Table:
     """Create an empty table at ``uri`` (a path, ``file://``, ``s3://``, ``memory://`` or any fsspec URL).
+    ``primary_key`` makes a key table (format version 3: :meth:`Table.upsert`, :meth:`Table.delete_keys`; options
+    ``bucket``, ``sequence.field``): its columns become non-null and must include the partition keys.
 
     Refuses a location that already holds a table (:class:`TableAlreadyExistsError`) or any other files
     (:class:`LocationNotEmptyError`: maintenance deletes unreferenced files under a table root, so a table
     must own its folder). The schema, its types and ``options`` are checked before anything is written
     (:func:`lakefmt.meta.location.first_schema`).
     """
-    store = create_store(uri, first_schema(schema, partition_by, options), storage_options)
+    store = create_store(uri, first_schema(schema, partition_by, options, primary_key), storage_options)
     return Table(store.io, store)
 
 
@@ -177,7 +183,8 @@ class Table:
         wants False. ``clock`` (seconds since the epoch) is for tests."""
         clock = clock if clock is not None else self._clock
         after = functools.partial(self._after_commit, compact=not write_only, background=compact_in_background)
-        return Committer(self.io, self._store, commit_user, after_commit=after, clock=clock)
+        planner = functools.partial(UpsertPlanner, self.io, self._store, self._store.latest_schema())
+        return Committer(self.io, self._store, commit_user, after_commit=after, clock=clock, planner=planner)
 
     def wait_for_compaction(self, timeout: float | None = None) -> bool:
         """Wait until the automatic compactions that commits through this table object handed to its worker
@@ -228,9 +235,28 @@ class Table:
         match is rewritten without them; a file where none match is left as it is. Appends committed meanwhile
         never conflict; a concurrent commit that removed a file this delete rewrites is a
         :class:`RewriteConflictError` and nothing lands (after a compaction alone, the delete re-plans once).
+        On a key table, or with ``write.delete.mode=merge-on-read``, rows are marked in deletion vectors instead.
         A filter that is not an expression is a ``TypeError``; one on a missing column or comparing a column with
         a value of another type, an :class:`InvalidPredicateError`. See :mod:`lakefmt.rewrite.delete`."""
+        if self.table_schema().deletion_vectors:
+            return delete_marking(self, filter)
         return delete_rows(self, filter)
+
+    def upsert(self, data: Any) -> Snapshot | None:
+        """Insert or replace rows by primary key on a key table, in one snapshot: see :func:`lakefmt.rewrite.upsert
+        .upsert` (the last row of a key wins, or the largest ``sequence.field``). ``append`` on a key table does
+        the same."""
+        return upsert(self, data)
+
+    def delete_keys(self, keys: Any) -> Snapshot | None:
+        """Delete the live rows of ``keys`` (rows with the primary-key columns) on a key table, by deletion vectors,
+        in one snapshot; None when no key had a live row."""
+        return delete_keys(self, keys)
+
+    @property
+    def primary_key(self) -> tuple[str, ...]:
+        """The primary-key columns (empty for a table without one)."""
+        return self.table_schema().primary_keys
 
     def overwrite_scope(
         self, *, partition: Mapping[str, Any] | None = None, where: str | pc.Expression | None = None,

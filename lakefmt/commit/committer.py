@@ -11,11 +11,11 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakefmt.commit.kinds import AppendProducer, OverwriteProducer, RewriteProducer
+from lakefmt.commit.kinds import AppendProducer, KeyedProducer, OverwriteProducer, RewriteProducer, VectorPlanner
 from lakefmt.commit.producer import SnapshotProducer
 from lakefmt.commit.types import CommitOutcome, CommitRequest, CommitResult
 from lakefmt.commit.users import already_committed
-from lakefmt.errors import InvalidCommitError
+from lakefmt.errors import InvalidCommitError, KeyTableError
 from lakefmt.io import FileIO
 from lakefmt.meta.store import MetaStore
 from lakefmt.spec import CommitMessage, ManifestFileMeta, Snapshot
@@ -42,6 +42,7 @@ class Committer:
         *,
         after_commit: Callable[[Snapshot], None] | None = None,
         clock: Callable[[], float] | None = None,
+        planner: Callable[[], VectorPlanner] | None = None,
     ) -> None:
         if commit_user is not None and (not isinstance(commit_user, str) or not commit_user.strip()):
             raise InvalidCommitError(
@@ -54,6 +55,7 @@ class Committer:
         self._clock = clock if clock is not None else _wall_clock
         self._user = commit_user
         self.commit_user = commit_user if commit_user is not None else f"oneoff-{uuid.uuid4().hex}"
+        self._planner = planner  # a key table's upsert planner (lakefmt.rewrite.keys), from Table.new_committer
         self._producer: SnapshotProducer | None = None
         self.last_result: CommitResult | None = None  #: how the last commit call ended (None if it raised)
 
@@ -74,7 +76,19 @@ class Committer:
     ) -> Snapshot | None:
         """Append the files in ``messages`` (the tasks' messages, or one alone). Returns the new snapshot, or
         None when this user already committed ``identifier`` (or a later one), or when there is nothing to
-        commit; :attr:`last_result` tells which."""
+        commit; :attr:`last_result` tells which.
+
+        On a key table the files' rows are upserts: for each key, the rows the commit brings replace its live row
+        (of two rows for one key in the commit, the one of the later message wins, or the larger
+        ``sequence.field``), marked in deletion vectors as part of the same snapshot."""
+        if self._store.latest_schema().has_primary_key:
+            if self._planner is None:
+                raise KeyTableError(
+                    "a key table's commits mark the old rows of their keys: use the committer of "
+                    "Table.new_committer(), which knows how"
+                )
+            props = {"lakefmt.operation": "upsert", **dict(properties or {})}
+            return self._run(KeyedProducer, messages, identifier, watermark, props, planner=self._planner())
         return self._run(AppendProducer, messages, identifier, watermark, properties)
 
     def overwrite(
@@ -96,6 +110,11 @@ class Committer:
 
         Raises :class:`CommitConflictError` if a concurrent commit changed the replaced files first."""
         check_partition_given(partition)
+        if self._store.latest_schema().has_primary_key and len(_message_manifests(messages)) > 1:
+            raise KeyTableError(
+                "an overwrite of a key table takes one writer's files (whose keys are distinct); several writers "
+                "could bring two rows for one key: upsert them with commit() instead"
+            )
         return self._run(
             OverwriteProducer,
             messages,

@@ -16,7 +16,8 @@ snapshots never fails a writer.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -33,8 +34,11 @@ from lakefmt.spec.scope import OverwriteScope
 __all__ = [
     "AppendProducer",
     "CompactProducer",
+    "KeyedProducer",
     "OverwriteProducer",
     "RewriteProducer",
+    "VectorChanges",
+    "VectorPlanner",
     "compactions_only",
     "live_paths",
 ]
@@ -300,3 +304,65 @@ def _check_matching(scope: OverwriteScope, written: pa.ChunkedArray) -> None:
             f"the data to overwrite {scope.describe()} has {len(outside)} file(s) outside it (the first in "
             f"partition {written[outside[0]].as_py()}); nothing was committed"
         )
+
+
+@dataclass(frozen=True)
+class VectorChanges:
+    """What a commit does to the deletion vectors of a table (format version 3), planned on one snapshot: the live
+    deletion-vector entries it replaces (``removed``), the entries of the files it wrote instead (``added``), and
+    the live paths of the partitions and buckets it touched when it planned (``state``), which must be the same
+    in the snapshot it lands on, or it is planned again."""
+
+    removed: pa.Table
+    added: pa.Table
+    state: frozenset[str]
+
+
+class VectorPlanner(Protocol):
+    """Plans a commit's deletion vectors (:mod:`lakefmt.rewrite.keys`: an upsert's, a delete's)."""
+
+    def plan(self, latest: Snapshot | None, schema: TableSchema, added: Sequence[ManifestFileMeta]) -> VectorChanges:
+        """The changes to make on ``latest``, for the writers' files of ``added``."""
+        ...
+
+    def state(self, latest: Snapshot | None) -> frozenset[str]:
+        """The live paths of the partitions and buckets the last plan touched, in ``latest``."""
+        ...
+
+
+class KeyedProducer(SnapshotProducer):
+    """A commit that marks deletion vectors: an upsert (kind APPEND: its new rows, the old versions of their keys
+    marked deleted) or a delete by key or by filter (kind OVERWRITE: only vectors change). The marks are planned on
+    the snapshot the commit lands on: after a lost race, a change to any partition and bucket it touched (a
+    concurrent upsert of the same keys, a compaction of the bucket) makes it plan them again, so a key never has
+    two live rows; a change elsewhere keeps the plan."""
+
+    kind = CommitKind.APPEND
+
+    def __init__(self, *args: Any, planner: VectorPlanner, kind: CommitKind = CommitKind.APPEND, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.planner = planner
+        self.kind = kind  # type: ignore[misc]
+        self.changes: VectorChanges | None = None
+
+    def has_work(self) -> bool:
+        return True  # a delete adds no file; whether it changes anything is known once planned
+
+    def replaced(self, latest: Snapshot | None, schema: TableSchema) -> pa.Table:
+        self.changes = self.planner.plan(latest, schema, self.request.added)
+        return self.changes.removed
+
+    def change_manifests(self, merger: ManifestMerger, replaced: pa.Table | None) -> list[ManifestFileMeta]:
+        assert self.changes is not None  # set by replaced()
+        parts = [entries.as_deletes(self.changes.removed)] if self.changes.removed.num_rows else []
+        if self.changes.added.num_rows:
+            parts.append(self.changes.added)
+        if not parts:
+            return []
+        return merger.write_entries(entries.concat_entries(parts), 100.0)
+
+    def check_conflict(self, latest: Snapshot | None, schema: TableSchema, replaced: pa.Table) -> pa.Table | None:
+        assert self.changes is not None
+        if self.planner.state(latest) == self.changes.state:
+            return None
+        return self.replaced(latest, schema)  # planned again on latest (the old plan's files become orphans)

@@ -104,6 +104,14 @@ class SnapshotProducer:
         re-plans when only compactions moved its files: the rows it replaces are the same, in other files)."""
         return None
 
+    def change_manifests(self, merger: ManifestMerger, replaced: pa.Table | None) -> list[ManifestFileMeta]:
+        """The manifests of the entries this attempt changes besides the writers' files: DELETE entries of
+        ``replaced`` (a kind that also adds entries it makes while committing, a key table's deletion vectors,
+        adds them here)."""
+        if replaced is None or not replaced.num_rows:
+            return []
+        return merger.write_entries(entries.as_deletes(replaced), 100.0)
+
     def base_manifests(self, merger: ManifestMerger, latest: Snapshot) -> list[ManifestFileMeta]:
         """(d) The manifests of the base list: ``latest``'s base and delta, minor or full merged. A kind that must
         rewrite entries of the base overrides it (a restore drops the entries of the paths it adds again)."""
@@ -149,8 +157,8 @@ class SnapshotProducer:
                 self._check_not_live(latest)
                 if replaced is None:
                     replaced = self.replaced(latest, schema)
-                    if replaced is not None and replaced.num_rows:
-                        removals = merger.write_entries(entries.as_deletes(replaced), 100.0)
+                    removals = self.change_manifests(merger, replaced)
+                    if removals:
                         delta, delta_list = adds + removals, None
                 if not delta and not self.empty_ok:
                     return CommitResult(CommitOutcome.NOTHING_TO_COMMIT)
@@ -183,7 +191,7 @@ class SnapshotProducer:
                 # re-planned (only compactions moved the replaced files): the old removal manifests and lists
                 # become orphans, never deleted here (nothing of an attempt is deleted once a publish was tried)
                 replaced, delta_list = again, None
-                removals = merger.write_entries(entries.as_deletes(replaced), 100.0) if replaced.num_rows else []
+                removals = self.change_manifests(merger, replaced)
                 delta = adds + removals
 
     # -- the steps --------------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from lakefmt.errors import CorruptMetadataError
 from lakefmt.io.paths import BAD_RELATIVE_PATH, check_relative_paths
 from lakefmt.meta.store import MetaStore
 from lakefmt.spec import FileKind, ManifestFileMeta, Snapshot, TableSchema
-from lakefmt.spec.manifest import manifest_schema
+from lakefmt.spec.manifest import FileContent, manifest_schema
 
 __all__ = [
     "KIND",
@@ -28,6 +28,7 @@ __all__ = [
     "cancel_pairs",
     "check_data_paths",
     "concat_entries",
+    "data_files",
     "deletes",
     "empty_entries",
     "empty_entries_for",
@@ -36,6 +37,7 @@ __all__ = [
     "net_added",
     "paths",
     "read_manifests",
+    "vector_files",
 ]
 
 KIND = "kind"
@@ -46,6 +48,8 @@ ROW_COUNT = "row_count"
 STATS = "stats"  #: column statistics keyed by column name (format version 1)
 FIELD_STATS = "field_stats"  #: keyed by field id (format version 2); read both with lakefmt.read.bounds
 SCHEMA_ID = "schema_id"
+CONTENT = "content"  #: format version 3: DATA or DELETION_VECTORS (lakefmt.spec.manifest.FileContent)
+BUCKET = "bucket"  #: format version 3: a key table's bucket
 
 #: data files never live in the metadata folders (a DELETE entry naming schema/schema-0 would make expire
 #: delete the schema)
@@ -65,6 +69,28 @@ def adds(entries: pa.Table) -> pa.Table:
 def deletes(entries: pa.Table) -> pa.Table:
     """The DELETE entries."""
     return entries.filter(pc.invert(_is_add(entries)))
+
+
+def _is_vectors(entries: pa.Table) -> pa.ChunkedArray | None:
+    if CONTENT not in entries.column_names:
+        return None
+    return pc.equal(entries.column(CONTENT), int(FileContent.DELETION_VECTORS))
+
+
+def data_files(entries: pa.Table) -> pa.Table:
+    """The entries of data files (all of them before format version 3)."""
+    is_dv = _is_vectors(entries)
+    if is_dv is None or not pc.any(is_dv).as_py():
+        return entries
+    return entries.filter(pc.invert(is_dv))
+
+
+def vector_files(entries: pa.Table) -> pa.Table:
+    """The entries of deletion-vector files (none before format version 3)."""
+    is_dv = _is_vectors(entries)
+    if is_dv is None:
+        return entries.slice(0, 0)
+    return entries.filter(is_dv)
 
 
 def paths(entries: pa.Table) -> list[str]:
@@ -150,7 +176,9 @@ def read_manifests(store: MetaStore, metas: Sequence[ManifestFileMeta]) -> list[
 
 def empty_entries_for(schema: TableSchema) -> pa.Table:
     """No entries, with the manifest schema of a table schema."""
-    return manifest_schema(schema.arrow_schema, schema.partition_keys, ids=schema.stats_ids).empty_table()
+    return manifest_schema(
+        schema.arrow_schema, schema.partition_keys, ids=schema.stats_ids, version=schema.format_version
+    ).empty_table()
 
 
 def empty_entries(store: MetaStore, snap: Snapshot) -> pa.Table:

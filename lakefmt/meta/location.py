@@ -11,37 +11,74 @@ from typing import Any
 
 import pyarrow as pa
 
-from lakefmt.errors import BucketNotFoundError, LocationNotEmptyError, NotATableError, TableAlreadyExistsError
+from lakefmt.errors import (
+    BucketNotFoundError,
+    InvalidOptionError,
+    LocationNotEmptyError,
+    NotATableError,
+    TableAlreadyExistsError,
+)
 from lakefmt.io import file_io_for
 from lakefmt.io.paths import is_temp_of
 from lakefmt.io.storage import storage_errors
 from lakefmt.meta.store import MetaStore
 from lakefmt.options import TableOptions
 from lakefmt.spec import TableSchema, layout
+from lakefmt.spec.codec import BASE_FORMAT_VERSION, FORMAT_VERSION
 from lakefmt.spec.types import type_to_json
 
 __all__ = ["create_store", "enclosing_table", "first_schema", "open_store"]
 
 
 def first_schema(
-    schema: pa.Schema, partition_by: Sequence[str] | None, options: Mapping[str, str] | None
+    schema: pa.Schema,
+    partition_by: Sequence[str] | None,
+    options: Mapping[str, str] | None,
+    primary_key: Sequence[str] | None = None,
 ) -> TableSchema:
     """Schema 0 of a new table, checked before anything is written: a ``pyarrow.Schema`` (``TypeError``), of
     supported types (:class:`UnsupportedTypeError` names the type), with known and valid options
-    (:class:`UnknownOptionError`: a typo never silently leaves a default in force; :class:`InvalidOptionError`)."""
+    (:class:`UnknownOptionError`: a typo never silently leaves a default in force; :class:`InvalidOptionError`).
+
+    With ``primary_key`` a key table (format version 3): its key columns are made non-null, and the options
+    ``bucket`` and ``sequence.field`` are checked against the columns. ``write.delete.mode=merge-on-read`` on a
+    table without a key makes it version 3 too (deletion vectors)."""
     if not isinstance(schema, pa.Schema):
         raise TypeError(f"schema must be a pyarrow.Schema, got {type(schema).__name__}")
     for f in schema:
         type_to_json(f.type)
     opts = {str(k): str(v) for k, v in (options or {}).items()}
     TableOptions.check_keys(opts)
-    TableOptions.from_map(opts).check()
+    parsed = TableOptions.from_map(opts).check()
+    if isinstance(primary_key, str):
+        primary_key = [primary_key]
+    keys = tuple(str(k) for k in (primary_key or ()))
+    if not keys:
+        for key in ("bucket", "sequence.field"):
+            if key in opts:
+                raise InvalidOptionError(f"option {key} is for key tables: pass primary_key=[...] as well")
+    elif parsed.sequence_field is not None:
+        if parsed.sequence_field not in schema.names:
+            raise InvalidOptionError(
+                f"option sequence.field names {parsed.sequence_field!r}, which is not a column "
+                f"(columns: {', '.join(schema.names)})"
+            )
+        t = schema.field(parsed.sequence_field).type
+        if not (pa.types.is_integer(t) or pa.types.is_timestamp(t) or pa.types.is_date(t)):
+            raise InvalidOptionError(
+                f"option sequence.field names {parsed.sequence_field!r} of type {t}; it must be an integer, date "
+                "or timestamp column"
+            )
+    fields = [f.with_nullable(False) if f.name in keys else f for f in schema]
+    keyed = bool(keys) or parsed.delete_mode == "merge-on-read"
     return TableSchema(
         id=0,
-        arrow_schema=pa.schema(list(schema)),
+        arrow_schema=pa.schema(fields),
         partition_keys=tuple(partition_by or ()),
         options=opts,
         time_millis=int(time.time() * 1000),
+        format_version=FORMAT_VERSION if keyed else BASE_FORMAT_VERSION,
+        primary_keys=keys,
     )
 
 

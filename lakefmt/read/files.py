@@ -7,7 +7,7 @@ an older schema are mapped to ``schema`` here, so callers never look at a file's
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Protocol
 
 import pyarrow as pa
@@ -20,6 +20,7 @@ from lakefmt.meta import entries as ents
 from lakefmt.meta.store import MetaStore
 from lakefmt.read.bounds import SchemaLookup
 from lakefmt.read.evolve import read_evolved, runs
+from lakefmt.read.masks import Vector, apply_vector
 from lakefmt.spec import TableSchema
 from lakefmt.spec.filters import referenced_columns
 
@@ -45,35 +46,71 @@ def read_entries(
     columns: Sequence[str] | None = None,
     filter: pc.Expression | None = None,
     schemas: SchemaLookup | None = None,
+    vectors: Mapping[str, Vector] | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """The rows of the files of ``entries`` (file by file, in order), as ``schema``'s columns (or ``columns``),
-    keeping only rows where ``filter`` is true (a null counts as false, as in ``Scan``).
+    keeping only rows where ``filter`` is true (a null counts as false, as in ``Scan``) and that ``vectors`` (data
+    path -> deletion vector, :mod:`lakefmt.read.masks`) leave live.
 
     Files written under another schema are matched to ``schema`` by field id (:mod:`lakefmt.read.evolve`): a
     column they lack reads as null, a widened one is cast, a renamed one takes its new name. ``schemas`` gives
     those schemas by id (default: read from the table's schema folder, once per call).
 
     The filter is applied to the rows read, never pushed into the Parquet reader: its row-group pruning leaves
-    NaN out of min/max (see ``Scan.pushdown_safe``), and a rewrite must not lose a row to that."""
+    NaN out of min/max (see ``Scan.pushdown_safe``), and a rewrite must not lose a row to that. A file with a
+    deletion vector is read whole, masked by row position, and only then filtered and projected."""
     if entries.num_rows == 0:
         return
     cols = list(columns) if columns is not None else None
     used = referenced_columns(filter, schema.arrow_schema)
-    for old, run in runs(entries, schema, schemas or MetaStore(io).schema):
-        if old is not None:
-            for table in read_evolved(io, run, old, schema, columns=cols, filter=filter, filter_columns=used):
-                yield from table.to_batches()
+    lookup = schemas or MetaStore(io).schema
+    masked = vectors or {}
+    for old, run in runs(entries, schema, lookup):
+        paths = ents.paths(run)
+        if masked and any(p in masked for p in paths):
+            for i, path in enumerate(paths):  # file by file, in order: a mask needs a file's rows whole
+                one = run.slice(i, 1)
+                if path not in masked:
+                    yield from _read_run(io, one, old, schema, cols, filter, used)
+                    continue
+                needed = None if cols is None else list(dict.fromkeys([*cols, *used]))
+                parts = list(_read_run(io, one, old, schema, needed, None, used))
+                names = schema.arrow_schema.names if needed is None else needed
+                whole = pa.Table.from_batches(parts, schema=pa.schema([schema.arrow_schema.field(c) for c in names]))
+                kept = apply_vector(io, whole, masked[path], path)
+                if filter is not None:
+                    kept = kept.filter(filter)
+                if cols is not None:
+                    kept = kept.select(cols)
+                yield from kept.to_batches()
             continue
-        dataset = entries_dataset(io, run, schema)
-        if filter is None:
-            yield from dataset.to_batches(columns=cols)
-            continue
-        needed = None if cols is None else list(dict.fromkeys([*cols, *used]))
-        for batch in dataset.to_batches(columns=needed):
-            kept = pa.Table.from_batches([batch]).filter(filter)
-            if cols is not None:
-                kept = kept.select(cols)
-            yield from kept.to_batches()
+        yield from _read_run(io, run, old, schema, cols, filter, used)
+
+
+def _read_run(
+    io: FileIO,
+    run: pa.Table,
+    old: TableSchema | None,
+    schema: TableSchema,
+    cols: list[str] | None,
+    filter: pc.Expression | None,
+    used: list[str],
+) -> Iterator[pa.RecordBatch]:
+    """The rows of a run of files read one way (by name when ``old`` is None, else mapped by id), filtered."""
+    if old is not None:
+        for table in read_evolved(io, run, old, schema, columns=cols, filter=filter, filter_columns=used):
+            yield from table.to_batches()
+        return
+    dataset = entries_dataset(io, run, schema)
+    if filter is None:
+        yield from dataset.to_batches(columns=cols)
+        return
+    needed = None if cols is None else list(dict.fromkeys([*cols, *used]))
+    for batch in dataset.to_batches(columns=needed):
+        kept = pa.Table.from_batches([batch]).filter(filter)
+        if cols is not None:
+            kept = kept.select(cols)
+        yield from kept.to_batches()
 
 
 def read_inputs(
@@ -132,6 +169,8 @@ class _Planned(Protocol):
     def path(self) -> str: ...
     @property
     def schema_id(self) -> int | None: ...
+    @property
+    def deletion_vector(self) -> Vector | None: ...
 
 
 def read_planned(
@@ -155,4 +194,7 @@ def read_planned(
         }
     )
     ents.check_data_paths(entries, "read_files")
-    return read_entries(io, entries, schema, columns=columns, filter=filter, schemas=store.schema)
+    vectors = {f.path: v for f in files if (v := getattr(f, "deletion_vector", None)) is not None}
+    if vectors:
+        ents.check_data_paths(pa.array([v.file for v in vectors.values()], pa.string()), "read_files")
+    return read_entries(io, entries, schema, columns=columns, filter=filter, schemas=store.schema, vectors=vectors)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import time
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,6 +16,7 @@ import pyarrow.fs as pafs
 
 from lakefmt.binpack import pack
 from lakefmt.errors import (
+    DeletionVectorsError,
     InvalidOptionError,
     SchemaMismatchError,
     UnsupportedFilterError,
@@ -28,7 +30,9 @@ from lakefmt.meta.versions import snapshot_as_of
 from lakefmt.read import engines
 from lakefmt.read.bounds import SchemaLookup
 from lakefmt.read.evolve import dataset_for, read_evolved, runs
+from lakefmt.read.files import read_entries
 from lakefmt.read.incremental import through_compactions
+from lakefmt.read.masks import Vector, deleted_count, load_vectors
 from lakefmt.read.plan import live_entries, prune_entries
 from lakefmt.spec import Snapshot, TableSchema
 from lakefmt.spec.filters import check_filter, evaluating, pushdown_safe, referenced_columns
@@ -52,6 +56,9 @@ class FileTask:
     row_count: int
     partition: dict[str, Any]
     schema_id: int | None = None
+    #: the file's deletion vector (rows to leave out, by position), if it has one: read it with
+    #: :meth:`lakefmt.Table.read_files`, which applies it
+    deletion_vector: Vector | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +150,8 @@ class Scan:
                     f"unknown column(s) {', '.join(unknown)}; the table has {', '.join(self.schema.arrow_schema.names)}"
                 )
         self._entries: pa.Table | None = None
+        self._vectors: dict[str, Vector] | None = None
+        self._vector_entries: pa.Table | None = None
 
     def _resolve_range(self, start: int | None, end: int | None) -> Snapshot | None:
         end_snap = self._store.snapshot(end) if end is not None else self._store.latest_snapshot()
@@ -160,12 +169,30 @@ class Scan:
         if self._entries is None:
             if self.snapshot is None:
                 entries = ents.empty_entries_for(self.schema)
+                self._vector_entries = entries
             elif self._incremental:
                 entries = self._added_between(self._from, self.snapshot)
+                # rows the range added and the end of the range still holds: its snapshot's vectors apply
+                if ents.CONTENT in entries.column_names:
+                    live = live_entries(self._store, self.snapshot, self.schema, self.filter)
+                    self._vector_entries = ents.vector_files(live)
+                entries = ents.data_files(entries)
             else:
                 entries = live_entries(self._store, self.snapshot, self.schema, self.filter)
+                self._vector_entries = ents.vector_files(entries)
+                entries = ents.data_files(entries)
             self._entries = prune_entries(entries, self.filter, self.schema, self._store.schema)
         return self._entries
+
+    def vectors(self) -> dict[str, Vector]:
+        """The deletion vectors of the planned files that have one, by data-file path (empty for a table without
+        deletion vectors). Every read of the scan applies them; an engine reading :meth:`files` itself must too
+        (:attr:`FileTask.deletion_vector`)."""
+        if self._vectors is None:
+            entries = self.entries()
+            dv = self._vector_entries
+            self._vectors = {} if dv is None or dv.num_rows == 0 else load_vectors(self._io, dv, ents.paths(entries))
+        return self._vectors
 
     def _added_between(self, start: int, end: Snapshot) -> pa.Table:
         """Files added by snapshots start+1..end (and not deleted again within that range); a compaction's moves
@@ -195,7 +222,9 @@ class Scan:
         else:
             parts = [{} for _ in paths]
         sids = e.column(ents.SCHEMA_ID).to_pylist() if ents.SCHEMA_ID in e.column_names else [None] * len(paths)
-        return [FileTask(*t) for t in zip(paths, full, sizes, rows, parts, sids, strict=True)]
+        vectors = self.vectors()
+        dvs = [vectors.get(p) for p in paths]
+        return [FileTask(*t) for t in zip(paths, full, sizes, rows, parts, sids, dvs, strict=True)]
 
     def plan_tasks(self, split_size: int) -> list[ReadTask]:
         """The files of :meth:`files`, in order, packed into read tasks of about ``split_size`` bytes each: a task
@@ -256,6 +285,13 @@ class Scan:
         :class:`~lakefmt.errors.UnsupportedFilterError`: pyarrow's Parquet scan would drop NaN rows such a filter
         keeps (see :meth:`pushdown_safe`). Read such a scan with :meth:`to_arrow`, :meth:`to_batches`,
         ``pyarrow.table(scan)`` or an engine (:meth:`to_duckdb`, :meth:`to_polars`), which apply it exactly."""
+        if self.vectors():
+            raise DeletionVectorsError(
+                f"to_dataset() cannot apply the deletion vectors of {len(self.vectors())} planned file(s) of snapshot "
+                f"{self.snapshot.id if self.snapshot else '-'} (rows deleted or replaced by key): a pyarrow dataset "
+                "has no row mask. Read this scan with to_arrow(), to_batches(), pyarrow.table(scan), to_duckdb(), "
+                "to_polars() or to_pandas(), which apply them"
+            )
         dataset = self._files_dataset()
         if self.filter is None:
             return dataset
@@ -371,7 +407,22 @@ class Scan:
         with evaluating(self.filter, "scan filter"):
             yield from self._batches()
 
+    def _masked(self, columns: list[str] | None, filter: pc.Expression | None) -> Iterator[pa.RecordBatch]:
+        """The planned files' rows with the deletion vectors applied (:func:`lakefmt.read.files.read_entries`)."""
+        return read_entries(
+            self._io,
+            self.entries(),
+            self.schema,
+            columns=columns,
+            filter=filter,
+            schemas=self._store.schema,
+            vectors=self.vectors(),
+        )
+
     def _batches(self) -> Iterator[pa.RecordBatch]:
+        if self.vectors():
+            yield from self._masked(self.columns, self.filter)
+            return
         if self._mapped():
             yield from self._mapped_batches()
             return
@@ -395,6 +446,10 @@ class Scan:
             return self._table()
 
     def _table(self) -> pa.Table:
+        names = self.schema.arrow_schema.names if self.columns is None else self.columns
+        if self.vectors():
+            out = pa.schema([self.schema.arrow_schema.field(c) for c in names])
+            return pa.Table.from_batches(list(self._masked_parallel()), schema=out)
         if self._mapped():
             names = self.schema.arrow_schema.names if self.columns is None else self.columns
             out = pa.schema([self.schema.arrow_schema.field(c) for c in names])
@@ -427,15 +482,41 @@ class Scan:
         ``pyarrow.Table.to_pandas``). Needs ``lakefmt[pandas]``."""
         return engines.to_pandas(self, **kwargs)
 
+    def _masked_parallel(self) -> Iterator[pa.RecordBatch]:
+        """:meth:`_masked`, files read by a few threads at once (in order): what :meth:`to_arrow` reads."""
+        entries = self.entries()
+        n = entries.num_rows
+        if n <= 1:
+            yield from self._masked(self.columns, self.filter)
+            return
+
+        def one(i: int) -> list[pa.RecordBatch]:
+            return list(
+                read_entries(
+                    self._io,
+                    entries.slice(i, 1),
+                    self.schema,
+                    columns=self.columns,
+                    filter=self.filter,
+                    schemas=self._store.schema,
+                    vectors=self.vectors(),
+                )
+            )
+
+        with ThreadPoolExecutor(max_workers=min(8, n)) as pool:
+            for batches in pool.map(one, range(n)):
+                yield from batches
+
     def count(self) -> int:
         """Number of matching rows (from metadata alone when there is no filter)."""
         if self.filter is None:
-            return int(pc.sum(self.entries().column("row_count")).as_py() or 0)
+            rows = int(pc.sum(self.entries().column("row_count")).as_py() or 0)
+            return rows - deleted_count(self.vectors(), ents.paths(self.entries()))
         with evaluating(self.filter, "scan filter"):
             return self._count()
 
     def _count(self) -> int:
-        if not self.pushdown_safe() or self._mapped():
+        if not self.pushdown_safe() or self._mapped() or self.vectors():
             return sum(b.num_rows for b in self.to_batches())
         return int(self._files_dataset().count_rows(filter=self.filter))
 

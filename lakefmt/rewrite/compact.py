@@ -50,6 +50,7 @@ from lakefmt.spec import CommitMessage, Snapshot, TableSchema
 
 __all__ = ["Rewriter", "commit_compaction", "compact", "rewrite_group", "run_plan"]
 
+
 # -- rewriting -------------------------------------------------------------------------------------------------
 def rewrite_group(
     table: Targetable,
@@ -440,5 +441,3 @@ def _rewrite_together(
             if progress:
                 progress(done, len(groups), describe(group.partition))
         return writer.prepare_commit()
-
-

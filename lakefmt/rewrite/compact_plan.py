@@ -34,6 +34,7 @@ __all__ = ["LARGE_ENOUGH", "check_sort_by", "live_after", "plan_compaction", "wh
 #: a file at least this fraction of the target is large enough: never rewritten (Iceberg's min-file-size-bytes)
 LARGE_ENOUGH = 0.75
 
+
 # -- planning --------------------------------------------------------------------------------------------------
 def _check_settings(
     schema: TableSchema, target_file_size: int | None, min_files: int | None, sort_by: Sequence[str] | None
@@ -345,5 +346,3 @@ def _by_partition(
 def _order(partition: Partition) -> tuple[tuple[str, bool, str], ...]:
     """A sort key for partitions (nulls last), so that plans and reports list them in a stable order."""
     return tuple((k, v is None, str(v)) for k, v in partition.items())
-
-

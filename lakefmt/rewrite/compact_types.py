@@ -142,5 +142,3 @@ class CompactionReport:
             "replanned": self.replanned,
             "seconds": round(self.seconds, 3),
         }
-
-

@@ -12,6 +12,7 @@ import zstandard
 from lakefmt.errors import CorruptMetadataError, UnsupportedFormatVersionError
 
 __all__ = [
+    "BASE_FORMAT_VERSION",
     "FORMAT_VERSION",
     "check_version",
     "decode_json",
@@ -20,10 +21,13 @@ __all__ = [
     "write_arrow_file",
 ]
 
-#: The newest format version this library reads, and the one it creates tables with. A table's files are written
-#: with the table's own version (its current schema's): a version-1 table stays readable by version-1 readers
-#: until it is upgraded (docs/format.md, "Compatibility rules").
-FORMAT_VERSION = 2
+#: The newest format version this library reads and writes. A table's files are written with the table's own
+#: version (its current schema's): a version-1 table stays readable by version-1 readers until it is upgraded
+#: (docs/format.md, "Compatibility rules"). Version 3 is that of key tables and of tables with deletion vectors;
+#: other tables are created with version 2 (:data:`BASE_FORMAT_VERSION`), which version-2 readers still read.
+FORMAT_VERSION = 3
+#: the version a table without a primary key or deletion vectors is created with
+BASE_FORMAT_VERSION = 2
 
 VERSION_KEY = b"lakefmt.format-version"
 KIND_KEY = b"lakefmt.kind"

@@ -1,6 +1,6 @@
 """Deletion vectors: the row positions of one data file that are deleted, in the one encoding that Delta
 (``deletion_vector_*.bin``), Iceberg v3 (the Puffin blob ``deletion-vector-v1``) and Paimon (``bitmap64``) readers
-all decode. A building block of key tables and merge-on-read deletes (not yet used by the table).
+all decode. The encoding of key tables' and merge-on-read deletes' vectors (:mod:`lakefmt.read.masks` applies them).
 
 The vector is the *portable 64-bit Roaring bitmap*: an 8-byte little-endian count of 32-bit keys, then for each key
 in ascending order its 4-byte little-endian value and the portable 32-bit Roaring bitmap of the low 32 bits of the
@@ -21,7 +21,9 @@ from __future__ import annotations
 import struct
 import zlib
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
+import numpy as np
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -32,12 +34,14 @@ __all__ = [
     "DV_MAGIC",
     "PUFFIN_BLOB_TYPE",
     "PUFFIN_MAGIC",
+    "PuffinBlob",
     "decode_framed",
     "decode_puffin",
     "decode_vector",
     "encode_framed",
     "encode_puffin",
     "encode_vector",
+    "puffin_blobs",
 ]
 
 #: the magic of a framed vector: Delta's 1681511377 in little-endian, Iceberg's bytes D1 D3 39 64
@@ -79,7 +83,7 @@ def encode_vector(positions: Iterable[int] | pa.Array) -> bytes:
     groups = 0
     for key in pc.unique(keys).to_pylist():  # an int64 position's key is at most MAX_KEY
         low = pc.bit_wise_and(pc.filter(unique, pc.equal(keys, key)), 0xFFFFFFFF)
-        bitmap = roaring.BitMap(low.to_pylist())  # type: ignore[attr-defined]
+        bitmap = roaring.BitMap(low.cast(pa.uint32()).to_numpy())  # type: ignore[attr-defined]
         out.append(struct.pack("<I", key) + bitmap.serialize())
         groups += 1
     out[0] = struct.pack("<Q", groups)
@@ -106,7 +110,7 @@ def decode_vector(data: bytes) -> pa.Array:
         except (ValueError, OverflowError) as exc:
             raise CorruptMetadataError(f"a deletion vector's bitmap for key {key} does not decode: {exc}") from None
         at += len(bitmap.serialize())
-        low = pa.array(list(bitmap), pa.int64())
+        low = pa.array(np.asarray(bitmap.to_array(), dtype=np.uint32).astype(np.int64))
         parts.append(pc.add(low, key << 32))
         last = key
     if at != len(data):
@@ -165,8 +169,20 @@ def encode_puffin(
     return PUFFIN_MAGIC + b"".join(blobs) + tail
 
 
-def decode_puffin(data: bytes) -> dict[str, pa.Array]:
-    """The positions of every ``deletion-vector-v1`` blob of a Puffin file, by referenced data file."""
+@dataclass(frozen=True, slots=True)
+class PuffinBlob:
+    """Where one deletion vector sits in a Puffin file: the data file it belongs to, the framed vector's offset and
+    length, and how many positions it deletes."""
+
+    referenced_data_file: str
+    offset: int
+    length: int
+    cardinality: int
+
+
+def puffin_blobs(data: bytes) -> list[PuffinBlob]:
+    """The ``deletion-vector-v1`` blobs a Puffin file's footer lists (other blob types are skipped), checked to
+    lie inside the file before its footer."""
     if len(data) < 16 or data[:4] != PUFFIN_MAGIC or data[-4:] != PUFFIN_MAGIC:
         raise CorruptMetadataError("not a Puffin file (magic PFA1 missing at its start or end)")
     (size,) = struct.unpack_from("<I", data, len(data) - 12)
@@ -178,14 +194,21 @@ def decode_puffin(data: bytes) -> dict[str, pa.Array]:
         raise CorruptMetadataError("a Puffin file's footer length points outside it")
     try:
         footer = orjson.loads(data[start : start + size])
-        out = {}
+        out = []
         for blob in footer["blobs"]:
             if blob["type"] != PUFFIN_BLOB_TYPE:
                 continue
             offset, length = int(blob["offset"]), int(blob["length"])
-            if offset < 4 or offset + length > start - 4:
+            if offset < 4 or length < 12 or offset + length > start - 4:
                 raise CorruptMetadataError(f"a Puffin blob at {offset} (+{length}) is outside the file")
-            out[str(blob["properties"]["referenced-data-file"])] = decode_framed(data[offset : offset + length])
+            props = blob["properties"]
+            cardinality = int(props.get("cardinality", -1))
+            out.append(PuffinBlob(str(props["referenced-data-file"]), offset, length, cardinality))
         return out
-    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as exc:
         raise CorruptMetadataError(f"a Puffin file's footer is not valid: {exc}") from None
+
+
+def decode_puffin(data: bytes) -> dict[str, pa.Array]:
+    """The positions of every ``deletion-vector-v1`` blob of a Puffin file, by referenced data file."""
+    return {b.referenced_data_file: decode_framed(data[b.offset : b.offset + b.length]) for b in puffin_blobs(data)}

@@ -417,6 +417,8 @@ class SchemaEditor:
             time_millis=int(time.time() * 1000) if time_millis is None else time_millis,
             field_ids=tuple(ids) if ids else (),
             highest_field_id=self._highest,
+            format_version=max(self.base.format_version, 2),
+            primary_keys=self.base.primary_keys,
         )
 
 

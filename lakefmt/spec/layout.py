@@ -12,8 +12,10 @@ __all__ = [
     "SCHEMA_DIR",
     "SNAPSHOT_DIR",
     "TAG_DIR",
+    "bucket_folder",
     "consumer_path",
     "data_file_name",
+    "dv_file_name",
     "manifest_list_path",
     "manifest_path",
     "parse_numbered",
@@ -78,6 +80,16 @@ def manifest_list_name(writer_id: str, k: int) -> str:
 
 def data_file_name(writer_id: str, k: int) -> str:
     return f"data-{writer_id}-{k}.parquet"
+
+
+def dv_file_name(writer_id: str, k: int) -> str:
+    """A deletion-vector file (a Puffin file of one bucket's vectors), in its bucket's folder."""
+    return f"dv-{writer_id}-{k}.puffin"
+
+
+def bucket_folder(partition_folder: str, bucket: int) -> str:
+    """A key table's bucket folder: ``<partition folders>/bucket-<n>`` (``bucket-<n>`` when unpartitioned)."""
+    return f"{partition_folder}/bucket-{bucket}" if partition_folder else f"bucket-{bucket}"
 
 
 def parse_numbered(name: str, prefix: str) -> int | None:

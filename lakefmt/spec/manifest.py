@@ -24,6 +24,7 @@ __all__ = [
     "STATS",
     "ColumnStats",
     "DataFile",
+    "FileContent",
     "FileKind",
     "ManifestFileMeta",
     "decode_manifest",
@@ -43,6 +44,18 @@ class FileKind(enum.IntEnum):
 
     ADD = 0
     DELETE = 1
+
+
+class FileContent(enum.IntEnum):
+    """What the file of a manifest entry holds (int8 column ``content``, format version 3; without it: DATA).
+
+    A DELETION_VECTORS entry names a Puffin file holding the deletion vectors of the data files of one partition
+    and bucket; its ``row_count`` is the number of positions those vectors delete (so a manifest's and a
+    snapshot's row counts are of live rows), and it has no column statistics. At most one such file is live per
+    partition and bucket: a commit that changes a bucket's vectors replaces it."""
+
+    DATA = 0
+    DELETION_VECTORS = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +78,8 @@ class DataFile:
     partition: Mapping[str, Any]
     stats: Mapping[str, ColumnStats]
     creation_time_ms: int
+    bucket: int = 0  #: a key table's bucket (format version 3)
+    content: FileContent = FileContent.DATA
 
 
 def is_stats_type(t: pa.DataType) -> bool:
@@ -106,12 +121,19 @@ FIELD_STATS = "field_stats"
 
 
 def manifest_schema(
-    table_schema: pa.Schema, partition_keys: Sequence[str], *, ids: Mapping[str, int] | None = None
+    table_schema: pa.Schema,
+    partition_keys: Sequence[str],
+    *,
+    ids: Mapping[str, int] | None = None,
+    version: int = 2,
 ) -> pa.Schema:
     """The Arrow schema of a manifest file for a table with these columns and partition keys. With ``ids``
     (column name -> field id: format version 2) the column statistics are ``field_stats``, keyed by field id;
-    without, ``stats``, keyed by column name (version 1)."""
+    without, ``stats``, keyed by column name (version 1). Version 3 adds ``content`` (:class:`FileContent`) and
+    ``bucket`` (int32)."""
     fields = [pa.field("kind", pa.int8(), nullable=False)]
+    if version >= 3:
+        fields += [pa.field("content", pa.int8(), nullable=False), pa.field("bucket", pa.int32(), nullable=False)]
     if partition_keys:
         fields.append(pa.field("partition", pa.struct([table_schema.field(k) for k in partition_keys])))
     fields += [
@@ -134,13 +156,17 @@ def entries_table(
     partition_keys: Sequence[str],
     *,
     ids: Mapping[str, int] | None = None,
+    version: int = 2,
 ) -> pa.Table:
-    """Build manifest entries (all of one kind) for ``files`` (``ids``: see :func:`manifest_schema`)."""
-    schema = manifest_schema(table_schema, partition_keys, ids=ids)
+    """Build manifest entries (all of one kind) for ``files`` (``ids``, ``version``: see :func:`manifest_schema`)."""
+    schema = manifest_schema(table_schema, partition_keys, ids=ids, version=version)
     stats_column = STATS if ids is None else FIELD_STATS
     names = {str(i): n for n, i in (ids or {}).items()}
     n = len(files)
     columns: dict[str, pa.Array] = {"kind": pa.array([int(kind)] * n, pa.int8())}
+    if version >= 3:
+        columns["content"] = pa.array([int(f.content) for f in files], pa.int8())
+        columns["bucket"] = pa.array([f.bucket for f in files], pa.int32())
     if partition_keys:
         columns["partition"] = pa.array(
             [{k: f.partition.get(k) for k in partition_keys} for f in files], schema.field("partition").type
@@ -208,6 +234,9 @@ def manifest_meta(file_name: str, file_size: int, entries: pa.Table, schema_id: 
     kind = entries.column("kind")
     is_add = pc.equal(kind, int(FileKind.ADD))
     rows = entries.column("row_count")
+    if "content" in entries.column_names:  # a deletion-vector file's rows are deleted ones: they count negative
+        is_dv = pc.equal(entries.column("content"), int(FileContent.DELETION_VECTORS))
+        rows = pc.if_else(is_dv, pc.negate(rows), rows)
     added_rows = pc.sum(pc.if_else(is_add, rows, 0)).as_py() or 0
     deleted_rows = pc.sum(pc.if_else(is_add, 0, rows)).as_py() or 0
     num_added = pc.sum(pc.cast(is_add, pa.int64())).as_py() or 0

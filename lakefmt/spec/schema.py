@@ -11,8 +11,9 @@ import pyarrow as pa
 
 from lakefmt.errors import CorruptMetadataError, UnsupportedTypeError
 from lakefmt.options import TableOptions
-from lakefmt.spec.codec import FORMAT_VERSION, check_version, decode_json, encode_json
+from lakefmt.spec.codec import BASE_FORMAT_VERSION, FORMAT_VERSION, check_version, decode_json, encode_json
 from lakefmt.spec.fields import FieldNode, annotate, assign_ids, flat_ids, index_nodes, make_nodes, walk
+from lakefmt.spec.keys import KEY_TYPES, is_key_type
 from lakefmt.spec.types import field_from_json, field_to_json
 
 __all__ = ["PARTITION_TYPES", "TableSchema"]
@@ -39,7 +40,11 @@ class TableSchema:
     empty means fresh ones (1, 2, ... in column order: a version-1 schema's implied ids). ``highest_field_id`` is
     the highest id the table ever assigned (0: the highest of ``field_ids``); a new field takes the next one.
     ``format_version`` is the table's format version while this is its current schema: a version-1 schema file
-    stores no ids, and a version-1 table's writers write version-1 files."""
+    stores no ids, and a version-1 table's writers write version-1 files.
+
+    ``primary_keys`` (format version 3) make a key table: at most one live row per key, rows in buckets by key
+    (:mod:`lakefmt.spec.keys`), changes by upsert and deletion vectors. The key columns are non-null, and the
+    partition keys are among them (as in Paimon): a key never moves between partitions."""
 
     id: int
     arrow_schema: pa.Schema
@@ -48,7 +53,8 @@ class TableSchema:
     time_millis: int = 0
     field_ids: tuple[int, ...] = ()
     highest_field_id: int = 0
-    format_version: int = FORMAT_VERSION
+    format_version: int = BASE_FORMAT_VERSION
+    primary_keys: tuple[str, ...] = ()
 
     @functools.cached_property
     def table_options(self) -> TableOptions:
@@ -83,7 +89,7 @@ class TableSchema:
         return annotate(self.nodes)
 
     def __post_init__(self) -> None:
-        if self.format_version not in (1, FORMAT_VERSION):
+        if self.format_version not in range(1, FORMAT_VERSION + 1):
             raise CorruptMetadataError(f"schema {self.id}: unknown format version {self.format_version}")
         if not self.field_ids:
             object.__setattr__(self, "field_ids", tuple(flat_ids(assign_ids(list(self.arrow_schema)))))
@@ -117,6 +123,51 @@ class TableSchema:
                 )
         if len(set(self.partition_keys)) != len(self.partition_keys):
             raise UnsupportedTypeError(f"partition keys repeat: {list(self.partition_keys)}")
+        object.__setattr__(self, "primary_keys", tuple(self.primary_keys))
+        if self.primary_keys:
+            self._check_primary_keys()
+
+    def _check_primary_keys(self) -> None:
+        names = self.arrow_schema.names
+        keys = self.primary_keys
+        if self.format_version < 3:
+            raise CorruptMetadataError(f"schema {self.id}: a primary key needs format version 3")
+        if len(set(keys)) != len(keys):
+            raise UnsupportedTypeError(f"primary key columns repeat: {list(keys)}")
+        for key in keys:
+            if key not in names:
+                raise UnsupportedTypeError(f"primary key {key!r} is not a column (columns: {', '.join(names)})")
+            f = self.arrow_schema.field(key)
+            if not is_key_type(f.type):
+                raise UnsupportedTypeError(f"primary key {key!r} has type {f.type}; key columns must be {KEY_TYPES}")
+            if f.nullable:
+                raise UnsupportedTypeError(
+                    f"primary key {key!r} is nullable; key columns are non-null (declare the field with "
+                    "nullable=False; create_table does so for you)"
+                )
+        missing = [k for k in self.partition_keys if k not in keys]
+        if missing:
+            raise UnsupportedTypeError(
+                f"the primary key ({', '.join(keys)}) must include every partition key (missing: "
+                f"{', '.join(missing)}), so that a key never moves between partitions: add "
+                f"{', '.join(missing)} to primary_key"
+            )
+
+    @property
+    def bucket_keys(self) -> tuple[str, ...]:
+        """The columns a key table's rows are bucketed by: the primary key without the partition keys."""
+        return tuple(k for k in self.primary_keys if k not in self.partition_keys)
+
+    @property
+    def has_primary_key(self) -> bool:
+        """Whether this is a key table's schema."""
+        return bool(self.primary_keys)
+
+    @property
+    def deletion_vectors(self) -> bool:
+        """Whether row-level changes mark deletion vectors (format version 3: key tables, and tables created
+        with ``write.delete.mode=merge-on-read``) rather than rewrite files."""
+        return self.format_version >= 3
 
     @property
     def partition_schema(self) -> pa.Schema:
@@ -133,6 +184,8 @@ class TableSchema:
             for f in fields:
                 _put_ids(f, ids)
             obj["highestFieldId"] = self.highest_field_id
+        if self.primary_keys:
+            obj["primaryKeys"] = list(self.primary_keys)
         obj.update(
             {
                 "partitionKeys": list(self.partition_keys),
@@ -166,6 +219,7 @@ class TableSchema:
                 field_ids=tuple(ids),
                 highest_field_id=highest,
                 format_version=version,
+                primary_keys=tuple(str(k) for k in obj.get("primaryKeys", [])),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise CorruptMetadataError(f"{what} is malformed: {exc!r}") from exc

@@ -24,6 +24,7 @@ from lakefmt.errors import InvalidPartitionError, LakefmtError, SchemaMismatchEr
 from lakefmt.io import FileIO
 from lakefmt.meta.store import MetaStore
 from lakefmt.spec import CommitMessage, DataFile, FileKind, TableSchema, layout
+from lakefmt.spec.keys import bucket_of
 from lakefmt.spec.manifest import encode_manifest, entries_table, manifest_meta
 from lakefmt.spec.partition import partition_path
 from lakefmt.write.conform import conform
@@ -31,6 +32,9 @@ from lakefmt.write.encoding import dictionary_columns
 from lakefmt.write.stats import StatsCollector
 
 __all__ = ["TableWriter", "WriterClosedError", "as_tables"]
+
+_BUCKET = "__lakefmt_bucket"
+
 
 class WriterClosedError(LakefmtError):
     """``write`` after ``prepare_commit`` or ``abort``."""
@@ -75,6 +79,7 @@ class _OpenFile:
 class _PartitionState:
     values: dict[str, Any]
     folder: str
+    bucket: int = 0
     buffered: list[pa.Table] = field(default_factory=list)
     buffered_rows: int = 0
     buffered_bytes: int = 0
@@ -153,7 +158,12 @@ class TableWriter:
             return CommitMessage(self.writer_id, ())
         schema = self._schema
         entries = entries_table(
-            FileKind.ADD, self._done, schema.arrow_schema, schema.partition_keys, ids=schema.stats_ids
+            FileKind.ADD,
+            self._done,
+            schema.arrow_schema,
+            schema.partition_keys,
+            ids=schema.stats_ids,
+            version=schema.format_version,
         )
         data = encode_manifest(entries, schema.format_version)
         name = layout.manifest_name(self._file_id, self._next())
@@ -200,20 +210,26 @@ class TableWriter:
         return self._counter - 1
 
     def _split(self, table: pa.Table) -> list[tuple[tuple[Any, ...], pa.Table]]:
+        """The rows of ``table`` by partition (and, on a key table, by bucket: the last value of each key)."""
         keys = list(self._schema.partition_keys)
-        if not keys:
+        bucketed = self._schema.has_primary_key
+        if not keys and not bucketed:
             return [((), table)]
         key_table = table.select(keys)
         for k in keys:
             if pa.types.is_date(key_table.column(k).type):
                 _check_partition_dates(k, key_table.column(k))
-        if all(pc.count_distinct(key_table.column(k), mode="all").as_py() == 1 for k in keys):
+        if bucketed:
+            buckets = bucket_of(table, self._schema.bucket_keys, self._options.bucket)
+            key_table = key_table.append_column(_BUCKET, pa.array(buckets, pa.int32()))
+        names = key_table.column_names
+        if all(pc.count_distinct(key_table.column(k), mode="all").as_py() == 1 for k in names):
             first = key_table.slice(0, 1).to_pylist()[0]
-            return [(tuple(first[k] for k in keys), table)]
+            return [(tuple(first[k] for k in names), table)]
         rows = key_table.append_column("__row", pa.array(range(table.num_rows), pa.int64()))
-        groups = rows.group_by(keys, use_threads=False).aggregate([("__row", "list")])
+        groups = rows.group_by(names, use_threads=False).aggregate([("__row", "list")])
         out = []
-        key_values = [groups.column(k).to_pylist() for k in keys]
+        key_values = [groups.column(k).to_pylist() for k in names]
         indices = groups.column("__row_list")
         for g in range(groups.num_rows):
             out.append((tuple(v[g] for v in key_values), table.take(indices[g].values)))
@@ -222,8 +238,14 @@ class TableWriter:
     def _buffer(self, values: tuple[Any, ...], part: pa.Table) -> None:
         state = self._partitions.get(values)
         if state is None:
-            mapping = dict(zip(self._schema.partition_keys, values, strict=True))
-            state = _PartitionState(mapping, partition_path(self._schema.partition_keys, mapping))
+            keys = self._schema.partition_keys
+            mapping = dict(zip(keys, values[: len(keys)], strict=True))
+            folder = partition_path(keys, mapping)
+            bucket = 0
+            if self._schema.has_primary_key:
+                bucket = int(values[len(keys)])
+                folder = layout.bucket_folder(folder, bucket)
+            state = _PartitionState(mapping, folder, bucket)
             self._partitions[values] = state
         size = part.nbytes
         state.buffered.append(part)
@@ -237,6 +259,8 @@ class TableWriter:
         if not state.buffered:
             return
         table = pa.concat_tables(state.buffered) if len(state.buffered) > 1 else state.buffered[0]
+        if self._schema.has_primary_key:  # key-sorted row groups: tight key ranges for lookups
+            table = table.sort_by([(k, "ascending") for k in self._schema.primary_keys])
         self._buffered_bytes -= state.buffered_bytes
         state.buffered, state.buffered_rows, state.buffered_bytes = [], 0, 0
         # One row group per slice of at most row-group-rows rows and about row-group-size bytes: a single large
@@ -312,6 +336,7 @@ class TableWriter:
                 partition=state.values,
                 stats=f.stats.result(footer),
                 creation_time_ms=self._creation_time_ms or int(time.time() * 1000),
+                bucket=state.bucket,
             )
         )
 

@@ -1,0 +1,132 @@
+"""Deletion vectors on the read side: which rows of a data file are deleted, and the mask that drops them.
+
+A snapshot of a format-version-3 table may hold, per partition and bucket, one live deletion-vector file (a Puffin
+file; entries of content DELETION_VECTORS) with the vector of each of that bucket's data files that has deleted
+rows. Every read masks a file's rows by their **absolute position in the file** before anything else: the mask is
+applied to the whole file as read, and only then the filter and the projection, never a row-group split or a limit
+below it (a row skipped before masking would shift every position after it).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from lakefmt.errors import CorruptMetadataError
+from lakefmt.io import FileIO
+from lakefmt.meta import entries as ents
+from lakefmt.spec.deletion_vector import decode_framed, puffin_blobs
+
+__all__ = ["Vector", "apply_vector", "deleted_count", "deleted_positions", "keep_mask", "load_vectors", "vectors_of"]
+
+
+@dataclass(frozen=True, slots=True)
+class Vector:
+    """Where the deletion vector of one data file is: its Puffin file (relative to the root), the blob's offset
+    and length, and how many rows it deletes. Small and picklable: an engine's read task carries it."""
+
+    file: str
+    offset: int
+    length: int
+    cardinality: int
+
+
+_CACHE_BYTES = 64 << 20
+_cache: OrderedDict[str, bytes] = OrderedDict()  # immutable Puffin files, by full path
+_cache_size = 0
+_lock = threading.Lock()
+
+
+def _read(io: FileIO, rel: str) -> bytes:
+    """A deletion-vector file's bytes, from a small per-process cache (the files are immutable)."""
+    global _cache_size
+    key = io.full_path(rel)
+    with _lock:
+        data = _cache.get(key)
+        if data is not None:
+            _cache.move_to_end(key)
+            return data
+    data = io.read(rel)
+    with _lock:
+        if key not in _cache:
+            _cache[key] = data
+            _cache_size += len(data)
+            while _cache_size > _CACHE_BYTES and len(_cache) > 1:
+                _, old = _cache.popitem(last=False)
+                _cache_size -= len(old)
+    return data
+
+
+def load_vectors(io: FileIO, vector_entries: pa.Table, only: Iterable[str] | None = None) -> dict[str, Vector]:
+    """The vectors the deletion-vector files of ``vector_entries`` hold, by data-file path (only those of ``only``
+    when given). Each file is read once (in parallel on object stores); a data file with two live vectors is
+    corrupt metadata (one per data file is live)."""
+    if vector_entries.num_rows == 0:
+        return {}
+    ents.check_data_paths(vector_entries, "a deletion-vector entry")
+    files = ents.paths(vector_entries)
+    wanted = None if only is None else set(only)
+    if len(files) > 2 and io.protocol not in ("file", "memory"):
+        with ThreadPoolExecutor(max_workers=min(16, len(files))) as pool:
+            contents = list(pool.map(lambda f: _read(io, f), files))
+    else:
+        contents = [_read(io, f) for f in files]
+    out: dict[str, Vector] = {}
+    for rel, data in zip(files, contents, strict=True):
+        for blob in puffin_blobs(data):
+            path = blob.referenced_data_file
+            if wanted is not None and path not in wanted:
+                continue
+            if path in out:
+                raise CorruptMetadataError(f"data file {path} has two live deletion vectors ({out[path].file}, {rel})")
+            out[path] = Vector(rel, blob.offset, blob.length, blob.cardinality)
+    return out
+
+
+def vectors_of(io: FileIO, entries: pa.Table, data_paths: Iterable[str] | None = None) -> dict[str, Vector]:
+    """:func:`load_vectors` over the deletion-vector entries among ``entries`` (a snapshot's live entries)."""
+    return load_vectors(io, ents.vector_files(entries), data_paths)
+
+
+def deleted_positions(io: FileIO, vector: Vector) -> np.ndarray:
+    """The sorted positions (int64) a vector deletes; its cardinality is checked against the file's."""
+    data = _read(io, vector.file)
+    if vector.offset < 0 or vector.offset + vector.length > len(data):
+        raise CorruptMetadataError(f"deletion vector at {vector.offset} of {vector.file} is outside the file")
+    positions = decode_framed(data[vector.offset : vector.offset + vector.length])
+    if vector.cardinality >= 0 and len(positions) != vector.cardinality:
+        raise CorruptMetadataError(
+            f"deletion vector at {vector.offset} of {vector.file} holds {len(positions)} positions, its footer says "
+            f"{vector.cardinality}"
+        )
+    out: np.ndarray = positions.to_numpy()
+    return out
+
+
+def keep_mask(num_rows: int, positions: np.ndarray, what: str) -> pa.BooleanArray:
+    """True for each of ``num_rows`` rows not in ``positions``; a position past the file's rows is corrupt."""
+    if len(positions) and int(positions[-1]) >= num_rows:
+        raise CorruptMetadataError(
+            f"the deletion vector of {what} deletes row {int(positions[-1])}, but the file holds {num_rows} rows"
+        )
+    keep = np.ones(num_rows, dtype=bool)
+    keep[positions] = False
+    return pa.array(keep)
+
+
+def apply_vector(io: FileIO, table: pa.Table, vector: Vector | None, what: str) -> pa.Table:
+    """The rows of ``table`` (every row of one data file, in file order) that ``vector`` leaves live."""
+    if vector is None:
+        return table
+    return table.filter(keep_mask(table.num_rows, deleted_positions(io, vector), what))
+
+
+def deleted_count(vectors: Mapping[str, Vector], paths: Iterable[str]) -> int:
+    """How many rows the vectors of ``paths`` delete (from the footers: nothing more is read)."""
+    return sum(vectors[p].cardinality for p in paths if p in vectors)

@@ -1,0 +1,390 @@
+"""Row-level changes by deletion vectors: upserts and deletes on key tables, and merge-on-read deletes.
+
+Each is a :class:`~lakefmt.commit.kinds.VectorPlanner`: on the snapshot a commit lands on, it finds the rows to
+mark, bucket by bucket, and writes each touched bucket's new deletion-vector file (the bucket's old vectors plus
+the new marks, one Puffin file; :mod:`lakefmt.spec.deletion_vector`). The commit replaces the bucket's old file
+with it; if a concurrent commit changed a touched bucket, the commit plans again on the new snapshot
+(:class:`~lakefmt.commit.kinds.KeyedProducer`).
+
+Finding a key's live row reads only the key columns (and ``sequence.field``) of the files of the key's bucket,
+never the rest of the table; the keys of each data file are cached by path in the process (data files are
+immutable), so a long-lived writer reads each file's keys once (Paimon's writers keep their lookup files so).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakefmt.commit.kinds import VectorChanges
+from lakefmt.errors import CorruptMetadataError
+from lakefmt.io import FileIO
+from lakefmt.meta import entries as ents
+from lakefmt.meta.store import MetaStore
+from lakefmt.read.files import read_entries
+from lakefmt.read.masks import deleted_positions, load_vectors
+from lakefmt.read.plan import prune_entries
+from lakefmt.spec import DataFile, FileKind, ManifestFileMeta, Snapshot, TableSchema, layout
+from lakefmt.spec.deletion_vector import encode_puffin
+from lakefmt.spec.filters import referenced_columns
+from lakefmt.spec.keys import bucket_of
+from lakefmt.spec.manifest import FileContent, entries_table
+from lakefmt.spec.partition import partition_path
+
+__all__ = ["DeleteKeysPlanner", "DeleteWherePlanner", "UpsertPlanner", "dedup_keys", "key_cache_clear"]
+
+_POS = "__lakefmt_pos"
+_FILE = "__lakefmt_file"
+_ORDER = "__lakefmt_order"
+
+BucketKey = tuple[tuple[Any, ...], int]  # (partition values in key order, bucket)
+
+
+# -- the keys of data files, cached -----------------------------------------------------------------------------
+_KEY_CACHE_BYTES = 512 << 20
+_key_cache: OrderedDict[str, pa.Table] = OrderedDict()
+_key_cache_size = 0
+_key_lock = threading.Lock()
+
+
+def key_cache_clear() -> None:
+    """Forget the cached keys of data files (tests; memory)."""
+    global _key_cache_size
+    with _key_lock:
+        _key_cache.clear()
+        _key_cache_size = 0
+
+
+def _file_keys(io: FileIO, store: MetaStore, entry: pa.Table, schema: TableSchema, columns: list[str]) -> pa.Table:
+    """The ``columns`` of every row of one data file (``entry``: its one ADD entry), in file order."""
+    global _key_cache_size
+    path = ents.paths(entry)[0]
+    cache_key = f"{io.full_path(path)}\x00{schema.id}\x00{','.join(columns)}"
+    with _key_lock:
+        hit = _key_cache.get(cache_key)
+        if hit is not None:
+            _key_cache.move_to_end(cache_key)
+            return hit
+    batches = list(read_entries(io, entry, schema, columns=columns, schemas=store.schema))
+    out_schema = pa.schema([schema.arrow_schema.field(c) for c in columns])
+    table = pa.Table.from_batches(batches, schema=out_schema).combine_chunks()
+    want = entry.column(ents.ROW_COUNT)[0].as_py()
+    if table.num_rows != want:
+        raise CorruptMetadataError(f"data file {path} does not hold the {want} rows its manifest entry says")
+    with _key_lock:
+        if cache_key not in _key_cache:
+            _key_cache[cache_key] = table
+            _key_cache_size += table.nbytes
+            while _key_cache_size > _KEY_CACHE_BYTES and len(_key_cache) > 1:
+                _, old = _key_cache.popitem(last=False)
+                _key_cache_size -= old.nbytes
+    return table
+
+
+# -- dedup within one write -------------------------------------------------------------------------------------
+def dedup_keys(table: pa.Table, keys: Sequence[str], sequence: str | None) -> pa.Table:
+    """One row per key of ``table``: the last one, or the one with the largest ``sequence`` value (ties: the last).
+    Rows keep their order."""
+    if table.num_rows <= 1:
+        return table
+    order = pa.array(np.arange(table.num_rows, dtype=np.int64))
+    probe = table.select(list(keys)).append_column(_ORDER, order)
+    if sequence is not None:
+        probe = probe.append_column(sequence + _ORDER, table.column(sequence))
+        best = probe.group_by(list(keys), use_threads=False).aggregate([(sequence + _ORDER, "max")])
+        probe = probe.join(best, list(keys), join_type="inner", use_threads=False)
+        probe = probe.filter(pc.equal(probe.column(sequence + _ORDER), probe.column(sequence + _ORDER + "_max")))
+    last = probe.group_by(list(keys), use_threads=False).aggregate([(_ORDER, "max")]).column(_ORDER + "_max")
+    if len(last) == table.num_rows:
+        return table
+    return table.take(pc.sort_indices(last))
+
+
+# -- buckets ----------------------------------------------------------------------------------------------------
+def _bucket_keys(entries: pa.Table, schema: TableSchema) -> list[BucketKey]:
+    """Each entry's (partition values, bucket)."""
+    n = entries.num_rows
+    buckets = entries.column(ents.BUCKET).to_pylist() if ents.BUCKET in entries.column_names else [0] * n
+    if schema.partition_keys and ents.PARTITION in entries.column_names:
+        parts = [
+            tuple((p or {}).get(k) for k in schema.partition_keys) for p in entries.column(ents.PARTITION).to_pylist()
+        ]
+    else:
+        parts = [()] * n
+    return list(zip(parts, buckets, strict=True))
+
+
+def _live_in(store: MetaStore, latest: Snapshot | None, schema: TableSchema, wanted: set[BucketKey]) -> pa.Table:
+    """The live entries (data and deletion vectors) of the partitions and buckets ``wanted``, in ``latest``."""
+    if latest is None or not wanted:
+        return ents.empty_entries_for(schema)
+    live = ents.live_entries(store, latest)
+    if live.num_rows == 0:
+        return live
+    mine = [bk in wanted for bk in _bucket_keys(live, schema)]
+    return live.filter(pa.array(mine, pa.bool_()))
+
+
+def _state(entries: pa.Table) -> frozenset[str]:
+    return frozenset(ents.paths(entries))
+
+
+@dataclass
+class _Marks:
+    """New positions to delete, by data-file path, within one bucket."""
+
+    by_file: dict[str, list[np.ndarray]]
+
+    def add(self, path: str, positions: np.ndarray) -> None:
+        if len(positions):
+            self.by_file.setdefault(path, []).append(positions.astype(np.int64))
+
+
+class _Planner:
+    """What the three planners share: the bucket state, and writing a bucket's new deletion-vector file."""
+
+    def __init__(self, io: FileIO, store: MetaStore, schema: TableSchema) -> None:
+        self.io, self.store, self.schema = io, store, schema
+        self.buckets: set[BucketKey] = set()
+        self.writer_id = uuid.uuid4().hex
+        self._k = 0
+
+    def state(self, latest: Snapshot | None) -> frozenset[str]:
+        return _state(_live_in(self.store, latest, self.schema, self.buckets))
+
+    def _changes(self, live: pa.Table, marks: dict[BucketKey, _Marks], schema: TableSchema) -> VectorChanges:
+        """Write each bucket's new vector file (its live vectors plus ``marks``) and say what the commit changes."""
+        removed: list[pa.Table] = []
+        added: list[DataFile] = []
+        bks = _bucket_keys(live, schema)
+        for bk, mark in marks.items():
+            if not mark.by_file:
+                continue
+            here = live.filter(pa.array([b == bk for b in bks], pa.bool_()))
+            old_dv = ents.vector_files(here)
+            data_paths = set(ents.paths(ents.data_files(here)))
+            vectors = load_vectors(self.io, old_dv)
+            merged: dict[str, np.ndarray] = {}
+            for path, vec in vectors.items():
+                if path in data_paths:  # a vector of a file no longer live is dropped with its file
+                    merged[path] = deleted_positions(self.io, vec)
+            for path, parts in mark.by_file.items():
+                merged[path] = np.union1d(merged.get(path, np.zeros(0, np.int64)), np.concatenate(parts))
+            blobs = [(p, pa.array(v, pa.int64())) for p, v in sorted(merged.items())]
+            data = encode_puffin(blobs)
+            added.append(self._write_vectors(bk, data, sum(len(v) for v in merged.values()), schema))
+            if old_dv.num_rows:
+                removed.append(old_dv)
+        removed_t = ents.concat_entries(removed) if removed else ents.empty_entries_for(schema)
+        added_t = entries_table(
+            FileKind.ADD,
+            added,
+            schema.arrow_schema,
+            schema.partition_keys,
+            ids=schema.stats_ids,
+            version=schema.format_version,
+        )
+        return VectorChanges(removed_t, added_t, _state(live))
+
+    def _write_vectors(self, bk: BucketKey, data: bytes, cardinality: int, schema: TableSchema) -> DataFile:
+        values, bucket = bk
+        partition = dict(zip(schema.partition_keys, values, strict=True))
+        folder = partition_path(schema.partition_keys, partition)
+        if schema.has_primary_key:
+            folder = layout.bucket_folder(folder, bucket)
+        name = layout.dv_file_name(self.writer_id, self._k)
+        self._k += 1
+        rel = f"{folder}/{name}" if folder else name
+        self.io.write(rel, data, sync=schema.table_options.fsync)
+        return DataFile(
+            path=rel,
+            file_size=len(data),
+            row_count=cardinality,
+            schema_id=schema.id,
+            partition=partition,
+            stats={},
+            creation_time_ms=int(time.time() * 1000),
+            bucket=bucket,
+            content=FileContent.DELETION_VECTORS,
+        )
+
+    def _live_rows(self, live: pa.Table, bk: BucketKey, columns: list[str], schema: TableSchema) -> pa.Table:
+        """``columns`` of the live rows of bucket ``bk``, with each row's file (index into the bucket's data
+        entries, in ``__lakefmt_file``) and position (``__lakefmt_pos``)."""
+        bks = _bucket_keys(live, schema)
+        here = live.filter(pa.array([b == bk for b in bks], pa.bool_()))
+        data = ents.data_files(here)
+        vectors = load_vectors(self.io, ents.vector_files(here))
+        parts = []
+        for i, path in enumerate(ents.paths(data)):
+            keys = _file_keys(self.io, self.store, data.slice(i, 1), schema, columns)
+            keep = np.ones(keys.num_rows, dtype=bool)
+            if path in vectors:
+                keep[deleted_positions(self.io, vectors[path])] = False
+            pos = np.nonzero(keep)[0]
+            part = keys.take(pa.array(pos)).append_column(_POS, pa.array(pos, pa.int64()))
+            parts.append(part.append_column(_FILE, pa.array(np.full(len(pos), i, np.int32))))
+        self._data = data
+        if not parts:
+            fields = [schema.arrow_schema.field(c) for c in columns]
+            return pa.schema([*fields, pa.field(_POS, pa.int64()), pa.field(_FILE, pa.int32())]).empty_table()
+        return pa.concat_tables(parts)
+
+
+class UpsertPlanner(_Planner):
+    """Plans an upsert's commit: the writers' files hold the new rows (at most one per key each, in commit order);
+    for each key, every other live row is marked deleted: the older versions in the bucket's files, and the
+    earlier of two new rows (with ``sequence.field``, the row of the smaller sequence value loses, the new row
+    when the live row's value is larger; ties: the new row wins).
+
+    ``against_live=False`` (an overwrite of a key table, which replaces the old rows anyway) only settles the
+    new rows among themselves."""
+
+    def __init__(self, io: FileIO, store: MetaStore, schema: TableSchema, *, against_live: bool = True) -> None:
+        super().__init__(io, store, schema)
+        self.against_live = against_live
+
+    def plan(self, latest: Snapshot | None, schema: TableSchema, added: Sequence[ManifestFileMeta]) -> VectorChanges:
+        schema = self.schema if latest is None else self.store.schema_for(latest)
+        new = ents.data_files(ents.adds(ents.concat_entries([self.store.manifest(m.file_name) for m in added])))
+        seq = schema.table_options.sequence_field
+        columns = list(dict.fromkeys([*schema.primary_keys, *([seq] if seq else [])]))
+        new_bks = _bucket_keys(new, schema)
+        self.buckets = set(new_bks)
+        live = _live_in(self.store, latest, schema, self.buckets) if self.against_live else None
+        marks: dict[BucketKey, _Marks] = {}
+        for bk in sorted(self.buckets, key=repr):
+            mark = marks.setdefault(bk, _Marks({}))
+            mine = new.filter(pa.array([b == bk for b in new_bks], pa.bool_()))
+            rows = []
+            for i in range(mine.num_rows):
+                keys = _file_keys(self.io, self.store, mine.slice(i, 1), schema, columns)
+                pos = np.arange(keys.num_rows, dtype=np.int64)
+                rows.append(
+                    keys.append_column(_POS, pa.array(pos)).append_column(
+                        _FILE, pa.array(np.full(len(pos), i, np.int32))
+                    )
+                )
+            incoming = pa.concat_tables(rows).combine_chunks()
+            order = pa.array(np.arange(incoming.num_rows, dtype=np.int64))
+            incoming = incoming.append_column(_ORDER, order)
+            winners = dedup_keys(incoming, schema.primary_keys, seq)
+            lost = np.setdiff1d(order.to_numpy(), winners.column(_ORDER).to_numpy())
+            new_paths = ents.paths(mine)
+            if len(lost):
+                lost_rows = incoming.take(pa.array(lost))
+                self._mark_rows(mark, lost_rows, new_paths)
+            if live is None:
+                continue
+            old = self._live_rows(live, bk, columns, schema)
+            if old.num_rows == 0:
+                continue
+            old_paths = ents.paths(self._data)
+            matched = old.join(
+                winners,
+                list(schema.primary_keys),
+                join_type="inner",
+                left_suffix="",
+                right_suffix="_new",
+                use_threads=False,
+            )
+            if matched.num_rows == 0:
+                continue
+            if seq is None:
+                self._mark_rows(mark, matched, old_paths)
+                continue
+            old_wins = pc.fill_null(pc.greater(matched.column(seq), matched.column(seq + "_new")), False)
+            self._mark_rows(mark, matched.filter(pc.invert(old_wins)), old_paths)
+            beaten = matched.filter(old_wins)
+            if beaten.num_rows:
+                self._mark_rows(
+                    mark,
+                    pa.table({_FILE: beaten.column(_FILE + "_new"), _POS: beaten.column(_POS + "_new")}),
+                    new_paths,
+                )
+        return self._changes(live if live is not None else new.slice(0, 0), marks, schema)
+
+    @staticmethod
+    def _mark_rows(mark: _Marks, rows: pa.Table, paths: list[str]) -> None:
+        files = rows.column(_FILE).to_numpy()
+        pos = rows.column(_POS).to_numpy()
+        for i in np.unique(files):
+            mark.add(paths[int(i)], pos[files == i])
+
+
+class DeleteKeysPlanner(_Planner):
+    """Plans a delete by key on a key table: the live row of each key given is marked deleted (keys with no live
+    row are skipped)."""
+
+    def __init__(self, io: FileIO, store: MetaStore, schema: TableSchema, keys: pa.Table) -> None:
+        super().__init__(io, store, schema)
+        self.keys = keys
+        self.deleted = 0  #: rows the last plan marks
+
+    def plan(self, latest: Snapshot | None, schema: TableSchema, added: Sequence[ManifestFileMeta]) -> VectorChanges:
+        schema = self.schema if latest is None else self.store.schema_for(latest)
+        keys = self.keys
+        part = [tuple(v) for v in zip(*(keys.column(k).to_pylist() for k in schema.partition_keys), strict=True)]
+        if not schema.partition_keys:
+            part = [()] * keys.num_rows
+        buckets = bucket_of(keys, schema.bucket_keys, schema.table_options.bucket).tolist()
+        wanted = list(zip(part, buckets, strict=True))
+        self.buckets = set(wanted)
+        live = _live_in(self.store, latest, schema, self.buckets)
+        marks: dict[BucketKey, _Marks] = {}
+        self.deleted = 0
+        for bk in sorted(self.buckets, key=repr):
+            these = keys.filter(pa.array([w == bk for w in wanted], pa.bool_()))
+            old = self._live_rows(live, bk, list(schema.primary_keys), schema)
+            matched = old.join(these, list(schema.primary_keys), join_type="inner", use_threads=False)
+            if matched.num_rows:
+                mark = marks.setdefault(bk, _Marks({}))
+                UpsertPlanner._mark_rows(mark, matched, ents.paths(self._data))
+                self.deleted += matched.num_rows
+        return self._changes(live, marks, schema)
+
+
+class DeleteWherePlanner(_Planner):
+    """Plans a merge-on-read delete by filter: every live row of the table where ``filter`` is true is marked
+    deleted. Files are pruned by partition values and statistics; a file that may hold a match is read (only the
+    columns the filter needs), whole, so positions are exact."""
+
+    def __init__(self, io: FileIO, store: MetaStore, schema: TableSchema, filter: pc.Expression) -> None:
+        super().__init__(io, store, schema)
+        self.filter = filter
+        self.deleted = 0  #: rows the last plan marks
+
+    def plan(self, latest: Snapshot | None, schema: TableSchema, added: Sequence[ManifestFileMeta]) -> VectorChanges:
+        schema = self.schema if latest is None else self.store.schema_for(latest)
+        self.deleted = 0
+        if latest is None:
+            self.buckets = set()
+            return self._changes(ents.empty_entries_for(schema), {}, schema)
+        live = ents.live_entries(self.store, latest)
+        data = ents.data_files(live)
+        candidates = prune_entries(data, self.filter, schema, self.store.schema)
+        self.buckets = set(_bucket_keys(candidates, schema))
+        mine = [bk in self.buckets for bk in _bucket_keys(live, schema)]
+        live = live.filter(pa.array(mine, pa.bool_()))
+        vectors = load_vectors(self.io, ents.vector_files(live))
+        columns = referenced_columns(self.filter, schema.arrow_schema) or [schema.arrow_schema.names[0]]
+        marks: dict[BucketKey, _Marks] = {}
+        for i, (path, bk) in enumerate(zip(ents.paths(candidates), _bucket_keys(candidates, schema), strict=True)):
+            rows = _file_keys(self.io, self.store, candidates.slice(i, 1), schema, list(columns))
+            numbered = rows.append_column(_POS, pa.array(np.arange(rows.num_rows, dtype=np.int64)))
+            where = numbered.filter(self.filter).column(_POS).to_numpy()
+            if path in vectors and len(where):
+                where = np.setdiff1d(where, deleted_positions(self.io, vectors[path]))
+            if len(where):
+                marks.setdefault(bk, _Marks({})).add(path, where)
+                self.deleted += len(where)
+        return self._changes(live, marks, schema)
