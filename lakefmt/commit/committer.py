@@ -11,7 +11,14 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakefmt.commit.kinds import AppendProducer, KeyedProducer, OverwriteProducer, RewriteProducer, VectorPlanner
+from lakefmt.commit.kinds import (
+    AppendProducer,
+    KeyedOverwriteProducer,
+    KeyedProducer,
+    OverwriteProducer,
+    RewriteProducer,
+    VectorPlanner,
+)
 from lakefmt.commit.producer import SnapshotProducer
 from lakefmt.commit.types import CommitOutcome, CommitRequest, CommitResult
 from lakefmt.commit.users import already_committed
@@ -42,7 +49,7 @@ class Committer:
         *,
         after_commit: Callable[[Snapshot], None] | None = None,
         clock: Callable[[], float] | None = None,
-        planner: Callable[[], VectorPlanner] | None = None,
+        planner: Callable[..., VectorPlanner] | None = None,
     ) -> None:
         if commit_user is not None and (not isinstance(commit_user, str) or not commit_user.strip()):
             raise InvalidCommitError(
@@ -110,13 +117,14 @@ class Committer:
 
         Raises :class:`CommitConflictError` if a concurrent commit changed the replaced files first."""
         check_partition_given(partition)
-        if self._store.latest_schema().has_primary_key and len(_message_manifests(messages)) > 1:
-            raise KeyTableError(
-                "an overwrite of a key table takes one writer's files (whose keys are distinct); several writers "
-                "could bring two rows for one key: upsert them with commit() instead"
-            )
+        keyed: dict[str, Any] = {}
+        kind: type[OverwriteProducer] = OverwriteProducer
+        if self._store.latest_schema().has_primary_key:
+            if self._planner is None:
+                raise KeyTableError("a key table's overwrites are committed by the committer of Table.new_committer()")
+            kind, keyed = KeyedOverwriteProducer, {"planner": self._planner(against_live=False)}
         return self._run(
-            OverwriteProducer,
+            kind,
             messages,
             identifier,
             watermark,
@@ -124,6 +132,7 @@ class Committer:
             partition=partition or {},
             where=where,
             dynamic=dynamic,
+            **keyed,
         )
 
     def rewrite(

@@ -34,6 +34,7 @@ from lakefmt.spec.scope import OverwriteScope
 __all__ = [
     "AppendProducer",
     "CompactProducer",
+    "KeyedOverwriteProducer",
     "KeyedProducer",
     "OverwriteProducer",
     "RewriteProducer",
@@ -366,3 +367,29 @@ class KeyedProducer(SnapshotProducer):
         if self.planner.state(latest) == self.changes.state:
             return None
         return self.replaced(latest, schema)  # planned again on latest (the old plan's files become orphans)
+
+
+class KeyedOverwriteProducer(OverwriteProducer):
+    """An overwrite of a key table: the scope's files (and their deletion vectors) are replaced as by any overwrite,
+    and of two rows for one key among the new files all but one are marked deleted (``planner`` settles the new
+    rows among themselves: an :class:`~lakefmt.rewrite.keys.UpsertPlanner` with ``against_live=False``)."""
+
+    def __init__(self, *args: Any, planner: VectorPlanner, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.planner = planner
+        self.changes: VectorChanges | None = None
+
+    def replaced(self, latest: Snapshot | None, schema: TableSchema) -> pa.Table:
+        out = super().replaced(latest, schema)
+        if self.changes is None:  # the new files' marks do not depend on the snapshot: planned once
+            self.changes = self.planner.plan(latest, schema, self.request.added)
+        return out
+
+    def change_manifests(self, merger: ManifestMerger, replaced: pa.Table | None) -> list[ManifestFileMeta]:
+        assert self.changes is not None  # set by replaced()
+        parts = [entries.as_deletes(replaced)] if replaced is not None and replaced.num_rows else []
+        if self.changes.added.num_rows:
+            parts.append(self.changes.added)
+        if not parts:
+            return []
+        return merger.write_entries(entries.concat_entries(parts), 100.0)

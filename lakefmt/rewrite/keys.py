@@ -106,7 +106,7 @@ def dedup_keys(table: pa.Table, keys: Sequence[str], sequence: str | None) -> pa
     last = probe.group_by(list(keys), use_threads=False).aggregate([(_ORDER, "max")]).column(_ORDER + "_max")
     if len(last) == table.num_rows:
         return table
-    return table.take(pc.sort_indices(last))
+    return table.take(pc.take(last, pc.sort_indices(last)))  # the winners, in their order
 
 
 # -- buckets ----------------------------------------------------------------------------------------------------

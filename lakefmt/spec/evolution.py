@@ -409,6 +409,7 @@ class SchemaEditor:
         fields = [c.to_arrow() for c in self._root.children]
         ids = [i for c in self._root.children for i in c.ids()]
         keys = self.base.partition_keys
+        self._check_primary_key(fields, ids)
         return TableSchema(
             id=self.base.id + 1,
             arrow_schema=pa.schema(fields),
@@ -420,6 +421,24 @@ class SchemaEditor:
             format_version=max(self.base.format_version, 2),
             primary_keys=self.base.primary_keys,
         )
+
+
+    def _check_primary_key(self, fields: list[pa.Field], ids: list[int]) -> None:
+        """A key table's key columns keep their names, ids and non-null (its rows' buckets and identity hang on
+        them): dropping, renaming or making one nullable is refused."""
+        if not self.base.primary_keys:
+            return
+        by_name = {f.name: f for f in fields}
+        new_ids = {n.name: n.id for n in TableSchema(0, pa.schema(fields), field_ids=tuple(ids)).nodes} if ids else {}
+        for key in self.base.primary_keys:
+            f = by_name.get(key)
+            if f is None or (new_ids and new_ids.get(key) != self.base.column_ids[key]):
+                raise SchemaEvolutionError(
+                    f"primary key column {key!r} cannot be dropped or renamed: a key table's rows are identified "
+                    "and bucketed by it"
+                )
+            if f.nullable:
+                raise SchemaEvolutionError(f"primary key column {key!r} cannot become nullable")
 
 
 def _show(path: Path) -> str:
