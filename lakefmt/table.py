@@ -147,11 +147,7 @@ class Table:
 
     # -- writing ---------------------------------------------------------------------------------------
     def new_writer(
-        self,
-        *,
-        writer_id: str | None = None,
-        target_file_size: int | None = None,
-        schema_id: int | None = None,
+        self, *, writer_id: str | None = None, target_file_size: int | None = None, schema_id: int | None = None,
         creation_time_ms: int | None = None,
     ) -> TableWriter:
         """A task-side writer: ``write`` batches, then ``prepare_commit()`` for a small, picklable message.
@@ -165,11 +161,7 @@ class Table:
         return TableWriter(self.io, schema, writer_id=writer_id, on_manifest=on_manifest, creation_time_ms=created)
 
     def new_committer(
-        self,
-        commit_user: str | None = None,
-        *,
-        clock: Callable[[], float] | None = None,
-        write_only: bool = False,
+        self, commit_user: str | None = None, *, clock: Callable[[], float] | None = None, write_only: bool = False,
         compact_in_background: bool | None = None,
     ) -> Committer:
         """A committer; ``commit(messages, identifier=n)`` publishes exactly once per (commit user, n).
@@ -311,12 +303,8 @@ class Table:
         )
 
     def read_files(
-        self,
-        files: Sequence[FileTask],
-        *,
-        schema: TableSchema | int | None = None,
-        columns: Sequence[str] | None = None,
-        filter: pc.Expression | None = None,
+        self, files: Sequence[FileTask], *, schema: TableSchema | int | None = None,
+        columns: Sequence[str] | None = None, filter: pc.Expression | None = None,
     ) -> Iterator[pa.RecordBatch]:
         """The rows of planned files (a scan's ``files()``, or a ``ReadTask``'s ``files``: what one engine task
         reads), in order, as ``schema``'s columns (a schema or its id; default: the current schema; pass the scan's
@@ -356,13 +344,8 @@ class Table:
 
     # -- maintenance -----------------------------------------------------------------------------------
     def expire_snapshots(
-        self,
-        *,
-        retain_min: int = 1,
-        retain_max: int | None = None,
-        older_than: Duration | None = None,
-        dry_run: bool = False,
-        progress: Progress | None = None,
+        self, *, retain_min: int = 1, retain_max: int | None = None, older_than: Duration | None = None,
+        dry_run: bool = False, progress: Progress | None = None,
     ) -> MaintenanceReport:
         """Expire old snapshots (never the latest; at least ``retain_min`` kept; at most ``retain_max``;
         those committed more than ``older_than`` ago go) and delete the files only they reference.
@@ -376,10 +359,7 @@ class Table:
         )
 
     def remove_orphan_files(
-        self,
-        *,
-        older_than: Duration = DEFAULT_ORPHAN_OLDER_THAN,
-        dry_run: bool = False,
+        self, *, older_than: Duration = DEFAULT_ORPHAN_OLDER_THAN, dry_run: bool = False,
         progress: Progress | None = None,
     ) -> MaintenanceReport:
         """Delete files under the table root that no retained snapshot references and that were last
@@ -389,15 +369,9 @@ class Table:
         )
 
     def compact(
-        self,
-        partition: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
-        *,
-        target_file_size: int | None = None,
-        min_files: int | None = None,
-        sort_by: Sequence[str] | str | None = None,
-        dry_run: bool = False,
-        parallelism: int | None = None,
-        progress: Progress | None = None,
+        self, partition: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None, *,
+        target_file_size: int | None = None, min_files: int | None = None, sort_by: Sequence[str] | str | None = None,
+        dry_run: bool = False, parallelism: int | None = None, progress: Progress | None = None,
     ) -> CompactionReport:
         """Rewrite small data files into files of about ``target_file_size`` bytes (default: the table option
         ``target-file-size``), in one snapshot of kind COMPACT that changes no row and no commit user's dedup
@@ -473,11 +447,7 @@ class Table:
         return list(tags_store.list_tags(self.io).check().tags)
 
     def plan_restore(
-        self,
-        snapshot_id: int | None = None,
-        *,
-        tag: str | None = None,
-        as_of: Instant | None = None,
+        self, snapshot_id: int | None = None, *, tag: str | None = None, as_of: Instant | None = None
     ) -> RestorePlan:
         """What :meth:`restore` would do now (reads metadata, writes nothing): the files (and rows) it would
         remove and add again."""
@@ -485,11 +455,7 @@ class Table:
         return plan_restore(self._store, target, tag=tag)
 
     def restore(
-        self,
-        snapshot_id: int | None = None,
-        *,
-        tag: str | None = None,
-        as_of: Instant | None = None,
+        self, snapshot_id: int | None = None, *, tag: str | None = None, as_of: Instant | None = None
     ) -> Snapshot | None:
         """Commit a new snapshot whose rows equal those of snapshot ``snapshot_id``, of tag ``tag`` or of the
         snapshot current at ``as_of`` (give one). Newer snapshots stay, so a restore can be undone by restoring

@@ -422,7 +422,6 @@ class SchemaEditor:
             primary_keys=self.base.primary_keys,
         )
 
-
     def _check_primary_key(self, fields: list[pa.Field], ids: list[int]) -> None:
         """A key table's key columns keep their names, ids and non-null (its rows' buckets and identity hang on
         them): dropping, renaming or making one nullable is refused."""
