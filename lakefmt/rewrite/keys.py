@@ -13,10 +13,8 @@ immutable), so a long-lived writer reads each file's keys once (Paimon's writers
 
 from __future__ import annotations
 
-import threading
 import time
 import uuid
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -33,6 +31,7 @@ from lakefmt.meta.store import MetaStore
 from lakefmt.read.files import read_entries
 from lakefmt.read.masks import deleted_positions, load_vectors
 from lakefmt.read.plan import prune_entries
+from lakefmt.rewrite.lookup import KeyIndex, Probe, clear_cache, index_of, match, probe_of
 from lakefmt.spec import DataFile, FileKind, ManifestFileMeta, Snapshot, TableSchema, layout
 from lakefmt.spec.deletion_vector import encode_puffin
 from lakefmt.spec.filters import referenced_columns
@@ -49,60 +48,56 @@ _ORDER = "__lakefmt_order"
 BucketKey = tuple[tuple[Any, ...], int]  # (partition values in key order, bucket)
 
 
-# -- the keys of data files, cached -----------------------------------------------------------------------------
-_KEY_CACHE_BYTES = 512 << 20
-_key_cache: OrderedDict[str, pa.Table] = OrderedDict()
-_key_cache_size = 0
-_key_lock = threading.Lock()
-
-
-def key_cache_clear() -> None:
-    """Forget the cached keys of data files (tests; memory)."""
-    global _key_cache_size
-    with _key_lock:
-        _key_cache.clear()
-        _key_cache_size = 0
-
-
-def _file_keys(io: FileIO, store: MetaStore, entry: pa.Table, schema: TableSchema, columns: list[str]) -> pa.Table:
-    """The ``columns`` of every row of one data file (``entry``: its one ADD entry), in file order."""
-    global _key_cache_size
+# -- the key columns of data files ------------------------------------------------------------------------------
+def _read_columns(io: FileIO, store: MetaStore, entry: pa.Table, schema: TableSchema, columns: list[str]) -> pa.Table:
+    """The ``columns`` of every row of one data file (``entry``: its one ADD entry), in file order, its row count
+    checked against the entry."""
     path = ents.paths(entry)[0]
-    cache_key = f"{io.full_path(path)}\x00{schema.id}\x00{','.join(columns)}"
-    with _key_lock:
-        hit = _key_cache.get(cache_key)
-        if hit is not None:
-            _key_cache.move_to_end(cache_key)
-            return hit
     batches = list(read_entries(io, entry, schema, columns=columns, schemas=store.schema))
     out_schema = pa.schema([schema.arrow_schema.field(c) for c in columns])
     table = pa.Table.from_batches(batches, schema=out_schema).combine_chunks()
     want = entry.column(ents.ROW_COUNT)[0].as_py()
     if table.num_rows != want:
         raise CorruptMetadataError(f"data file {path} does not hold the {want} rows its manifest entry says")
-    with _key_lock:
-        if cache_key not in _key_cache:
-            _key_cache[cache_key] = table
-            _key_cache_size += table.nbytes
-            while _key_cache_size > _KEY_CACHE_BYTES and len(_key_cache) > 1:
-                _, old = _key_cache.popitem(last=False)
-                _key_cache_size -= old.nbytes
     return table
+
+
+def _index(
+    io: FileIO, store: MetaStore, entry: pa.Table, schema: TableSchema, extra: list[str], read: pa.Table | None = None
+) -> KeyIndex:
+    """The key index of one data file (:mod:`lakefmt.rewrite.lookup`), with the ``extra`` columns (a sequence
+    field); ``read``: the file's key and extra columns when the caller has them already."""
+    keys = list(schema.primary_keys)
+    cache_key = f"{io.full_path(ents.paths(entry)[0])}\x00{schema.id}\x00{','.join(extra)}"
+
+    def load() -> tuple[pa.Table, pa.Table | None]:
+        table = read if read is not None else _read_columns(io, store, entry, schema, [*keys, *extra])
+        return table.select(keys), table.select(extra) if extra else None
+
+    return index_of(cache_key, load)
+
+
+def key_cache_clear() -> None:
+    """Forget the cached key indexes of data files (tests; memory)."""
+    clear_cache()
 
 
 # -- dedup within one write -------------------------------------------------------------------------------------
 def dedup_keys(table: pa.Table, keys: Sequence[str], sequence: str | None) -> pa.Table:
-    """One row per key of ``table``: the last one, or the one with the largest ``sequence`` value (ties: the last).
-    Rows keep their order."""
+    """One row per key of ``table``: the last one, or the one with the largest ``sequence`` value (ties: the last;
+    a null sequence value is smaller than any other). Rows keep their order."""
     if table.num_rows <= 1:
         return table
     order = pa.array(np.arange(table.num_rows, dtype=np.int64))
     probe = table.select(list(keys)).append_column(_ORDER, order)
-    if sequence is not None:
+    if sequence is not None and sequence not in keys:  # a key column as the sequence: every tie, the last wins
         probe = probe.append_column(sequence + _ORDER, table.column(sequence))
         best = probe.group_by(list(keys), use_threads=False).aggregate([(sequence + _ORDER, "max")])
         probe = probe.join(best, list(keys), join_type="inner", use_threads=False)
-        probe = probe.filter(pc.equal(probe.column(sequence + _ORDER), probe.column(sequence + _ORDER + "_max")))
+        top = probe.column(sequence + _ORDER + "_max")
+        # the rows of the largest value; a key whose values are all null keeps them all (its last row wins)
+        keep = pc.or_(pc.fill_null(pc.equal(probe.column(sequence + _ORDER), top), False), pc.is_null(top))
+        probe = probe.filter(keep)
     last = probe.group_by(list(keys), use_threads=False).aggregate([(_ORDER, "max")]).column(_ORDER + "_max")
     if len(last) == table.num_rows:
         return table
@@ -217,34 +212,60 @@ class _Planner:
             content=FileContent.DELETION_VECTORS,
         )
 
-    def _live_rows(self, live: pa.Table, bk: BucketKey, columns: list[str], schema: TableSchema) -> pa.Table:
-        """``columns`` of the live rows of bucket ``bk``, with each row's file (index into the bucket's data
-        entries, in ``__lakefmt_file``) and position (``__lakefmt_pos``)."""
+    def _find(self, live: pa.Table, bk: BucketKey, probe: Probe, schema: TableSchema, extra: list[str]) -> _Found:
+        """The live rows of bucket ``bk`` that hold a probed key, by the key index of each of its data files (a
+        row a vector already deletes is not live)."""
         bks = _bucket_keys(live, schema)
         here = live.filter(pa.array([b == bk for b in bks], pa.bool_()))
         data = ents.data_files(here)
         vectors = load_vectors(self.io, ents.vector_files(here))
-        parts = []
-        for i, path in enumerate(ents.paths(data)):
-            keys = _file_keys(self.io, self.store, data.slice(i, 1), schema, columns)
-            keep = np.ones(keys.num_rows, dtype=bool)
-            if path in vectors:
-                keep[deleted_positions(self.io, vectors[path])] = False
-            pos = np.nonzero(keep)[0]
-            part = keys.take(pa.array(pos)).append_column(_POS, pa.array(pos, pa.int64()))
-            parts.append(part.append_column(_FILE, pa.array(np.full(len(pos), i, np.int32))))
-        self._data = data
-        if not parts:
-            fields = [schema.arrow_schema.field(c) for c in columns]
-            return pa.schema([*fields, pa.field(_POS, pa.int64()), pa.field(_FILE, pa.int32())]).empty_table()
-        return pa.concat_tables(parts)
+        found = _Found(ents.paths(data), [], [], [], [])
+        for i, path in enumerate(found.paths):
+            index = _index(self.io, self.store, data.slice(i, 1), schema, extra)
+            pos, rows = match(index, probe)
+            if len(pos) and path in vectors:
+                live_rows = ~np.isin(pos, deleted_positions(self.io, vectors[path]))
+                pos, rows = pos[live_rows], rows[live_rows]
+            if not len(pos):
+                continue
+            found.files.append(np.full(len(pos), i, np.int32))
+            found.positions.append(pos)
+            found.probe_rows.append(rows)
+            if extra and index.extra is not None:
+                found.extra.append(index.extra.column(extra[0]).take(pa.array(pos)))
+        return found
+
+
+@dataclass
+class _Found:
+    """Live rows holding probed keys: per row, its file (index into ``paths``), position and probe row, and the
+    value of the extra column (a sequence field) when one was asked for."""
+
+    paths: list[str]
+    files: list[np.ndarray]
+    positions: list[np.ndarray]
+    probe_rows: list[np.ndarray]
+    extra: list[pa.Array]
+
+    def table(self) -> pa.Table:
+        if not self.files:
+            return pa.table(
+                {_FILE: pa.array([], pa.int32()), _POS: pa.array([], pa.int64()), "probe": pa.array([], pa.int64())}
+            )
+        return pa.table(
+            {
+                _FILE: pa.array(np.concatenate(self.files)),
+                _POS: pa.array(np.concatenate(self.positions)),
+                "probe": pa.array(np.concatenate(self.probe_rows)),
+            }
+        )
 
 
 class UpsertPlanner(_Planner):
     """Plans an upsert's commit: the writers' files hold the new rows (at most one per key each, in commit order);
     for each key, every other live row is marked deleted: the older versions in the bucket's files, and the
     earlier of two new rows (with ``sequence.field``, the row of the smaller sequence value loses, the new row
-    when the live row's value is larger; ties: the new row wins).
+    when the live row's value is larger; ties: the new row wins; a null value is smaller than any other).
 
     ``against_live=False`` (an overwrite of a key table, which replaces the old rows anyway) only settles the
     new rows among themselves."""
@@ -255,19 +276,26 @@ class UpsertPlanner(_Planner):
 
     def plan(self, latest: Snapshot | None, schema: TableSchema, added: Sequence[ManifestFileMeta]) -> VectorChanges:
         schema = self.schema if latest is None else self.store.schema_for(latest)
-        new = ents.data_files(ents.adds(ents.concat_entries([self.store.manifest(m.file_name) for m in added])))
+        tables = [self.store.manifest(m.file_name) for m in added]
+        new = ents.data_files(ents.adds(ents.concat_entries(tables))) if tables else ents.empty_entries_for(schema)
         seq = schema.table_options.sequence_field
+        if seq in schema.primary_keys:  # the same value for every version of a key: ties alone, the later wins
+            seq = None
         columns = list(dict.fromkeys([*schema.primary_keys, *([seq] if seq else [])]))
         new_bks = _bucket_keys(new, schema)
         self.buckets = set(new_bks)
         live = _live_in(self.store, latest, schema, self.buckets) if self.against_live else None
         marks: dict[BucketKey, _Marks] = {}
+        extra = [seq] if seq else []
         for bk in sorted(self.buckets, key=repr):
             mark = marks.setdefault(bk, _Marks({}))
             mine = new.filter(pa.array([b == bk for b in new_bks], pa.bool_()))
+            new_paths = ents.paths(mine)
             rows = []
             for i in range(mine.num_rows):
-                keys = _file_keys(self.io, self.store, mine.slice(i, 1), schema, columns)
+                entry = mine.slice(i, 1)
+                keys = _read_columns(self.io, self.store, entry, schema, columns)
+                _index(self.io, self.store, entry, schema, extra, read=keys)  # the next upsert's lookup: built now
                 pos = np.arange(keys.num_rows, dtype=np.int64)
                 rows.append(
                     keys.append_column(_POS, pa.array(pos)).append_column(
@@ -279,38 +307,25 @@ class UpsertPlanner(_Planner):
             incoming = incoming.append_column(_ORDER, order)
             winners = dedup_keys(incoming, schema.primary_keys, seq)
             lost = np.setdiff1d(order.to_numpy(), winners.column(_ORDER).to_numpy())
-            new_paths = ents.paths(mine)
             if len(lost):
-                lost_rows = incoming.take(pa.array(lost))
-                self._mark_rows(mark, lost_rows, new_paths)
+                self._mark_rows(mark, incoming.take(pa.array(lost)), new_paths)
             if live is None:
                 continue
-            old = self._live_rows(live, bk, columns, schema)
-            if old.num_rows == 0:
-                continue
-            old_paths = ents.paths(self._data)
-            matched = old.join(
-                winners,
-                list(schema.primary_keys),
-                join_type="inner",
-                left_suffix="",
-                right_suffix="_new",
-                use_threads=False,
-            )
+            found = self._find(live, bk, probe_of(winners, schema.primary_keys), schema, extra)
+            matched = found.table()
             if matched.num_rows == 0:
                 continue
             if seq is None:
-                self._mark_rows(mark, matched, old_paths)
+                self._mark_rows(mark, matched, found.paths)
                 continue
-            old_wins = pc.fill_null(pc.greater(matched.column(seq), matched.column(seq + "_new")), False)
-            self._mark_rows(mark, matched.filter(pc.invert(old_wins)), old_paths)
-            beaten = matched.filter(old_wins)
+            probe_rows = matched.column("probe")
+            old_seq = pa.chunked_array(found.extra).combine_chunks()
+            new_seq = winners.column(seq).take(probe_rows)
+            old_wins = pc.fill_null(pc.greater(old_seq, new_seq), False)
+            self._mark_rows(mark, matched.filter(pc.invert(old_wins)), found.paths)
+            beaten = winners.take(probe_rows).filter(old_wins)
             if beaten.num_rows:
-                self._mark_rows(
-                    mark,
-                    pa.table({_FILE: beaten.column(_FILE + "_new"), _POS: beaten.column(_POS + "_new")}),
-                    new_paths,
-                )
+                self._mark_rows(mark, beaten, new_paths)
         return self._changes(live if live is not None else new.slice(0, 0), marks, schema)
 
     @staticmethod
@@ -344,11 +359,17 @@ class DeleteKeysPlanner(_Planner):
         self.deleted = 0
         for bk in sorted(self.buckets, key=repr):
             these = keys.filter(pa.array([w == bk for w in wanted], pa.bool_()))
-            old = self._live_rows(live, bk, list(schema.primary_keys), schema)
-            matched = old.join(these, list(schema.primary_keys), join_type="inner", use_threads=False)
+            found = self._find(live, bk, probe_of(these, schema.primary_keys), schema, [])
+            matched = found.table()
             if matched.num_rows:
+                dead = pc.unique(
+                    pc.add(pc.multiply(matched.column(_FILE).cast(pa.int64()), 1 << 40), matched.column(_POS))
+                )
+                matched = pa.table(
+                    {_FILE: pc.shift_right(dead, 40).cast(pa.int32()), _POS: pc.bit_wise_and(dead, (1 << 40) - 1)}
+                )
                 mark = marks.setdefault(bk, _Marks({}))
-                UpsertPlanner._mark_rows(mark, matched, ents.paths(self._data))
+                UpsertPlanner._mark_rows(mark, matched, found.paths)
                 self.deleted += matched.num_rows
         return self._changes(live, marks, schema)
 
@@ -379,7 +400,7 @@ class DeleteWherePlanner(_Planner):
         columns = referenced_columns(self.filter, schema.arrow_schema) or [schema.arrow_schema.names[0]]
         marks: dict[BucketKey, _Marks] = {}
         for i, (path, bk) in enumerate(zip(ents.paths(candidates), _bucket_keys(candidates, schema), strict=True)):
-            rows = _file_keys(self.io, self.store, candidates.slice(i, 1), schema, list(columns))
+            rows = _read_columns(self.io, self.store, candidates.slice(i, 1), schema, list(columns))
             numbered = rows.append_column(_POS, pa.array(np.arange(rows.num_rows, dtype=np.int64)))
             where = numbered.filter(self.filter).column(_POS).to_numpy()
             if path in vectors and len(where):
