@@ -321,7 +321,10 @@ class UpsertPlanner(_Planner):
             probe_rows = matched.column("probe")
             old_seq = pa.chunked_array(found.extra).combine_chunks()
             new_seq = winners.column(seq).take(probe_rows)
-            old_wins = pc.fill_null(pc.greater(old_seq, new_seq), False)
+            # the live row stays if its value is larger (null is the smallest value; ties: the new row wins)
+            old_wins = pc.or_(
+                pc.fill_null(pc.greater(old_seq, new_seq), False), pc.and_(pc.is_valid(old_seq), pc.is_null(new_seq))
+            )
             self._mark_rows(mark, matched.filter(pc.invert(old_wins)), found.paths)
             beaten = winners.take(probe_rows).filter(old_wins)
             if beaten.num_rows:
