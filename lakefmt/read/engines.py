@@ -15,6 +15,12 @@ Polars hands them to :func:`polars.io.plugins.register_io_source`, and a predica
 floating-point ones also prunes the scan's files by partition values and column statistics before any is
 opened.
 
+Files with a deletion vector (a key table's replaced or deleted rows, :mod:`lakefmt.read.masks`) are never read
+natively as they are: every form drops their deleted rows by physical row position, before any filter. DuckDB
+still reads such files with its own Parquet reader when the conditions above hold, numbering each file's rows
+(``file_row_number``, the position in the file whatever it skips) and leaving out the deleted positions by an
+anti-join; every other form reads the scan's masked record batches (:meth:`Scan.to_batches`).
+
 The engines are optional dependencies: a missing one raises :class:`~lakefmt.errors.MissingDependencyError`
 naming the extra that installs it (``pip install 'lakefmt[duckdb]'``).
 """
@@ -32,8 +38,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakefmt.errors import MissingDependencyError
+from lakefmt.io import FileIO
 from lakefmt.meta import entries as ents
 from lakefmt.read.bounds import SchemaLookup, column_bounds
+from lakefmt.read.masks import Vector, deleted_positions
 from lakefmt.read.plan import prune_entries
 from lakefmt.spec import Snapshot, TableSchema
 from lakefmt.spec.filters import has_float, has_nan_literal
@@ -47,6 +55,7 @@ class Scan(Protocol):
     columns: list[str] | None
     filter: pc.Expression | None
     snapshot: Snapshot | None
+    _io: FileIO  # where the deletion vectors of vectors() are read from
 
     @property
     def schema_lookup(self) -> SchemaLookup: ...
@@ -58,6 +67,7 @@ class Scan(Protocol):
     def to_batches(self) -> Iterator[pa.RecordBatch]: ...
     def to_arrow(self) -> pa.Table: ...
     def to_dataset(self) -> Any: ...
+    def vectors(self) -> dict[str, Vector]: ...
     def pushdown_safe(self) -> bool: ...
     def full_paths(self, paths: list[str]) -> list[str]: ...
     def narrowed(self, prune: pc.Expression | None = None, columns: Sequence[str] | None = None) -> Scan: ...
@@ -112,10 +122,20 @@ def _filter_decided(scan: Scan) -> bool:
 def native_paths(scan: Scan, entries: pa.Table | None = None) -> list[str] | None:
     """The local paths of the files of ``entries`` (default: the scan's planned files) when an engine may read
     them with its own Parquet reader and return the scan's rows: local disk, every file written under the
-    scan's schema, and the scan's filter decided for every row (:func:`_filter_decided`); else None."""
+    scan's schema, the scan's filter decided for every row (:func:`_filter_decided`) and no file with a deletion
+    vector; else None."""
+    entries = scan.entries() if entries is None else entries
+    vectors = scan.vectors()
+    if vectors and any(p in vectors for p in ents.paths(entries)):
+        return None
+    return _local_paths(scan, entries)
+
+
+def _local_paths(scan: Scan, entries: pa.Table) -> list[str] | None:
+    """:func:`native_paths` with no regard to deletion vectors: the paths of the rows of ``entries`` as an engine
+    reads them, before any mask."""
     if not scan.on_local_disk:
         return None
-    entries = scan.entries() if entries is None else entries
     if entries.num_rows and not bool(pc.all(pc.equal(entries.column("schema_id"), scan.schema.id)).as_py()):
         return None
     if not _filter_decided(scan) or _may_hold_nan(scan, entries):
@@ -163,24 +183,65 @@ def to_duckdb(scan: Scan, connection: Any = None, name: str | None = None) -> An
     filters into the read."""
     duckdb = require("duckdb", "duckdb", "Scan.to_duckdb()")
     con = connection if connection is not None else duckdb.default_connection()
-    paths = native_paths(scan)
+    vectors = scan.vectors()
+    paths = _local_paths(scan, scan.entries())
+    relation = None
     if paths is not None:
-        if paths:
+        columns = scan.columns
+        if vectors:  # DuckDB's reader, the deleted positions anti-joined (None: a column name clashes)
+            relation = _duckdb_masked(con, scan, paths, vectors)
+            columns = scan.schema.arrow_schema.names if columns is None else columns
+        elif paths:
             relation = con.read_parquet(paths, hive_partitioning=False, union_by_name=False)
         else:
             relation = con.from_arrow(scan.schema.arrow_schema.empty_table())
-        if scan.columns is not None:
-            relation = relation.select(*[duckdb.ColumnExpression(c) for c in scan.columns])
-    elif scan.pushdown_safe() and not _may_hold_nan(scan, scan.entries()):
-        # the dataset carries the filter; DuckDB pushes its own into pyarrow's Parquet scan (never over NaN rows)
-        relation = con.from_arrow(scan.to_dataset())
-        if scan.columns is not None:
-            relation = relation.select(*[duckdb.ColumnExpression(c) for c in scan.columns])
-    else:  # a filter pyarrow's scan cannot apply exactly: lakefmt's reader filters, DuckDB reads the stream
-        relation = con.from_arrow(scan)
+        if relation is not None and columns is not None:
+            relation = relation.select(*[duckdb.ColumnExpression(c) for c in columns])
+    if relation is None:
+        if vectors or not scan.pushdown_safe() or _may_hold_nan(scan, scan.entries()):
+            # lakefmt's reader masks and filters; DuckDB reads the stream (asked for again at every execution)
+            relation = con.from_arrow(scan)
+        else:  # the dataset carries the filter; DuckDB pushes its own into pyarrow's Parquet scan (never over NaN)
+            relation = con.from_arrow(scan.to_dataset())
+            if scan.columns is not None:
+                relation = relation.select(*[duckdb.ColumnExpression(c) for c in scan.columns])
     if name is not None:
         relation.create_view(name, replace=True)
     return relation
+
+
+#: the column DuckDB's Parquet reader numbers a file's rows in (physical positions, whatever it skips)
+_ROW = "file_row_number"
+
+
+def _duckdb_masked(con: Any, scan: Scan, paths: list[str], vectors: dict[str, Vector]) -> Any:
+    """DuckDB's own Parquet reader over ``paths`` (the scan's planned files, in order) that leaves out the rows the
+    deletion vectors delete: every file's rows numbered by position in the file and anti-joined with the deleted
+    (file, position) pairs, so DuckDB's filters and row-group skipping never shift a position. Every column of the
+    table, and the two it adds; None when a column of the table takes one of their names."""
+    names = scan.schema.arrow_schema.names
+    file_col = "__lakefmt_file"
+    while file_col in names:
+        file_col += "_"
+    if _ROW in names:
+        return None
+    files, positions = [], []
+    for rel, full in zip(ents.paths(scan.entries()), paths, strict=True):
+        vector = vectors.get(rel)
+        if vector is None:
+            continue
+        deleted = deleted_positions(scan._io, vector)
+        files.append(pa.repeat(pa.scalar(full, pa.string()), len(deleted)))
+        positions.append(pa.array(deleted, pa.int64()))
+    marks = pa.table({file_col: pa.chunked_array(files, pa.string()), _ROW: pa.chunked_array(positions, pa.int64())})
+    listed = ", ".join("'" + p.replace("'", "''") + "'" for p in paths)
+    rows = con.sql(
+        f"SELECT * FROM read_parquet([{listed}], filename='{file_col}', file_row_number=true, "
+        "hive_partitioning=false, union_by_name=false)"
+    )
+    deleted_rel = con.from_arrow(marks)
+    on = f'rows."{file_col}" = marks."{file_col}" AND rows.{_ROW} = marks.{_ROW}'
+    return rows.set_alias("rows").join(deleted_rel.set_alias("marks"), on, how="anti")
 
 
 # -- Polars ------------------------------------------------------------------------------------------------------

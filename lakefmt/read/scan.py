@@ -265,6 +265,7 @@ class Scan:
         """This scan (same snapshot, same row filter) with its planned files pruned further by ``prune`` (only
         files whose partition values and statistics allow a row where it holds are kept; it is not applied to
         rows) and only ``columns`` read."""
+        self.entries()  # planned first: the copy shares the plan's deletion-vector entries
         out = copy.copy(self)
         if prune is not None:
             out._entries = prune_entries(self.entries(), prune, self.schema, self._store.schema)
