@@ -140,14 +140,18 @@ _COMMANDS: tuple[_Command, ...] = (
     _Command(
         "describe",
         cmd_describe,
-        help="schema, partitioning, latest snapshot, live files",
-        description="Describe a table: schema, partition keys, options, latest snapshot, size.",
+        help="schema, partitioning, keys, latest snapshot, live files",
+        description="Describe a table: format version, schema, partition keys, primary key and buckets (key\n"
+        "tables), options, latest snapshot, size, and the rows its deletion vectors delete (version 3).",
     ),
     _Command(
         "files",
         cmd_files,
-        help="live data files of a snapshot",
-        description="List the data files a snapshot reads (the latest by default).",
+        help="live files of a snapshot",
+        description="List the data files a snapshot reads (the latest by default). On a format-version-3 table\n"
+        "every live file is listed, data and deletion vectors, with its content and bucket; rows is a data\n"
+        "file's row count or the positions a deletion-vector file deletes, deleted the rows of a data file\n"
+        "that its deletion vector deletes.",
         args=(_arg("--snapshot", type=snapshot_id, default=None, metavar="N", help="snapshot id (default: latest)"),),
     ),
     _Command(
