@@ -305,6 +305,63 @@ def plot_schema_evolution(plt: Any, evo: dict[str, Any], out: Path) -> None:
     _finish(fig, out, "schema_evolution.png")
 
 
+def plot_key_tables(plt: Any, kt: dict[str, Any], out: Path) -> None:
+    """Key tables: upserts against deltalake's merge (and pyiceberg's upsert), an upsert's time against table size,
+    reads after many upsert commits against the same rows written at once, delete by key against copy-on-write."""
+    m, p = kt["metrics"], kt["params"]
+    fig, axes = plt.subplots(1, 4, figsize=(17, 4.0))
+    ax = axes[0]
+    bars = [(f"{p['merge_rows']:,} into\n{p['merge_base']:,}", m.get("merge", {}), "deltalake")]
+    ice = m.get("iceberg") or {}
+    if ice.get("pyiceberg"):
+        bars.append((f"{p['iceberg_rows']:,} into\n{p['iceberg_base']:,}",
+                     {"lakefmt": ice["lakefmt"], "pyiceberg": {"wall": min(ice["pyiceberg"]["seconds"])}}, "pyiceberg"))
+    for x, (label, sides, peer) in enumerate(bars):
+        for offset, side in ((-0.2, "lakefmt"), (0.2, peer)):
+            if side in sides:
+                y = sides[side]["wall"]
+                ax.bar(x + offset, y, width=0.4, color=COLORS[side], label=side if side != "lakefmt" or x == 0 else None)
+                ax.text(x + offset, y, f"{y:.2f}", ha="center", va="bottom", fontsize=7)
+    ax.set_xticks(range(len(bars)), [b[0] for b in bars], fontsize=8)
+    ax.set_ylabel("seconds (best of runs)")
+    ax.set_title("Upsert, half new keys", fontsize=9)
+    ax.legend(fontsize=7)
+    ax = axes[1]
+    sc = m["scaling"]
+    xs = [int(k) for k in sc]
+    for side in ("lakefmt", "deltalake"):
+        ys = [sc[k][side]["wall"] for k in sc if side in sc[k]]
+        if len(ys) == len(xs):
+            ax.plot(xs, ys, "o-", color=COLORS[side], label=side)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("rows in the table")
+    ax.set_ylabel("seconds (best of runs)")
+    ax.set_title(f"Upsert of {p['scaling_rows']:,} rows against table size", fontsize=9)
+    ax.legend(fontsize=7)
+    ax = axes[2]
+    best = m["read"]["best"]
+    engines = list(best)
+    for offset, side, label, color in ((-0.2, "many", f"after {p['read_commits']} upserts", COLORS["lakefmt"]),
+                                       (0.2, "once", "written at once", "#969696")):
+        ys = [best[e][side]["wall"] * 1000 for e in engines]
+        ax.bar([x + offset for x in range(len(engines))], ys, width=0.4, color=color, label=label)
+    ax.set_xticks(range(len(engines)), engines, fontsize=8)
+    ax.set_ylabel("ms (best of runs)")
+    ax.set_title(f"Full read of {p['read_base']:,} live rows", fontsize=9)
+    ax.legend(fontsize=7)
+    ax = axes[3]
+    d = m["delete"]["best"]
+    names = list(d)
+    ys = [d[k]["wall"] for k in names]
+    ax.bar(names, ys, color=[COLORS["lakefmt"], "#969696"])
+    for x, y in enumerate(ys):
+        ax.text(x, y, f"{y:.2f}", ha="center", va="bottom", fontsize=7)
+    ax.set_ylabel("seconds (best of runs)")
+    ax.set_title(f"Delete {m['delete']['rows_deleted']:,} keys (1%) of {p['delete_base']:,}", fontsize=9)
+    _finish(fig, out, "key_tables.png")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.plots", description=__doc__)
     parser.add_argument("--results", type=Path, default=PACKAGE_DIR / "results")
@@ -338,6 +395,9 @@ def main(argv: list[str] | None = None) -> int:
     evo = load("schema_evolution")
     if evo is not None:
         plot_schema_evolution(plt, evo, args.out)
+    kt = load("key_tables")
+    if kt is not None:
+        plot_key_tables(plt, kt, args.out)
     return 0
 
 
