@@ -116,15 +116,21 @@ class RestorePlan:
         """A JSON-ready summary: the target, and the files (with rows) the restore removes and adds."""
 
         def files(t: pa.Table) -> list[dict[str, Any]]:
-            return [
-                {"path": p, "rows": r, "size": s}
-                for p, r, s in zip(
-                    entries.paths(t),
-                    t.column(entries.ROW_COUNT).to_pylist(),
-                    t.column(entries.FILE_SIZE).to_pylist(),
-                    strict=True,
+            vectors = set(entries.paths(entries.vector_files(t)))
+            out = []
+            for p, r, s in zip(
+                entries.paths(t),
+                t.column(entries.ROW_COUNT).to_pylist(),
+                t.column(entries.FILE_SIZE).to_pylist(),
+                strict=True,
+            ):
+                # a deletion-vector file holds no row: its row count is the rows it deletes
+                out.append(
+                    {"path": p, "rows": 0, "size": s, "deleted_rows": r}
+                    if p in vectors
+                    else {"path": p, "rows": r, "size": s}
                 )
-            ]
+            return out
 
         return {
             "target_snapshot": self.target.id,
@@ -140,7 +146,10 @@ class RestorePlan:
 
 
 def _rows(t: pa.Table) -> int:
-    return int(pc.sum(t.column(entries.ROW_COUNT)).as_py() or 0) if t.num_rows else 0
+    """The rows of the data files of ``t`` (a deletion-vector file holds none: it says which rows are deleted, and
+    the snapshots' row counts, ``rows_before``/``rows_after``, are of live rows)."""
+    data = entries.data_files(t)
+    return int(pc.sum(data.column(entries.ROW_COUNT)).as_py() or 0) if data.num_rows else 0
 
 
 def _not_in(t: pa.Table, paths: pa.Array) -> pa.Table:

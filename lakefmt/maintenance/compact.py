@@ -3,6 +3,10 @@ compacted in size tiers (:func:`lakefmt.rewrite.compact_plan.plan_compaction` wi
 holds ``compaction.min.file-num`` small files; in the committing thread, or in the table's worker thread with
 ``compaction.async`` (:mod:`lakefmt.maintenance.background`). The compaction itself is
 :mod:`lakefmt.rewrite.compact`'s.
+
+On a key table, a touched bucket is compacted once it holds ``num-sorted-run.compaction-trigger`` data files;
+on any format-version-3 table, a file whose deletion vector deletes a large share of its rows is rewritten
+(:mod:`lakefmt.rewrite.compact_buckets`).
 """
 
 from __future__ import annotations
@@ -61,10 +65,15 @@ def auto_compact_after(table: Targetable, snaps: Sequence[Snapshot]) -> Compacti
 def _auto_compact(table: RewriteTarget, parts: list[Partition], snap: Snapshot) -> CompactionReport | None:
     if not parts:
         return None
-    options = table.schema().table_options
-    counts = live_after(table.store, snap, int(options.target_file_size * LARGE_ENOUGH)).small
-    if all(counts.get(partition_key(p), 0) < options.compaction_min_file_num for p in parts):
-        return None  # no touched partition holds enough small files: no plan needed
+    schema = table.schema()
+    options = schema.table_options
+    live = live_after(table.store, snap, int(options.target_file_size * LARGE_ENOUGH))
+    keys = [partition_key(p) for p in parts]
+    if schema.has_primary_key:  # a bucket is compacted at the sorted-run trigger (a partition holds its buckets)
+        if all(live.files.get(k, 0) < options.sorted_run_compaction_trigger for k in keys):
+            return None
+    elif all(live.small.get(k, 0) < options.compaction_min_file_num and not live.vectors.get(k, 0) for k in keys):
+        return None  # no touched partition holds enough small files, or any deleted row: no plan needed
     plan = plan_compaction(table, parts if table.partition_keys else None, tiered=True, strict=False)
     if not plan.groups:
         return None

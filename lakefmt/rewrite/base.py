@@ -21,10 +21,11 @@ from __future__ import annotations
 import contextlib
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -36,6 +37,7 @@ from lakefmt.io import FileIO
 from lakefmt.meta import entries as ents
 from lakefmt.meta.store import MetaStore
 from lakefmt.read.files import read_inputs
+from lakefmt.read.masks import Vector, deleted_positions, load_vectors
 from lakefmt.spec import CommitKind, CommitMessage, Snapshot, TableSchema
 from lakefmt.write.writer import TableWriter
 
@@ -46,6 +48,7 @@ __all__ = [
     "as_target",
     "chunks",
     "compacted_away",
+    "load_group_vectors",
     "newest_creation",
     "publish",
     "read_checked",
@@ -104,6 +107,7 @@ def read_checked(
     *,
     what: str,
     columns: Sequence[str] | None = None,
+    vectors: Mapping[str, Vector] | None = None,
 ) -> Iterator[tuple[int, pa.RecordBatch]]:
     """The rows of the files of ``entries`` (ADD entries), read under ``schema`` (files written under another one
     are matched by field id), each batch with the index of its file in ``entries``. A batch never spans two files,
@@ -111,9 +115,18 @@ def read_checked(
     more or fewer rows than its entry says is refused (:class:`CorruptMetadataError` naming it: ``what`` names the
     operation, "delete"), since rows counted for the wrong file could be dropped or duplicated. Input files removed
     by a concurrent commit and deleted before they were read: :class:`RewriteConflictError`
-    (:func:`lakefmt.read.files.read_inputs`)."""
+    (:func:`lakefmt.read.files.read_inputs`).
+
+    ``vectors`` (data-file path -> deletion vector, :func:`lakefmt.read.masks.load_vectors`): the rows a file's
+    vector deletes are dropped from its batches, by their position in the file (so a file with a vector yields
+    its row count less the vector's cardinality). Every file's rows are still counted whole against its entry
+    before masking, and a vector deleting a position past the file's rows is refused as corrupt. A vector whose
+    file was removed by a concurrent commit and deleted meanwhile: :class:`RewriteConflictError` naming it."""
     n = entries.num_rows
     rows = entries.column(ents.ROW_COUNT).to_pylist()
+    names = ents.paths(entries)
+    masks = [vectors.get(p) for p in names] if vectors else [None] * n
+    positions: dict[int, np.ndarray] = {}
     seen = [0] * n
     i = 0
     for batch in read_inputs(target.io, entries, schema, target.store, what=what, columns=columns):
@@ -123,10 +136,83 @@ def read_checked(
             i += 1
         if i == n or batch.num_rows > rows[i] - seen[i]:
             raise row_count_error(entries, min(i, n - 1), what)
+        start = seen[i]
         seen[i] += batch.num_rows
+        vector = masks[i]
+        if vector is not None:
+            if i not in positions:
+                positions[i] = _positions(target, vector, names[i], rows[i], what)
+            batch = _mask(batch, positions[i], start)
+            if batch.num_rows == 0:
+                continue
         yield i, batch
     if seen != rows:
         raise row_count_error(entries, next(k for k in range(n) if seen[k] != rows[k]), what)
+
+
+def _positions(target: RewriteTarget, vector: Vector, path: str, rows: int, what: str) -> np.ndarray:
+    """The positions ``vector`` deletes in data file ``path`` (of ``rows`` rows), checked."""
+    try:
+        out = deleted_positions(target.io, vector)
+    except OSError as exc:  # the vector's file is missing (or unreadable)
+        raise _vector_missing(target, vector.file, what) from exc
+    if len(out) and int(out[-1]) >= rows:
+        raise CorruptMetadataError(
+            f"the deletion vector of {path} (in {vector.file}) deletes row {int(out[-1])}, but the file holds "
+            f"{rows} rows; nothing was {_past(what)}"
+        )
+    return out
+
+
+def _mask(batch: pa.RecordBatch, positions: np.ndarray, start: int) -> pa.RecordBatch:
+    """``batch`` (the rows ``start ..`` of a file) without the rows at the file positions ``positions`` (sorted)."""
+    lo, hi = np.searchsorted(positions, [start, start + batch.num_rows])
+    if lo == hi:
+        return batch
+    keep = np.ones(batch.num_rows, dtype=bool)
+    keep[positions[lo:hi] - start] = False
+    return batch.filter(pa.array(keep))
+
+
+def load_group_vectors(
+    target: RewriteTarget, vector_entries: pa.Table | None, paths: Sequence[str] | None, what: str
+) -> dict[str, Vector]:
+    """The vectors of the data files ``paths`` held by the deletion-vector files of ``vector_entries`` (planned on
+    an earlier snapshot): a file missing from storage is :class:`RewriteConflictError` when the latest snapshot no
+    longer holds it (replaced by a concurrent commit, then deleted by an expiration), else
+    :class:`CorruptMetadataError`."""
+    if vector_entries is None or vector_entries.num_rows == 0:
+        return {}
+    try:
+        return load_vectors(target.io, vector_entries, paths)
+    except OSError as exc:
+        missing = [p for p in ents.paths(vector_entries) if not _exists(target.io, p)]
+        if not missing:
+            raise
+        raise _vector_missing(target, missing[0], what) from exc
+
+
+def _exists(io: FileIO, path: str) -> bool:
+    try:
+        return io.exists(path)
+    except OSError:
+        return True  # unknown: not counted as missing
+
+
+def _vector_missing(target: RewriteTarget, path: str, what: str) -> LakefmtError:
+    """The error for a deletion-vector file found missing while a rewrite read it."""
+    latest = target.latest_snapshot()
+    live = set(ents.paths(ents.live_entries(target.store, latest))) if latest is not None else set()
+    if path in live and latest is not None:
+        return CorruptMetadataError(
+            f"deletion-vector file {path} is missing from storage although the latest snapshot ({latest.id}) holds "
+            f"it (deleted behind the table's back); nothing was {_past(what)}"
+        )
+    return RewriteConflictError(
+        f"deletion-vector file {path} was replaced by a concurrent commit and deleted by an expiration before this "
+        f"{what} read it; nothing was committed by this {what}",
+        gone=[path],
+    )
 
 
 def row_count_error(entries: pa.Table, i: int, what: str) -> CorruptMetadataError:
@@ -174,16 +260,20 @@ def publish(
     after_commit: Callable[[Snapshot], None] | None,
     planned_on: int | None = None,
     discard_on_conflict: bool = True,
+    extra: Mapping[str, Any] | None = None,
 ) -> Snapshot:
     """Commit one rewrite snapshot of ``producer``'s kind: the files of ``messages`` added, the files of
     ``rewritten`` (ADD entries) removed, each of which must still be live (:class:`RewriteConflictError`
     otherwise, nothing landed: the written files are deleted unless not ``discard_on_conflict``, for a caller that
     drops only some of them). Any other failure deletes the written files only when the commit is known not to
     have landed (an unknown outcome, an interrupt during the publish: nothing is deleted). The snapshot carries
-    ``lakefmt.operation=<operation>`` and a one-off commit user (a rewrite is never replayed)."""
+    ``lakefmt.operation=<operation>`` and a one-off commit user (a rewrite is never replayed). ``extra``: more
+    keyword arguments for ``producer``."""
     added = [meta for m in messages for meta in m.manifests]
     request = CommitRequest(None, f"{operation}-{uuid.uuid4().hex}", 0, added, properties={OPERATION: operation})
-    extra: dict[str, Any] = {} if planned_on is None else {"planned_on": planned_on}
+    extra = dict(extra or {})
+    if planned_on is not None:
+        extra["planned_on"] = planned_on
     run = producer(
         target.io,
         target.store,

@@ -16,6 +16,11 @@ Three steps, so that an engine can run the middle one in its tasks:
 
 With ``sort_by``, a partition's small files form one group (its rows sorted together, so min/max pruning gets
 sharp across the new files; the group is held in memory while it is sorted), rolled into target-size files.
+
+On a format-version-3 table, a group's files are read with their deletion vectors applied (deleted rows are
+dropped), and the snapshot also replaces the deletion-vector file of each bucket it rewrote files of
+(:mod:`lakefmt.rewrite.compact_vectors`): a concurrent upsert or delete that changed one makes the bucket's
+groups lose, as a removed input file does.
 """
 
 from __future__ import annotations
@@ -35,7 +40,16 @@ from lakefmt.commit.kinds import CompactProducer
 from lakefmt.errors import InvalidOptionError, RewriteConflictError, SchemaConflictError
 from lakefmt.meta import entries as ents
 from lakefmt.progress import Progress
-from lakefmt.rewrite.base import RewriteTarget, Targetable, as_target, chunks, newest_creation, publish, read_checked
+from lakefmt.rewrite.base import (
+    RewriteTarget,
+    Targetable,
+    as_target,
+    chunks,
+    load_group_vectors,
+    newest_creation,
+    publish,
+    read_checked,
+)
 from lakefmt.rewrite.compact_plan import check_sort_by, plan_compaction, whole
 from lakefmt.rewrite.compact_types import (
     CompactionGroup,
@@ -46,6 +60,7 @@ from lakefmt.rewrite.compact_types import (
     describe,
     partition_key,
 )
+from lakefmt.rewrite.compact_vectors import VectorCompactProducer, replace_vectors
 from lakefmt.spec import CommitMessage, Snapshot, TableSchema
 
 __all__ = ["Rewriter", "commit_compaction", "compact", "rewrite_group", "run_plan"]
@@ -67,7 +82,7 @@ def rewrite_group(
     table = as_target(table)
     schema = table.schema()
     columns = check_sort_by(schema, sort_by)
-    batches = _rows(table, group.entries, schema)
+    batches = _rows(table, group, schema)
     newest = newest_creation(group.entries)
     if not columns:  # one output: the group is at most the target in input bytes
         with table.new_writer(
@@ -99,10 +114,12 @@ def rewrite_group(
     return CommitMessage(group.group_id, tuple(manifests))
 
 
-def _rows(table: RewriteTarget, entries: pa.Table, schema: TableSchema) -> Iterator[pa.RecordBatch]:
-    """The rows of a group's files, each file's counted against its entry: a COMPACT snapshot must not change what
-    the metadata says the table holds (the writer taking them deletes what it wrote on that error)."""
-    return (batch for _, batch in read_checked(table, entries, schema, what="compaction"))
+def _rows(table: RewriteTarget, group: CompactionGroup, schema: TableSchema) -> Iterator[pa.RecordBatch]:
+    """The live rows of a group's files (their deletion vectors applied), each file's counted against its entry: a
+    COMPACT snapshot must not change what the metadata says the table holds (the writer taking them deletes what
+    it wrote on that error)."""
+    vectors = load_group_vectors(table, group.vectors, group.paths, "compaction")
+    return (batch for _, batch in read_checked(table, group.entries, schema, what="compaction", vectors=vectors))
 
 
 # -- committing ------------------------------------------------------------------------------------------------
@@ -157,7 +174,7 @@ def _commit(
     unread = set() if unread is None else unread
     ready = [g for g in plan.groups if owner.get(g.group_id) in by_id]
     for g in plan.groups:
-        if owner.get(g.group_id) not in by_id and not unread.intersection(g.paths):
+        if owner.get(g.group_id) not in by_id and not unread.intersection(g.inputs):
             report.given_up.append(GivenUp(g.partition, "its files were not rewritten (no commit message)"))
     replanned: set[tuple[tuple[str, Any], ...]] = set()
     schema_replanned = False
@@ -169,7 +186,7 @@ def _commit(
         owner.update((g.group_id, g.group_id) for g in fresh)
         ready.extend(fresh)
         for g in dropped:
-            lost_files = sorted(unread.intersection(g.paths))
+            lost_files = sorted(unread.intersection(g.inputs))
             why = (
                 f"a concurrent commit removed {len(lost_files)} of its input files ({lost_files[0]})"
                 if lost_files
@@ -191,9 +208,9 @@ def _commit(
             report.replanned.extend(again.values())
             plan_again(list(again.values()))
 
-    not_read = [g for g in plan.groups if owner.get(g.group_id) not in by_id and unread.intersection(g.paths)]
+    not_read = [g for g in plan.groups if owner.get(g.group_id) not in by_id and unread.intersection(g.inputs)]
     if not_read:
-        lose(not_read, unread.intersection(p for g in not_read for p in g.paths))
+        lose(not_read, unread.intersection(p for g in not_read for p in g.inputs))
     while ready:
         writers = list(dict.fromkeys(owner[g.group_id] for g in ready))
         written = {w: _written(table, by_id[w]) for w in writers}  # (the commit drops the per-task manifests)
@@ -219,7 +236,7 @@ def _commit(
             continue
         except RewriteConflictError as exc:
             gone = set(exc.gone)
-            lost_writers = {owner[g.group_id] for g in ready if gone.intersection(g.paths)}
+            lost_writers = {owner[g.group_id] for g in ready if gone.intersection(g.inputs)}
             if not lost_writers:  # cannot happen (gone names files of ready groups); never loop on it
                 raise
             lost = [g for g in ready if owner[g.group_id] in lost_writers]
@@ -268,8 +285,8 @@ def _replan(
         tiered=plan.tiered,
         strict=False,
     )
-    held = {p for g in ready for p in g.paths}
-    groups = [g for g in fresh.groups if not held.intersection(g.paths)]
+    held = {p for g in ready for p in g.inputs}
+    groups = [g for g in fresh.groups if not held.intersection(g.inputs)]
     if not groups:
         return [], []
     for m in rewriter(groups):
@@ -295,17 +312,34 @@ def _commit_groups(
     planned_on: int | None,
 ) -> Snapshot:
     """One COMPACT snapshot for ``groups`` (:func:`~lakefmt.rewrite.base.publish`); on a conflict the caller drops
-    the groups that lost and deletes only their files."""
-    return publish(
-        table,
-        CompactProducer,
-        messages,
-        ents.concat_entries([g.entries for g in groups]),
-        operation="compact",
-        after_commit=functools.partial(table.after_commit, compact=False) if after_commit else None,
-        planned_on=planned_on,
-        discard_on_conflict=False,
-    )
+    the groups that lost and deletes only their files. On a format-version-3 table it also replaces the
+    deletion-vector files of the groups' buckets (:mod:`lakefmt.rewrite.compact_vectors`), written anew for each
+    attempt (a conflict deletes them: the next attempt commits fewer groups)."""
+    rewritten = ents.concat_entries([g.entries for g in groups])
+    producer: type[CompactProducer] = CompactProducer
+    extra: dict[str, Any] = {}
+    vectors: CommitMessage | None = None
+    if table.schema().deletion_vectors:
+        old, vectors, extra["buckets"] = replace_vectors(table, groups)
+        producer = VectorCompactProducer
+        if old.num_rows:
+            rewritten = ents.concat_entries([rewritten, old])
+    try:
+        return publish(
+            table,
+            producer,
+            [*messages, *([vectors] if vectors is not None else [])],
+            rewritten,
+            operation="compact",
+            after_commit=functools.partial(table.after_commit, compact=False) if after_commit else None,
+            planned_on=planned_on,
+            discard_on_conflict=False,
+            extra=extra,
+        )
+    except RewriteConflictError:
+        if vectors is not None:
+            table.discard([vectors])  # a conflict is decided before the publish: never landed
+        raise
 
 
 def _fill(
@@ -318,6 +352,7 @@ def _fill(
     report.rewritten_files = sum(g.num_files for g in groups)
     report.rewritten_bytes = sum(g.num_bytes for g in groups)
     report.rows = sum(g.num_rows for g in groups)
+    report.purged_rows = sum(g.deleted_rows for g in groups)
     seen: dict[tuple[tuple[str, Any], ...], Partition] = {}
     for g in groups:
         seen.setdefault(partition_key(g.partition), g.partition)
@@ -360,6 +395,7 @@ def compact(
             rewritten_files=plan.num_files,
             rewritten_bytes=plan.num_bytes,
             rows=sum(g.num_rows for g in plan.groups),
+            purged_rows=sum(g.deleted_rows for g in plan.groups),
             partitions=plan.partitions,
         )
         report.seconds = time.monotonic() - started
@@ -385,7 +421,7 @@ def run_plan(
     unread: set[str] = set()  # input files removed and deleted before they were read: their groups lost a race
 
     def one(group: CompactionGroup) -> CommitMessage | None:
-        if unread.intersection(group.paths):
+        if unread.intersection(group.inputs):
             return None
         try:
             return rewrite_group(table, group, plan.sort_by, target_file_size=plan.target_file_size)
@@ -435,7 +471,7 @@ def _rewrite_together(
     newest = max((t for t in (newest_creation(g.entries) for g in groups) if t is not None), default=None)
     with table.new_writer(writer_id=writer_id, target_file_size=target, creation_time_ms=newest) as writer:
         for done, group in enumerate(groups, 1):
-            rows = _rows(table, group.entries, schema)
+            rows = _rows(table, group, schema)
             for chunk in chunks(rows, schema.table_options.row_group_rows):
                 writer.write(chunk)
             if progress:

@@ -7,6 +7,11 @@ Automatic compaction (table option ``compaction.auto``) plans *tiers* instead (`
 newest small file backwards, an older file joins while it is no larger than the newer ones together, and the run
 is merged once it holds ``min_files`` files; so each row is rewritten about log2(n) times as a stream adds n files,
 not n times. A partition that reaches ``compaction.max.file-num`` small files is compacted whole.
+
+Format version 3 (:mod:`lakefmt.rewrite.compact_buckets`): a group never mixes partitions and buckets, and the
+deletion-vector files are never input files (their vectors mask the inputs' rows when read). A key table is
+compacted bucket by bucket (Paimon's ``num-sorted-run.compaction-trigger``); a file whose vector deletes a large
+share of its rows is worth rewriting on any version-3 table, however large, and even alone.
 """
 
 from __future__ import annotations
@@ -22,17 +27,19 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakefmt.errors import InvalidOptionError, InvalidPartitionError, SchemaMismatchError, UnsupportedTypeError
+from lakefmt.io import FileIO
 from lakefmt.meta import entries as ents
 from lakefmt.meta.store import MetaStore
+from lakefmt.read.masks import load_vectors
 from lakefmt.rewrite.base import RewriteTarget, Targetable, as_target
+from lakefmt.rewrite.compact_buckets import LARGE_ENOUGH, Files, plan_bucket, plan_partition
 from lakefmt.rewrite.compact_types import CompactionGroup, CompactionPlan, Partition, describe, partition_key
 from lakefmt.spec import ManifestFileMeta, Snapshot, TableSchema
+from lakefmt.spec.manifest import FileContent
 from lakefmt.spec.scope import normalize_partition
 
-__all__ = ["LARGE_ENOUGH", "check_sort_by", "live_after", "plan_compaction", "whole"]
+__all__ = ["LARGE_ENOUGH", "check_sort_by", "live_after", "may_hold", "plan_compaction", "whole"]
 
-#: a file at least this fraction of the target is large enough: never rewritten (Iceberg's min-file-size-bytes)
-LARGE_ENOUGH = 0.75
 
 
 # -- planning --------------------------------------------------------------------------------------------------
@@ -43,7 +50,8 @@ def _check_settings(
     target = options.target_file_size if target_file_size is None else whole(target_file_size)
     if target is None or target < 1:
         raise InvalidOptionError(f"target_file_size must be a positive number of bytes, got {target_file_size!r}")
-    least = options.compaction_min_file_num if min_files is None else whole(min_files)
+    default = options.sorted_run_compaction_trigger if schema.has_primary_key else options.compaction_min_file_num
+    least = default if min_files is None else whole(min_files)
     if least is None or least < 1:
         raise InvalidOptionError(f"min_files must be a positive whole number, got {min_files!r}")
     columns = check_sort_by(schema, sort_by)
@@ -90,7 +98,7 @@ def _selected(schema: TableSchema, partitions: Sequence[Mapping[str, Any]] | Non
     return [normalize_partition(p, schema) for p in partitions]
 
 
-def _may_hold(meta: ManifestFileMeta, partition: Partition) -> bool:
+def may_hold(meta: ManifestFileMeta, partition: Partition) -> bool:
     """Whether a manifest may hold entries of ``partition``, by its partition ranges (a cheap test per manifest:
     automatic compaction plans after every commit)."""
     for key, value in partition.items():
@@ -109,31 +117,50 @@ def _may_hold(meta: ManifestFileMeta, partition: Partition) -> bool:
     return True
 
 
+Counts = dict[tuple[tuple[str, Any], ...], int]
+
+
 @dataclass
 class _Live:
     """What automatic compaction knows of a snapshot: its live entries and, per partition, how many of them are
-    small (under ``threshold`` bytes), kept up to date one commit's delta at a time."""
+    small data files (under ``threshold`` bytes), how many are data files, and how many deletion-vector files,
+    kept up to date one commit's delta at a time."""
 
     snapshot_id: int
     entries: pa.Table
     threshold: int
-    small: dict[tuple[tuple[str, Any], ...], int]
+    small: Counts
+    files: Counts
+    vectors: Counts
 
 
 #: per metadata store (one per Table object): the last snapshot automatic compaction looked at
 _LIVE: weakref.WeakKeyDictionary[MetaStore, _Live] = weakref.WeakKeyDictionary()
 
 
-def _small_counts(entries: pa.Table, threshold: int) -> dict[tuple[tuple[str, Any], ...], int]:
-    """Small files per partition among ``entries``."""
-    small = entries.filter(pc.less(entries.column(ents.FILE_SIZE), threshold))
-    out: dict[tuple[tuple[str, Any], ...], int] = {}
-    if ents.PARTITION not in small.column_names:
-        return {(): small.num_rows} if small.num_rows else {}
-    for p in small.column(ents.PARTITION).to_pylist():
+def _per_partition(entries: pa.Table) -> Counts:
+    """Entries per partition."""
+    out: Counts = {}
+    if ents.PARTITION not in entries.column_names:
+        return {(): entries.num_rows} if entries.num_rows else {}
+    for p in entries.column(ents.PARTITION).to_pylist():
         k = partition_key(p)
         out[k] = out.get(k, 0) + 1
     return out
+
+
+def _counts(entries: pa.Table, threshold: int) -> tuple[Counts, Counts, Counts]:
+    """Small data files, data files and deletion-vector files per partition among ``entries``."""
+    data = ents.data_files(entries)
+    small = data.filter(pc.less(data.column(ents.FILE_SIZE), threshold))
+    vectors = ents.vector_files(entries)
+    return _per_partition(small), _per_partition(data), _per_partition(vectors)
+
+
+def _add_counts(into: tuple[Counts, ...], delta: tuple[Counts, ...], sign: int) -> None:
+    for counts, change in zip(into, delta, strict=True):
+        for k, n in change.items():
+            counts[k] = counts.get(k, 0) + sign * n
 
 
 def live_after(store: MetaStore, snap: Snapshot, threshold: int) -> _Live:
@@ -144,7 +171,8 @@ def live_after(store: MetaStore, snap: Snapshot, threshold: int) -> _Live:
         return hit
     if hit is not None and hit.threshold == threshold and hit.snapshot_id == snap.id - 1:
         metas = store.manifest_list(snap.delta_manifest_list)
-        live, small = hit.entries, dict(hit.small)
+        live = hit.entries
+        counts = (dict(hit.small), dict(hit.files), dict(hit.vectors))
         if metas:
             delta = ents.concat_entries(ents.read_manifests(store, metas))
             dels, adds = ents.deletes(delta), ents.adds(delta)
@@ -152,18 +180,16 @@ def live_after(store: MetaStore, snap: Snapshot, threshold: int) -> _Live:
             if dels.num_rows:
                 gone = dels.column(ents.PATH).combine_chunks()
                 live = live.filter(pc.invert(pc.is_in(live.column(ents.PATH), value_set=gone)))
-                for k, n in _small_counts(dels, threshold).items():
-                    small[k] = small.get(k, 0) - n
+                _add_counts(counts, _counts(dels, threshold), -1)
             if adds.num_rows:
                 live = ents.concat_entries([live, adds])
-                for k, n in _small_counts(adds, threshold).items():
-                    small[k] = small.get(k, 0) + n
+                _add_counts(counts, _counts(adds, threshold), 1)
             if live.column(ents.PATH).num_chunks > 64:
                 live = live.combine_chunks()
-        found = _Live(snap.id, live, threshold, small)
+        found = _Live(snap.id, live, threshold, *counts)
     else:
         live = ents.live_entries(store, snap)
-        found = _Live(snap.id, live, threshold, _small_counts(live, threshold))
+        found = _Live(snap.id, live, threshold, *_counts(live, threshold))
     _LIVE[store] = found
     return found
 
@@ -181,75 +207,12 @@ def _live_in_scope(
         return live_after(store, snap, cached_threshold).entries
     metas = store.snapshot_manifests(snap)
     if wanted is not None and schema.partition_keys:
-        metas = [m for m in metas if any(_may_hold(m, w) for w in wanted)]
+        metas = [m for m in metas if any(may_hold(m, w) for w in wanted)]
     return ents.live_entries(store, snap, metas) if metas else ents.empty_entries_for(schema)
 
 
 def _matches(part: Partition, wanted: list[Partition] | None) -> bool:
     return wanted is None or any(all(part.get(k) == v for k, v in w.items()) for w in wanted)
-
-
-def _next_fit(sizes: Sequence[int], target: int) -> list[list[int]]:
-    """Indices of consecutive items packed into bins of at most ``target`` (an item alone may exceed it)."""
-    bins: list[list[int]] = []
-    current: list[int] = []
-    total = 0
-    for i, size in enumerate(sizes):
-        if current and total + size > target:
-            bins.append(current)
-            current, total = [], 0
-        current.append(i)
-        total += size
-    if current:
-        bins.append(current)
-    return bins
-
-
-def _tier(sizes: Sequence[int], min_files: int) -> int:
-    """How many of the newest files (``sizes``: their row counts, oldest first) to merge: walking back from the
-    newest, an older file joins while it holds no more rows than the newer ones together; 0 unless the run reaches
-    ``min_files``. Rows, not bytes: a merged file's bytes are far fewer than its inputs' (one footer, better
-    compression), which would let runs cascade at almost every commit, and partitions written alike would reach
-    their thresholds at different commits (one compaction each instead of one for all)."""
-    if not sizes:
-        return 0
-    total, n = sizes[-1], 1
-    for size in reversed(sizes[:-1]):
-        if size > total:
-            break
-        total += size
-        n += 1
-    return n if n >= min_files else 0
-
-
-@dataclass(frozen=True)
-class _Files:
-    """One partition's live files as plain lists (planning runs after every commit with automatic compaction:
-    it decides on these, and takes the entries of the files it picks only)."""
-
-    rows: list[int]  #: indices into the live entries
-    sizes: list[int]
-    counts: list[int]  #: row counts
-    order: list[tuple[int, str]]  #: (creation time, path): commit order
-
-
-def _plan_partition(
-    files: _Files, target: int, min_files: int, max_files: int, sort_by: tuple[str, ...], tiered: bool
-) -> list[list[int]]:
-    """The input groups of one partition's live files, as indices into the live entries."""
-    small = [i for i, s in enumerate(files.sizes) if s < int(target * LARGE_ENOUGH)]
-    if len(small) < max(min_files, 2):
-        return []
-    small.sort(key=lambda i: files.order[i])  # commit order: a run of newest files is a suffix
-    if tiered and len(small) < max_files:
-        n = _tier([files.counts[i] for i in small], min_files)
-        if not n:
-            return []
-        small = small[len(small) - n :]
-    if sort_by:
-        return [[files.rows[i] for i in small]]
-    bins = _next_fit([files.sizes[i] for i in small], target)
-    return [[files.rows[small[j]] for j in b] for b in bins if len(b) > 1]
 
 
 def plan_compaction(
@@ -300,46 +263,94 @@ def plan_compaction(
     schema = table.store.schema_for(snap)
     small = int(target * LARGE_ENOUGH)
     live = _live_in_scope(table, snap, schema, wanted, cached_threshold=small if tiered else None)
-    by_part = _by_partition(live, schema, wanted)
+    by_part = _by_partition(live, schema, wanted, table.io)
     if wanted:
-        missing = [w for w in wanted if not any(_matches(p, [w]) for p, _ in by_part)]
+        missing = [w for w in wanted if not any(_matches(b.partition, [w]) for b in by_part)]
         if missing and strict:
-            found = _by_partition(_live_in_scope(table, snap, schema, None), schema, None)
-            known = ", ".join(describe(p) for p, _ in found[:5]) + (", ..." if len(found) > 5 else "") or "none"
+            found = _partitions(_by_partition(_live_in_scope(table, snap, schema, None), schema, None))
+            known = ", ".join(describe(p) for p in found[:5]) + (", ..." if len(found) > 5 else "") or "none"
             raise InvalidPartitionError(
                 f"the table has no live file in partition {describe(missing[0])} (partitions found: {known}); "
                 "nothing was compacted"
             )
     groups = []
-    for part, files in by_part:
-        for g in _plan_partition(files, target, least, most, columns, tiered):
-            groups.append(CompactionGroup(uuid.uuid4().hex, part, live.take(pa.array(g, pa.int64()))))
-    count = sum(len(f.rows) for _, f in by_part)
-    size = sum(sum(f.sizes) for _, f in by_part)
+    for b in by_part:
+        if schema.has_primary_key:
+            picked = plan_bucket(b.files, least, most, tiered)
+        else:
+            picked = plan_partition(b.files, target, least, most, columns, tiered)
+        vectors = live.take(pa.array(b.vectors, pa.int64())) if b.vectors else None
+        dropped = dict(zip(b.files.rows, b.files.deleted, strict=True))
+        for g in picked:
+            deleted = sum(dropped[i] for i in g)
+            entries = live.take(pa.array(g, pa.int64()))
+            groups.append(CompactionGroup(uuid.uuid4().hex, b.partition, entries, vectors, deleted))
+    count = sum(len(b.files.rows) for b in by_part)
+    size = sum(sum(b.files.sizes) for b in by_part)
     return CompactionPlan(snap.id, target, columns, tuple(groups), count, size, least, tiered)
 
 
+@dataclass(frozen=True)
+class _Bucket:
+    """The live files of one partition (and bucket, on a version-3 table): its data files, and the indices of its
+    deletion-vector files' entries."""
+
+    partition: Partition
+    bucket: int
+    files: Files
+    vectors: list[int]
+
+
+def _partitions(buckets: Sequence[_Bucket]) -> list[Partition]:
+    seen: dict[tuple[tuple[str, Any], ...], Partition] = {}
+    for b in buckets:
+        seen.setdefault(partition_key(b.partition), b.partition)
+    return list(seen.values())
+
+
 def _by_partition(
-    live: pa.Table, schema: TableSchema, wanted: list[Partition] | None
-) -> list[tuple[Partition, _Files]]:
-    """The live files of the partitions ``wanted`` (None: all), partition by partition in a stable order."""
+    live: pa.Table, schema: TableSchema, wanted: list[Partition] | None, io: FileIO | None = None
+) -> list[_Bucket]:
+    """The live files of the partitions ``wanted`` (None: all), partition by partition (and bucket by bucket) in a
+    stable order. With ``io``, the deletion vectors of those partitions are read (their footers: how many rows each
+    data file has deleted)."""
     if live.num_rows == 0:
         return []
     sizes = live.column(ents.FILE_SIZE).to_pylist()
     counts = live.column(ents.ROW_COUNT).to_pylist()
-    order = list(zip(live.column("creation_time_ms").to_pylist(), ents.paths(live), strict=True))
+    paths = ents.paths(live)
+    order = list(zip(live.column("creation_time_ms").to_pylist(), paths, strict=True))
+    n = len(sizes)
     if schema.partition_keys and ents.PARTITION in live.column_names:
         parts = [dict(p or {}) for p in live.column(ents.PARTITION).to_pylist()]
     else:
         parts = [{} for _ in sizes]
-    idx: dict[tuple[tuple[str, Any], ...], tuple[Partition, list[int]]] = {}
+    buckets = live.column(ents.BUCKET).to_pylist() if ents.BUCKET in live.column_names else [0] * n
+    if ents.CONTENT in live.column_names:
+        is_dv = [c == int(FileContent.DELETION_VECTORS) for c in live.column(ents.CONTENT).to_pylist()]
+    else:
+        is_dv = [False] * n
+    idx: dict[tuple[tuple[tuple[str, Any], ...], int], tuple[Partition, int, list[int], list[int]]] = {}
     for i, part in enumerate(parts):
-        idx.setdefault(partition_key(part), (part, []))[1].append(i)
+        _, _, data, dvs = idx.setdefault((partition_key(part), buckets[i] or 0), (part, buckets[i] or 0, [], []))
+        (dvs if is_dv[i] else data).append(i)
+    chosen = sorted(
+        (v for v in idx.values() if _matches(v[0], wanted) and v[2]), key=lambda v: (_order(v[0]), v[1])
+    )
+    deleted: dict[str, int] = {}
+    dv_rows = [i for v in chosen for i in v[3]]
+    if io is not None and dv_rows:
+        deleted = {p: v.cardinality for p, v in load_vectors(io, live.take(pa.array(dv_rows, pa.int64()))).items()}
     out = []
-    for part, rows in sorted(idx.values(), key=lambda pr: _order(pr[0])):
-        if _matches(part, wanted):
-            files = _Files(rows, [sizes[i] for i in rows], [counts[i] for i in rows], [order[i] for i in rows])
-            out.append((part, files))
+    for part, bucket, rows, dvs in chosen:
+        files = Files(
+            rows,
+            [sizes[i] for i in rows],
+            [counts[i] for i in rows],
+            [order[i] for i in rows],
+            [deleted.get(paths[i], 0) for i in rows],
+        )
+        out.append(_Bucket(part, bucket, files, dvs))
     return out
 
 

@@ -31,16 +31,44 @@ def describe(partition: Mapping[str, Any]) -> str:
 
 @dataclass(frozen=True)
 class CompactionGroup:
-    """Input files rewritten together into new files: all in one partition. Picklable (the entries are an
-    Arrow table), so an engine ships it to the task that runs :func:`rewrite_group`."""
+    """Input files rewritten together into new files: all in one partition (and, on a format-version-3 table,
+    one bucket). Picklable (the entries are Arrow tables), so an engine ships it to the task that runs
+    :func:`rewrite_group`.
+
+    ``vectors``: on a format-version-3 table, the entry of the live deletion-vector file of the group's partition
+    and bucket when it was planned (none if the bucket had no deleted row): its vectors mask the input files'
+    rows when they are read (deleted rows are dropped, never rewritten), and the compaction's commit replaces it
+    with a file holding only the vectors of the bucket's files it did not rewrite. ``deleted_rows``: how many
+    rows of the input files those vectors delete."""
 
     group_id: str  #: also the writer id of its commit message, which is how a commit finds the group's files
     partition: Partition
     entries: pa.Table  #: ADD entries of the input files (manifest schema)
+    vectors: pa.Table | None = None  #: ADD entries of the bucket's live deletion-vector file (at most one)
+    deleted_rows: int = 0
 
     @property
     def paths(self) -> list[str]:
+        """The input data files."""
         return ents.paths(self.entries)
+
+    @property
+    def vector_paths(self) -> list[str]:
+        """The deletion-vector file(s) the group's commit replaces."""
+        return [] if self.vectors is None else ents.paths(self.vectors)
+
+    @property
+    def inputs(self) -> list[str]:
+        """Every file the group's commit removes: its data files and its bucket's deletion-vector file (a
+        concurrent commit that removed any of them makes the group lose)."""
+        return self.paths + self.vector_paths
+
+    @property
+    def bucket(self) -> int:
+        """The bucket of the input files (0 on tables without buckets)."""
+        if ents.BUCKET not in self.entries.column_names or self.entries.num_rows == 0:
+            return 0
+        return int(self.entries.column(ents.BUCKET)[0].as_py() or 0)
 
     @property
     def num_files(self) -> int:
@@ -52,7 +80,8 @@ class CompactionGroup:
 
     @property
     def num_rows(self) -> int:
-        return int(pc.sum(self.entries.column(ents.ROW_COUNT)).as_py() or 0)
+        """The live rows of the input files (their rows less those their deletion vectors delete)."""
+        return int(pc.sum(self.entries.column(ents.ROW_COUNT)).as_py() or 0) - self.deleted_rows
 
 
 @dataclass(frozen=True)
@@ -109,6 +138,8 @@ class CompactionReport:
     written_files: int = 0
     written_bytes: int = 0
     rows: int = 0
+    #: rows dropped because deletion vectors deleted them (format version 3): read from the input files, not written
+    purged_rows: int = 0
     partitions: list[Partition] = field(default_factory=list)  #: the partitions compacted
     given_up: list[GivenUp] = field(default_factory=list)
     replanned: list[Partition] = field(default_factory=list)  #: partitions re-planned after losing a race
@@ -137,6 +168,7 @@ class CompactionReport:
             "written_files": None if self.dry_run else self.written_files,
             "written_bytes": None if self.dry_run else self.written_bytes,
             "rows": self.rows,
+            "purged_rows": self.purged_rows,
             "partitions": self.partitions,
             "given_up": [{"partition": g.partition, "reason": g.reason} for g in self.given_up],
             "replanned": self.replanned,

@@ -1,0 +1,131 @@
+"""Which of one partition's (or one bucket's) live data files a compaction rewrites together: the decisions of
+:func:`lakefmt.rewrite.compact_plan.plan_compaction`, on plain lists (planning runs after every commit with
+automatic compaction).
+
+* **Small files** (every table): the files under 3/4 of the target, bin-packed in commit order, once a partition
+  holds ``min_files`` of them; in size tiers with ``tiered`` (automatic compaction).
+* **Files with many deleted rows** (format version 3): a file whose deletion vector deletes at least
+  :data:`DELETE_RATIO` of its rows (Iceberg's ``delete-ratio-threshold``) is rewritten whatever its size, and even
+  alone: its rewrite drops the deleted rows, which every read otherwise reads and masks.
+* **Key tables** (:func:`plan_bucket`): a bucket is compacted once it holds ``num-sorted-run.compaction-trigger``
+  data files (each upsert adds one): :meth:`lakefmt.Table.compact` merges all of them (also those of a bucket
+  with a file with many deleted rows), automatic compaction the newest size tier, extended to bring the bucket
+  back under the trigger, and the bucket's files with many deleted rows (Paimon's universal compaction, in
+  short). A bucket's files are merged with their deleted rows dropped, so a key keeps its one live row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+__all__ = ["DELETE_RATIO", "Files", "next_fit", "plan_bucket", "plan_partition", "tier"]
+
+#: a file whose deletion vector deletes at least this share of its rows is worth rewriting on its own
+DELETE_RATIO = 0.3
+#: a file is small (worth merging) under this fraction of the target (Iceberg's min-file-size-bytes)
+LARGE_ENOUGH = 0.75
+
+
+@dataclass(frozen=True)
+class Files:
+    """One partition's (on a version-3 table: one partition and bucket's) live data files as plain lists."""
+
+    rows: list[int]  #: indices into the live entries
+    sizes: list[int]
+    counts: list[int]  #: row counts
+    order: list[tuple[int, str]]  #: (creation time, path): commit order
+    deleted: list[int]  #: rows each file's deletion vector deletes (0 without one)
+
+    def heavy(self, i: int) -> bool:
+        """Whether file ``i``'s vector deletes at least :data:`DELETE_RATIO` of its rows."""
+        return self.deleted[i] > 0 and self.deleted[i] >= DELETE_RATIO * self.counts[i]
+
+    def live(self, i: int) -> int:
+        """File ``i``'s live rows."""
+        return self.counts[i] - self.deleted[i]
+
+
+def next_fit(sizes: Sequence[int], target: int) -> list[list[int]]:
+    """Indices of consecutive items packed into bins of at most ``target`` (an item alone may exceed it)."""
+    bins: list[list[int]] = []
+    current: list[int] = []
+    total = 0
+    for i, size in enumerate(sizes):
+        if current and total + size > target:
+            bins.append(current)
+            current, total = [], 0
+        current.append(i)
+        total += size
+    if current:
+        bins.append(current)
+    return bins
+
+
+def tier(sizes: Sequence[int], min_files: int) -> int:
+    """How many of the newest files (``sizes``: their row counts, oldest first) to merge: walking back from the
+    newest, an older file joins while it holds no more rows than the newer ones together; 0 unless the run reaches
+    ``min_files``. Rows, not bytes: a merged file's bytes are far fewer than its inputs' (one footer, better
+    compression), which would let runs cascade at almost every commit, and partitions written alike would reach
+    their thresholds at different commits (one compaction each instead of one for all)."""
+    if not sizes:
+        return 0
+    total, n = sizes[-1], 1
+    for size in reversed(sizes[:-1]):
+        if size > total:
+            break
+        total += size
+        n += 1
+    return n if n >= min_files else 0
+
+
+def plan_partition(
+    files: Files, target: int, min_files: int, max_files: int, sort_by: tuple[str, ...], tiered: bool
+) -> list[list[int]]:
+    """The input groups of one partition's live files, as indices into the live entries: its small files (once
+    there are ``min_files`` of them; the newest size tier with ``tiered``) and its files with many deleted rows."""
+    n = len(files.rows)
+    small = [i for i, s in enumerate(files.sizes) if s < int(target * LARGE_ENOUGH)]
+    heavy = {i for i in range(n) if files.heavy(i)}
+    if len(small) < max(min_files, 2):
+        small = []
+    small.sort(key=lambda i: files.order[i])  # commit order: a run of newest files is a suffix
+    if small and tiered and len(small) < max_files:
+        k = tier([files.counts[i] for i in small], min_files)
+        small = small[len(small) - k :] if k else []
+    picked = sorted(set(small) | heavy, key=lambda i: files.order[i])
+    if not picked or (len(picked) < 2 and not heavy):
+        return []
+    if sort_by:
+        return [[files.rows[i] for i in picked]]
+    bins = next_fit([files.sizes[i] for i in picked], target)
+    return [[files.rows[picked[j]] for j in b] for b in bins if len(b) > 1 or picked[b[0]] in heavy]
+
+
+def plan_bucket(files: Files, min_files: int, max_files: int, tiered: bool) -> list[list[int]]:
+    """The input group of one key-table bucket's live files (all in one group: a bucket's files are merged, never
+    bin-packed apart), as indices into the live entries. ``min_files``: the trigger
+    (``num-sorted-run.compaction-trigger``, or the ``min_files`` asked for).
+
+    Without ``tiered`` (:meth:`lakefmt.Table.compact`): every file of a bucket that holds ``min_files`` files, or
+    that holds a file with many deleted rows. With ``tiered`` (automatic compaction, after every commit), once the
+    bucket holds ``min_files`` files: the newest size tier, at least enough of the newest files to bring the bucket
+    under the trigger, and the files with many deleted rows (every file at ``max_files``). Deleted rows alone never
+    start an automatic compaction of a key table: an upsert stream deletes rows at every commit, and masking them
+    costs a read far less than rewriting them would cost every commit."""
+    n = len(files.rows)
+    order = sorted(range(n), key=lambda i: files.order[i])
+    heavy = {i for i in range(n) if files.heavy(i)}
+    enough = n >= max(min_files, 2)
+    if not enough and (tiered or not heavy):
+        return []
+    if not tiered or n >= max_files:
+        picked = order
+    else:
+        k = tier([files.live(i) for i in order], 2)
+        k = min(n, max(k, n - min_files + 2))
+        chosen = heavy | set(order[n - k :])
+        picked = [i for i in order if i in chosen]
+    if len(picked) < 2 and not heavy.intersection(picked):
+        return []
+    return [[files.rows[i] for i in picked]]
