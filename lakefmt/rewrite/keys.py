@@ -28,6 +28,7 @@ from lakefmt.errors import CorruptMetadataError
 from lakefmt.io import FileIO
 from lakefmt.meta import entries as ents
 from lakefmt.meta.store import MetaStore
+from lakefmt.read.bounds import column_bounds
 from lakefmt.read.files import read_entries
 from lakefmt.read.masks import deleted_positions, load_vectors
 from lakefmt.read.plan import prune_entries
@@ -35,7 +36,7 @@ from lakefmt.rewrite.lookup import KeyIndex, Probe, clear_cache, index_of, match
 from lakefmt.spec import DataFile, FileKind, ManifestFileMeta, Snapshot, TableSchema, layout
 from lakefmt.spec.deletion_vector import encode_puffin
 from lakefmt.spec.filters import referenced_columns
-from lakefmt.spec.keys import bucket_of
+from lakefmt.spec.keys import bucket_of, key_hash
 from lakefmt.spec.manifest import FileContent, entries_table
 from lakefmt.spec.partition import partition_path
 
@@ -82,11 +83,31 @@ def key_cache_clear() -> None:
     clear_cache()
 
 
+def _sorted_unique(values: np.ndarray) -> np.ndarray:
+    """``values`` sorted, each once (by sorting: numpy's hash-based unique is slow on large int arrays)."""
+    out = np.sort(values)
+    if len(out) > 1:
+        out = out[np.concatenate(([True], out[1:] != out[:-1]))]
+    return out
+
+
+def _member(values: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
+    """Whether each of ``values`` is in ``sorted_set`` (sorted ascending), by binary search."""
+    if len(sorted_set) == 0:
+        return np.zeros(len(values), dtype=bool)
+    at = np.minimum(np.searchsorted(sorted_set, values), len(sorted_set) - 1)
+    hit: np.ndarray = sorted_set[at] == values
+    return hit
+
+
 # -- dedup within one write -------------------------------------------------------------------------------------
 def dedup_keys(table: pa.Table, keys: Sequence[str], sequence: str | None) -> pa.Table:
     """One row per key of ``table``: the last one, or the one with the largest ``sequence`` value (ties: the last;
     a null sequence value is smaller than any other). Rows keep their order."""
     if table.num_rows <= 1:
+        return table
+    hashes = np.sort(key_hash(table, list(keys)))
+    if not bool(np.any(hashes[1:] == hashes[:-1])):  # distinct hashes: distinct keys, nothing to drop
         return table
     order = pa.array(np.arange(table.num_rows, dtype=np.int64))
     probe = table.select(list(keys)).append_column(_ORDER, order)
@@ -173,7 +194,7 @@ class _Planner:
                 if path in data_paths:  # a vector of a file no longer live is dropped with its file
                     merged[path] = deleted_positions(self.io, vec)
             for path, parts in mark.by_file.items():
-                merged[path] = np.union1d(merged.get(path, np.zeros(0, np.int64)), np.concatenate(parts))
+                merged[path] = _sorted_unique(np.concatenate([merged.get(path, np.zeros(0, np.int64)), *parts]))
             blobs = [(p, pa.array(v, pa.int64())) for p, v in sorted(merged.items())]
             data = encode_puffin(blobs)
             added.append(self._write_vectors(bk, data, sum(len(v) for v in merged.values()), schema))
@@ -220,11 +241,15 @@ class _Planner:
         data = ents.data_files(here)
         vectors = load_vectors(self.io, ents.vector_files(here))
         found = _Found(ents.paths(data), [], [], [], [])
+        in_range = _in_ranges(data, probe.keys, schema, self.store)
         for i, path in enumerate(found.paths):
+            mine = probe if in_range is None else probe.within(in_range[i])
+            if len(mine.hashes) == 0:  # no probed key inside the file's key range: its keys are never read
+                continue
             index = _index(self.io, self.store, data.slice(i, 1), schema, extra)
-            pos, rows = match(index, probe)
+            pos, rows = match(index, mine)
             if len(pos) and path in vectors:
-                live_rows = ~np.isin(pos, deleted_positions(self.io, vectors[path]))
+                live_rows = ~_member(pos, deleted_positions(self.io, vectors[path]))
                 pos, rows = pos[live_rows], rows[live_rows]
             if not len(pos):
                 continue
@@ -234,6 +259,31 @@ class _Planner:
             if extra and index.extra is not None:
                 found.extra.append(index.extra.column(extra[0]).take(pa.array(pos)))
         return found
+
+
+def _in_ranges(data: pa.Table, keys: pa.Table, schema: TableSchema, store: MetaStore) -> list[np.ndarray] | None:
+    """Per data file of ``data``, which rows of ``keys`` lie inside the file's key range (each key column between
+    the file's min and max; an unknown bound rules nothing out). A bucket's compacted files hold disjoint key
+    ranges, so each key is looked up in one file. None when no key column has statistics."""
+    if data.num_rows == 0 or keys.num_rows == 0:
+        return None
+    masks = [np.ones(keys.num_rows, dtype=bool) for _ in range(data.num_rows)]
+    pruned = False
+    for name in schema.bucket_keys:
+        bounds = column_bounds(data, name, schema, store.schema)
+        if bounds is None:
+            continue
+        lo, hi, _ = bounds
+        column = keys.column(name)
+        for i in range(data.num_rows):
+            low, high = lo[i], hi[i]
+            if low.is_valid:
+                masks[i] &= pc.fill_null(pc.greater_equal(column, low), True).to_numpy(zero_copy_only=False)
+                pruned = True
+            if high.is_valid:
+                masks[i] &= pc.fill_null(pc.less_equal(column, high), True).to_numpy(zero_copy_only=False)
+                pruned = True
+    return masks if pruned else None
 
 
 @dataclass
@@ -305,13 +355,20 @@ class UpsertPlanner(_Planner):
             incoming = pa.concat_tables(rows).combine_chunks()
             order = pa.array(np.arange(incoming.num_rows, dtype=np.int64))
             incoming = incoming.append_column(_ORDER, order)
-            winners = dedup_keys(incoming, schema.primary_keys, seq)
-            lost = np.setdiff1d(order.to_numpy(), winners.column(_ORDER).to_numpy())
-            if len(lost):
-                self._mark_rows(mark, incoming.take(pa.array(lost)), new_paths)
+            probe = probe_of(incoming, schema.primary_keys)
+            if len(probe.hashes) > 1 and bool(np.any(probe.hashes[1:] == probe.hashes[:-1])):
+                winners = dedup_keys(incoming, schema.primary_keys, seq)  # some key twice (or a hash collision)
+                won = np.zeros(incoming.num_rows, dtype=bool)
+                won[winners.column(_ORDER).to_numpy()] = True
+                lost = np.nonzero(~won)[0]
+                if len(lost):
+                    self._mark_rows(mark, incoming.take(pa.array(lost)), new_paths)
+                probe = probe_of(winners, schema.primary_keys)
+            else:
+                winners = incoming  # every key once: each new row wins among the new ones
             if live is None:
                 continue
-            found = self._find(live, bk, probe_of(winners, schema.primary_keys), schema, extra)
+            found = self._find(live, bk, probe, schema, extra)
             matched = found.table()
             if matched.num_rows == 0:
                 continue
@@ -335,7 +392,7 @@ class UpsertPlanner(_Planner):
     def _mark_rows(mark: _Marks, rows: pa.Table, paths: list[str]) -> None:
         files = rows.column(_FILE).to_numpy()
         pos = rows.column(_POS).to_numpy()
-        for i in np.unique(files):
+        for i in np.flatnonzero(np.bincount(files)):
             mark.add(paths[int(i)], pos[files == i])
 
 
@@ -407,7 +464,7 @@ class DeleteWherePlanner(_Planner):
             numbered = rows.append_column(_POS, pa.array(np.arange(rows.num_rows, dtype=np.int64)))
             where = numbered.filter(self.filter).column(_POS).to_numpy()
             if path in vectors and len(where):
-                where = np.setdiff1d(where, deleted_positions(self.io, vectors[path]))
+                where = where[~_member(where, deleted_positions(self.io, vectors[path]))]
             if len(where):
                 marks.setdefault(bk, _Marks({})).add(path, where)
                 self.deleted += len(where)
