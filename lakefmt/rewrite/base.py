@@ -9,7 +9,8 @@ it, as commit kinds are of :mod:`lakefmt.commit.producer`; the parts here are wh
   (``Table.rewrite_target()``) so that no module below the table takes a ``Table``;
 * :func:`read_checked`: the rows of the files being replaced, each batch tagged with its file, every file's rows
   counted against its manifest entry (a file replaced behind the table's back is refused with
-  :class:`CorruptMetadataError`, since a rewrite of it would change what the metadata says the table holds);
+  :class:`CorruptMetadataError`, since a rewrite of it would change what the metadata says the table holds), and
+  masked by the files' deletion vectors when given (:func:`load_group_vectors`: format version 3);
 * :func:`publish`: one rewrite snapshot of a producer's kind, the written files deleted when the commit is known
   not to have landed and never otherwise;
 * :func:`compacted_away`: whether only compactions removed the files a rewrite lost (a compaction never fails a

@@ -208,6 +208,31 @@ def test_merge_on_read_compaction_rewrites_files_with_many_deleted_rows_and_keep
     assert t.compact(min_files=10).snapshot is None  # the rest deletes too little to be worth it
 
 
+@pytest.mark.parametrize("sort_by", [None, "v"])
+def test_vectors_mask_files_read_in_many_batches_and_a_wholly_deleted_file_goes(
+    tmp_path: Any, sort_by: str | None
+) -> None:
+    t = lakefmt.create_table(
+        str(tmp_path / "t"),
+        PLAIN,
+        partition_by=["p"],
+        options={**NOSYNC, "write.delete.mode": "merge-on-read", "write.row-group-rows": "64"},
+    )
+    for lo, hi in ((0, 500), (500, 1000), (1000, 1100)):
+        ids = range(lo, hi)
+        t.append(pa.table({"id": ids, "p": ["a"] * len(ids), "v": [f"{i:05}" for i in ids]}, schema=PLAIN))
+    t.delete(pc.field("id").isin([i for i in range(1100) if i % 7 == 0]))  # rows in every batch of every file
+    t.delete(pc.field("id") >= 1000)  # the whole third file
+    want = sorted(i for i in range(1000) if i % 7)
+    report = t.compact(min_files=3, sort_by=sort_by)
+    assert report.snapshot is not None and report.rewritten_files == 3 and report.rows == len(want)
+    assert report.purged_rows == 1100 - len(want)
+    assert sorted(t.to_arrow().column("id").to_pylist()) == want
+    assert ents.vector_files(live(t)).num_rows == 0
+    snap = t.latest_snapshot()
+    assert snap is not None and snap.total_record_count == len(want)
+
+
 # -- automatic compaction ----------------------------------------------------------------------------------------
 def test_automatic_compaction_keeps_buckets_under_the_trigger(tmp_path: Any) -> None:
     t = keyed(str(tmp_path / "t"), **{"compaction.auto": "true", "num-sorted-run.compaction-trigger": "3"})
