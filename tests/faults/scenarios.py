@@ -4,7 +4,8 @@ it applied exactly once.
 Each scenario builds a small table with a known history (every snapshot's rows are modelled here, by hand,
 not read back from lakefmt), then names one operation: an append commit, a partition overwrite, a commit that
 triggers a full manifest merge, expire, orphan-clean, a one-off ``Table.append``, a compaction, an append that
-compacts automatically after it, or a row-level delete. A commit runs the way a
+compacts automatically after it, or a row-level delete; on a key table (rows ``(id, dt, v)``, primary key
+``(id, dt)``) a job's upsert commit, a one-off ``Table.upsert``, a delete by key or by filter. A commit runs the way a
 job does: writer tasks write data files and per-task manifests, then one committer publishes them under a
 stable commit user and identifier; recovery runs the whole job again (new files, same rows, same user and
 identifier) on a table opened anew, and discards the replay's files when dedup says the first attempt had
@@ -35,21 +36,42 @@ from lakefmt.spec import layout
 
 from .faultio import FaultIO, FaultPlan
 
-__all__ = ["SCENARIOS", "SCHEMA", "USER", "Commit", "Model", "Scenario", "copy_table", "faulty_table", "rows_of"]
+__all__ = [
+    "KEY_SCHEMA",
+    "SCENARIOS",
+    "SCHEMA",
+    "USER",
+    "Commit",
+    "Model",
+    "Scenario",
+    "copy_table",
+    "faulty_table",
+    "rows_of",
+]
 
 SCHEMA = pa.schema([("id", pa.int64()), ("dt", pa.string())])
+#: the key tables' rows: primary key (id, dt), partitioned by dt; v tells the versions of a key apart
+KEY_SCHEMA = pa.schema([("id", pa.int64()), ("dt", pa.string()), ("v", pa.int64())])
 USER = "job"  #: the commit user of every committer step (a streaming query, say)
 
-Row = tuple[int, str | None]
+Row = tuple[Any, ...]  #: (id, dt), or (id, dt, v) on a key table
 Task = Sequence[Row]
 
 
 def table_of(rows: Sequence[Row]) -> pa.Table:
+    if any(len(r) == 3 for r in rows):
+        return pa.table({c: [r[i] for r in rows] for i, c in enumerate(KEY_SCHEMA.names)}, schema=KEY_SCHEMA)
     return pa.table({"id": [r[0] for r in rows], "dt": [r[1] for r in rows]}, schema=SCHEMA)
 
 
 def rows_of(table: pa.Table) -> Counter[Row]:
-    return Counter(zip(table.column("id").to_pylist(), table.column("dt").to_pylist(), strict=True))
+    columns = [c for c in KEY_SCHEMA.names if c in table.column_names]  # (id, dt), and v on a key table
+    return Counter(zip(*(table.column(c).to_pylist() for c in columns), strict=True))
+
+
+def upserted(rows: Sequence[Row]) -> list[Row]:
+    """What survives of ``rows`` written together to a key table: the last row of each key ``(id, dt)``."""
+    return list({r[:2]: r for r in rows}.values())
 
 
 def write_tasks(table: lakefmt.Table, tasks: Sequence[Task]) -> list[lakefmt.CommitMessage]:
@@ -72,9 +94,11 @@ def write_tasks(table: lakefmt.Table, tasks: Sequence[Task]) -> list[lakefmt.Com
 
 @dataclass
 class Model:
-    """Rows of every retained snapshot (id -> multiset)."""
+    """Rows of every retained snapshot (id -> multiset). ``keyed``: the table has the primary key ``(id, dt)``, so
+    a write replaces the live row of each of its keys."""
 
     snapshots: dict[int, Counter[Row]] = field(default_factory=dict)
+    keyed: bool = False
 
     @property
     def latest(self) -> int:
@@ -85,6 +109,14 @@ class Model:
 
     def commit(self, rows: Counter[Row]) -> None:
         self.snapshots[self.latest + 1] = rows
+
+    def written(self, rows: Counter[Row], new: Sequence[Row]) -> Counter[Row]:
+        """``rows`` after writing ``new`` (in order): added, or on a key table upserted (each key's last row)."""
+        if not self.keyed:
+            return rows + Counter(new)
+        live = {r[:2]: r for r in rows.elements()}
+        live.update((r[:2], r) for r in new)
+        return Counter(live.values())
 
     def expire(self, retain_max: int) -> None:
         for sid in sorted(self.snapshots)[:-retain_max]:
@@ -123,13 +155,13 @@ class Commit:
         return "committed"
 
     def apply(self, model: Model) -> None:
-        new: Counter[Row] = Counter(r for task in self.tasks for r in task)
+        new = [r for task in self.tasks for r in task]  # on a key table: of two rows of a key, the later task's
         rows = model.rows()
         if self.overwrite == {}:
             rows = Counter()
         elif self.overwrite is not None:
             rows = Counter({r: n for r, n in rows.items() if r[1] != self.overwrite["dt"]})
-        model.commit(rows + new)
+        model.commit(model.written(rows, new))
 
 
 @dataclass(frozen=True)
@@ -140,7 +172,7 @@ class OneOffAppend:
         return table.append(table_of(self.rows))
 
     def apply(self, model: Model) -> None:
-        model.commit(model.rows() + Counter(self.rows))
+        model.commit(model.written(model.rows(), self.rows))
 
 
 @dataclass(frozen=True)
@@ -167,7 +199,7 @@ class OneOffAppendOp:
 
     def find_rows(self, table: lakefmt.Table) -> bool:
         """What a caller finds by reading the latest snapshot: all of its rows (landed) or none of them."""
-        mine = Counter(self.rows)
+        mine = Counter(self.mine())
         found = Counter({r: n for r, n in rows_of(table.to_arrow()).items() if r in mine})
         if found and found != mine:
             raise AssertionError(f"a torn one-off append: the table holds {dict(found)} of {dict(mine)}")
@@ -183,9 +215,27 @@ class OneOffAppendOp:
         table.append(table_of(self.rows))
         return f"not landed{how}; appended again"
 
+    def mine(self) -> Sequence[Row]:
+        """The rows the table holds once the append landed."""
+        return self.rows
+
     def apply(self, model: Model) -> None:
-        model.commit(model.rows() + Counter(self.rows))
+        model.commit(model.written(model.rows(), self.rows))
         model.expire(self.retain_max)
+
+
+@dataclass(frozen=True)
+class OneOffUpsertOp(OneOffAppendOp):
+    """``Table.upsert`` on a key table: as a one-off append (no commit user), but what landed is the last row of
+    each of its keys, each replacing its key's live row. Its rows carry values ``v`` no other write has, so the
+    caller that does not know whether it landed finds all of its surviving rows in the table, or none; it upserts
+    them again only if none (``append`` on a key table upserts)."""
+
+    def run(self, table: lakefmt.Table) -> Any:
+        return table.upsert(table_of(self.rows))
+
+    def mine(self) -> Sequence[Row]:
+        return upserted(self.rows)
 
 
 @dataclass(frozen=True)
@@ -308,6 +358,28 @@ class Delete:
 
 
 @dataclass(frozen=True)
+class DeleteKeys:
+    """``Table.delete_keys`` on a key table: the live rows of ``keys`` (each has one) marked in deletion vectors,
+    one snapshot (kind OVERWRITE, ``lakefmt.operation=delete``). No commit user, but idempotent: recovery runs it
+    again, which finds no live row of its keys once it landed (it returns None)."""
+
+    keys: tuple[tuple[int, str], ...]
+
+    def run(self, table: lakefmt.Table) -> Any:
+        return table.delete_keys(pa.table({"id": [k[0] for k in self.keys], "dt": [k[1] for k in self.keys]}))
+
+    def recover(self, table: lakefmt.Table, landed: bool | None) -> str:
+        return APPLIED if self.run(table) is not None else ALREADY_APPLIED
+
+    def apply(self, model: Model) -> None:
+        model.commit(Counter({r: n for r, n in model.rows().items() if r[:2] not in self.keys}))
+
+    def check_table(self, table: lakefmt.Table) -> None:
+        snap = table.snapshots()[-1]
+        assert snap.commit_kind is lakefmt.CommitKind.OVERWRITE and snap.properties.get("lakefmt.operation") == "delete"
+
+
+@dataclass(frozen=True)
 class Garbage:
     """What failed and abandoned work leaves behind: a writer task whose commit never came, the temp file of
     an interrupted local publish, the manifest lists of a commit that lost its last retry."""
@@ -388,7 +460,7 @@ class SchemaChange:
 
 
 Step = Commit | OneOffAppend | Expire | OrphanClean | Garbage
-Operation = Commit | OneOffAppendOp | Expire | OrphanClean | Compact | Delete | Restore | SchemaChange
+Operation = Commit | OneOffAppendOp | Expire | OrphanClean | Compact | Delete | DeleteKeys | Restore | SchemaChange
 
 
 @dataclass(frozen=True)
@@ -397,9 +469,11 @@ class Scenario:
     history: tuple[Step, ...]
     operation: Operation
     options: dict[str, str] = field(default_factory=dict)
+    #: a key table: rows (id, dt, v) with this primary key; every write upserts
+    primary_key: tuple[str, ...] = ()
 
     def model_before(self) -> Model:
-        model = Model()
+        model = Model(keyed=bool(self.primary_key))
         for step in self.history:
             step.apply(model)
         return model
@@ -415,7 +489,12 @@ class Scenario:
 
     def build(self, uri: str, storage_options: dict[str, Any]) -> None:
         table = lakefmt.create_table(
-            uri, SCHEMA, partition_by=["dt"], options=self.options, storage_options=storage_options
+            uri,
+            KEY_SCHEMA if self.primary_key else SCHEMA,
+            partition_by=["dt"],
+            options=self.options,
+            storage_options=storage_options,
+            primary_key=list(self.primary_key) or None,
         )
         for step in self.history:
             step.run(table)
@@ -488,6 +567,43 @@ SCENARIOS: dict[str, Scenario] = {
 # 3's files and adds dt=b {2, 3} again (its base must drop that path's ADD and DELETE)
 SCENARIOS.update({s.name: s for s in (Scenario("restore", H1, Restore(1)),)})
 SCENARIOS.update({s.name: s for s in (Scenario("schema-change", H1, SchemaChange()),)})
+
+# -- key tables (primary key (id, dt), two buckets): every write upserts, deletes mark deletion vectors ------------
+# the job's two tasks both hold key (0, a): the second task's row wins; (2, b) is replaced twice
+HK: tuple[Step, ...] = (
+    OneOffAppend(((0, "a", 0), (1, "a", 0), (2, "b", 0), (3, "b", 0), (4, "c", 0))),
+    Commit(1, (((0, "a", 1), (10, "a", 1), (2, "b", 1)), ((11, "c", 1), (0, "a", 2)))),
+    OneOffAppend(((2, "b", 3), (12, "b", 3))),
+)
+KEY = ("id", "dt")
+SCENARIOS.update(
+    {
+        s.name: s
+        for s in (
+            # a job's upsert: old rows of (1, a), (2, b), (11, c) marked; (1, a) in both tasks, the later wins
+            Scenario(
+                "key-upsert-commit",
+                HK,
+                Commit(2, (((1, "a", 4), (2, "b", 4), (11, "c", 4)), ((1, "a", 5), (13, "d", 5)))),
+                {"bucket": "2"},
+                KEY,
+            ),
+            # a one-off upsert (its key (3, b) twice: the last wins), then expiration after the commit
+            Scenario(
+                "key-upsert",
+                HK,
+                OneOffUpsertOp(((3, "b", 6), (14, "a", 6), (3, "b", 7), (0, "a", 7)), retain_max=3),
+                {"bucket": "2", "snapshot.num-retained.min": "1", "snapshot.num-retained.max": "3"},
+                KEY,
+            ),
+            Scenario("key-delete-keys", HK, DeleteKeys(((0, "a"), (2, "b"), (11, "c"))), {"bucket": "2"}, KEY),
+            # by filter: partition c's rows and key 1's row marked in vectors, no data file rewritten
+            Scenario("key-delete", HK, Delete("c", 1), {"bucket": "2"}, KEY),
+        )
+    }
+)
+#: the scenarios the matrix runs at chosen crash points on local disk too (every k with LAKEFMT_FULL_FAULTS=1)
+SAMPLED = {name for name in SCENARIOS if name.startswith("key-")}
 
 
 # -- storage helpers ---------------------------------------------------------------------------------------
