@@ -4,15 +4,20 @@ snapshot expiration when the table's options ask for it (``snapshot.num-retained
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import datetime
 import functools
 import logging
 from collections.abc import Callable
 
+import pyarrow as pa
+
+from lakefmt.errors import LakefmtError
 from lakefmt.maintenance import background as background_compaction
 from lakefmt.maintenance.compact import auto_compact, auto_compact_after
-from lakefmt.rewrite.base import Targetable, as_target
+from lakefmt.meta import entries as ents
+from lakefmt.rewrite.base import RewriteTarget, Targetable, as_target
 from lakefmt.spec import CommitKind, Snapshot
 
 __all__ = ["after_commit"]
@@ -35,10 +40,16 @@ def after_commit(
     an error is logged, a failed compaction is retried after the next commit, a failed expiration by the next
     commit or by ``lakefmt expire``; an interrupt propagates."""
     target = as_target(table)
-    options = target.schema().table_options
-    auto = compact and options.compaction_auto and not options.write_only
+    schema = target.schema()
+    options = schema.table_options
+    # a key table compacts as it is written unless told not to (Paimon's default): its reads stay one sorted run
+    # and a few newer files per bucket
+    wanted = options.compaction_auto or (schema.has_primary_key and "compaction.auto" not in schema.options)
+    auto = compact and wanted and not options.write_only
     if auto and snap.commit_kind is not CommitKind.COMPACT:
         in_background = options.compaction_async if background is None else background
+        if in_background and schema.has_primary_key and _bucket_backlog(target, snap) >= options.stop_trigger:
+            in_background = False  # num-sorted-run.stop-trigger: the writer waits for its buckets' compaction
         if in_background:
             background_compaction.submit(
                 target.store, snap, functools.partial(auto_compact_after, table), options.compaction_max_file_num
@@ -58,3 +69,25 @@ def after_commit(
             if options.snapshot_time_retained_ms is None
             else datetime.timedelta(milliseconds=options.snapshot_time_retained_ms),
         )
+
+
+def _bucket_backlog(target: RewriteTarget, snap: Snapshot) -> int:
+    """The most data files any partition and bucket that ``snap`` added files to holds in it (0 when unsure)."""
+    store = target.store
+    try:
+        parts = [store.manifest(m.file_name) for m in store.manifest_list(snap.delta_manifest_list)]
+        if not parts:
+            return 0
+        added = ents.data_files(ents.adds(ents.concat_entries(parts)))
+        live = ents.data_files(ents.live_entries(store, snap))
+    except (LakefmtError, OSError):
+        return 0
+
+    def keys(entries: pa.Table) -> list[str]:
+        part = entries.column(ents.PARTITION).to_pylist() if ents.PARTITION in entries.column_names else None
+        buckets = entries.column(ents.BUCKET).to_pylist() if ents.BUCKET in entries.column_names else None
+        return [repr((part[i] if part else None, buckets[i] if buckets else 0)) for i in range(entries.num_rows)]
+
+    touched = set(keys(added))
+    counts = collections.Counter(k for k in keys(live) if k in touched)
+    return max(counts.values(), default=0)

@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
@@ -16,6 +17,7 @@ import pyarrow.fs as pafs
 
 from lakefmt.binpack import pack
 from lakefmt.errors import (
+    CorruptMetadataError,
     DeletionVectorsError,
     InvalidOptionError,
     SchemaMismatchError,
@@ -32,7 +34,7 @@ from lakefmt.read.bounds import SchemaLookup
 from lakefmt.read.evolve import dataset_for, read_evolved, runs
 from lakefmt.read.files import read_entries
 from lakefmt.read.incremental import through_compactions
-from lakefmt.read.masks import Vector, deleted_count, load_vectors
+from lakefmt.read.masks import Vector, deleted_count, deleted_positions, keep_mask, load_vectors
 from lakefmt.read.plan import live_entries, prune_entries
 from lakefmt.spec import Snapshot, TableSchema
 from lakefmt.spec.filters import check_filter, evaluating, pushdown_safe, referenced_columns
@@ -449,10 +451,11 @@ class Scan:
     def _table(self) -> pa.Table:
         names = self.schema.arrow_schema.names if self.columns is None else self.columns
         if self.vectors():
+            if not self._mapped():
+                return self._masked_whole()
             out = pa.schema([self.schema.arrow_schema.field(c) for c in names])
             return pa.Table.from_batches(list(self._masked_parallel()), schema=out)
         if self._mapped():
-            names = self.schema.arrow_schema.names if self.columns is None else self.columns
             out = pa.schema([self.schema.arrow_schema.field(c) for c in names])
             return pa.Table.from_batches(list(self._mapped_batches(whole=True)), schema=out)
         if self.pushdown_safe():
@@ -482,6 +485,32 @@ class Scan:
         """The rows of :meth:`to_arrow` as a pandas ``DataFrame`` (``kwargs`` go to
         ``pyarrow.Table.to_pandas``). Needs ``lakefmt[pandas]``."""
         return engines.to_pandas(self, **kwargs)
+
+    def _masked_whole(self) -> pa.Table:
+        """:meth:`to_arrow` of files all read by name: pyarrow's threaded scan of every planned file (in file
+        order, the filter not pushed down), one mask over the whole table (each file's rows sit at its offset, from
+        the entries' row counts), then the filter and the projection."""
+        entries = self.entries()
+        counts = np.asarray(entries.column(ents.ROW_COUNT).to_numpy(zero_copy_only=False), dtype=np.int64)
+        table = self._files_dataset().to_table(columns=self.columns_to_read())
+        total = int(counts.sum())
+        if table.num_rows != total:
+            raise CorruptMetadataError(
+                f"the planned data files of snapshot {self.snapshot.id if self.snapshot else '-'} hold "
+                f"{table.num_rows} rows, their manifest entries say {total}"
+            )
+        keep = np.ones(total, dtype=bool)
+        offsets = np.concatenate([[0], np.cumsum(counts)[:-1]])
+        vectors = self.vectors()
+        for path, offset, count in zip(ents.paths(entries), offsets.tolist(), counts.tolist(), strict=True):
+            vector = vectors.get(path)
+            if vector is not None:
+                positions = deleted_positions(self._io, vector)
+                keep[offset : offset + count] = keep_mask(count, positions, path).to_numpy(zero_copy_only=False)
+        kept = table.filter(pa.array(keep))
+        if self.filter is not None:
+            kept = kept.filter(self.filter)
+        return kept if self.columns is None else kept.select(self.columns)
 
     def _masked_parallel(self) -> Iterator[pa.RecordBatch]:
         """:meth:`_masked`, files read by a few threads at once (in order): what :meth:`to_arrow` reads."""

@@ -82,6 +82,8 @@ def rewrite_group(
     table = as_target(table)
     schema = table.schema()
     columns = check_sort_by(schema, sort_by)
+    if not columns and schema.has_primary_key:  # a key table's bucket becomes one sorted run: disjoint key ranges
+        columns = tuple(schema.primary_keys)
     batches = _rows(table, group, schema)
     newest = newest_creation(group.entries)
     if not columns:  # one output: the group is at most the target in input bytes

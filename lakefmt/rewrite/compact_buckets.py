@@ -122,10 +122,17 @@ def plan_bucket(files: Files, min_files: int, max_files: int, tiered: bool) -> l
     if not tiered or n >= max_files:
         picked = order
     else:
-        k = tier([files.live(i) for i in order], 2)
-        k = min(n, max(k, n - min_files + 2))
-        chosen = heavy | set(order[n - k :])
-        picked = [i for i in order if i in chosen]
+        # the oldest run (the files of the bucket's last full merge, which share its creation time) and the newer
+        # files: the newer ones become one run; all merge into one once they hold half as many rows as the oldest
+        # (write amplification stays ~ log, reads see at most the trigger's number of runs)
+        oldest = files.order[order[0]][0]
+        base = [i for i in order if files.order[i][0] == oldest]
+        newer = [i for i in order if files.order[i][0] != oldest]
+        if len(newer) < 2 or 2 * sum(files.live(i) for i in newer) >= sum(files.live(i) for i in base):
+            picked = order
+        else:
+            chosen = heavy | set(newer)
+            picked = [i for i in order if i in chosen]
     if len(picked) < 2 and not heavy.intersection(picked):
         return []
     return [[files.rows[i] for i in picked]]

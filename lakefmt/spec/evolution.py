@@ -438,6 +438,14 @@ class SchemaEditor:
                 )
             if f.nullable:
                 raise SchemaEvolutionError(f"primary key column {key!r} cannot become nullable")
+        seq = self.base.table_options.sequence_field
+        if seq is not None and seq in self.base.column_ids and (
+            seq not in by_name or (new_ids and new_ids.get(seq) != self.base.column_ids[seq])
+        ):
+            raise SchemaEvolutionError(
+                f"column {seq!r} is the table's sequence.field, which orders the versions of a key: it cannot be "
+                "dropped or renamed"
+            )
 
 
 def _show(path: Path) -> str:

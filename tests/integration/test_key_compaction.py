@@ -36,8 +36,9 @@ Model = dict[tuple[str, int], int]
 
 
 def keyed(where: Any, **options: str) -> lakefmt.Table:
-    """A key table (key p, k; partitioned by p; 2 buckets) on a storage fixture or at a local path."""
-    opts = {**NOSYNC, "bucket": "2", **options}
+    """A key table (key p, k; partitioned by p; 2 buckets) on a storage fixture or at a local path; it compacts
+    only when asked (a key table compacts automatically by default) unless ``options`` say otherwise."""
+    opts = {**NOSYNC, "bucket": "2", "compaction.auto": "false", **options}
     if isinstance(where, str):
         return lakefmt.create_table(where, KEYED, partition_by=["p"], options=opts, primary_key=["p", "k"])
     table: lakefmt.Table = create_table_in(where, KEYED, partition_by=["p"], options=opts, primary_key=["p", "k"])
