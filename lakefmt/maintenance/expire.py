@@ -211,7 +211,7 @@ def plan_expiration(
         sizes[s.base_manifest_list] = s.base_manifest_list_size
         sizes[s.delta_manifest_list] = s.delta_manifest_list_size
     deletions = (
-        [PlannedDeletion(FileClass.DATA, p, sizes.get(p, 0)) for p in sorted(deletable)]
+        [PlannedDeletion(_file_class(p), p, sizes.get(p, 0)) for p in sorted(deletable)]
         + [PlannedDeletion(FileClass.MANIFEST, layout.manifest_path(n), sizes.get(n, 0)) for n in sorted(manifests)]
         + [
             PlannedDeletion(FileClass.MANIFEST_LIST, layout.manifest_list_path(n), sizes.get(n, 0))
@@ -301,3 +301,8 @@ def _expire(
             progress(done, len(plan.deletions), path)
     if not dry_run:
         store.write_hint(layout.EARLIEST, earliest)
+
+
+def _file_class(path: str) -> FileClass:
+    """A file an expired snapshot removed: a data file, or a deletion-vector file (format version 3)."""
+    return FileClass.DELETION_VECTORS if path.endswith(".puffin") else FileClass.DATA

@@ -21,6 +21,7 @@ class FileClass(enum.Enum):
     MANIFEST_LIST = "manifest_lists"
     MANIFEST = "manifests"
     DATA = "data_files"
+    DELETION_VECTORS = "deletion_vector_files"
     CONSUMER = "consumers"
     TAG = "tags"
     TEMP = "temp_files"
@@ -42,6 +43,8 @@ def classify(rel_path: str) -> FileClass:
         return FileClass.MANIFEST_LIST if name.startswith("manifest-list-") else FileClass.MANIFEST
     if name.endswith(".parquet"):
         return FileClass.DATA
+    if name.endswith(".puffin"):
+        return FileClass.DELETION_VECTORS
     return FileClass.OTHER
 
 

@@ -732,3 +732,12 @@ def test_library_functions_report_progress(store: Any) -> None:
     assert report.total_files > 0
     assert sorted(c[2] for c in calls) == report.paths
     _assert_exactly_referenced(t)
+
+
+def test_deletion_vector_files_are_reported_as_such() -> None:
+    """A key table's Puffin files of deletion vectors are a kind of their own in maintenance reports."""
+    from lakefmt.maintenance.report import classify
+
+    assert classify("dt=x/bucket-0/dv-0a1b-0.puffin") is FileClass.DELETION_VECTORS
+    assert classify("dt=x/bucket-0/data-0a1b-0.parquet") is FileClass.DATA
+    assert FileClass.DELETION_VECTORS.value == "deletion_vector_files"
