@@ -1,6 +1,7 @@
 """Model-based test of key tables: hypothesis drives random sequences of upserts (``Table.upsert``, ``append``, and a
 job's committer with several writer tasks; keys repeat within a call and across calls, with and without
-``sequence.field``, null values included), replays of a landed job commit, deletes by key (some keys without a
+``sequence.field``, null values included), replays of a landed job commit, overwrites (of the table, a partition,
+the partitions written), deletes by key (some keys without a
 live row) and by filter, compactions, expiration, tags (read by ``scan(tag=)``, also after their snapshot expired),
 restores of retained snapshots and reopening the table. After every step the table equals a plain dict of key ->
 (value, sequence) per retained snapshot: the latest rows, at most one live row per key, the snapshot's record
@@ -104,15 +105,21 @@ class KeyTableMachine(RuleBasedStateMachine):
     def latest(self) -> State:
         return self.snapshots[max(self.snapshots)] if self.snapshots else {}
 
-    def upserted(self, rows: list[tuple[int, str, int, int | None]]) -> State:
-        """The latest state after upserting ``rows`` (in order): per key the last row, or with a sequence field
-        the largest value (ties: the last); against the live row the same rule, a tie to the new row."""
-        state = dict(self.latest)
+    def settled(self, rows: list[tuple[int, str, int, int | None]]) -> State:
+        """``rows`` written together (in order), one per key: the last, or with a sequence field the largest value
+        (ties: the last)."""
         batch: State = {}
         for k, dt, v, ts in rows:
             old = batch.get((k, dt))
             if old is None or not self.sequenced or _order(ts) >= _order(old[1]):
                 batch[(k, dt)] = (v, ts)
+        return batch
+
+    def upserted(self, rows: list[tuple[int, str, int, int | None]]) -> State:
+        """The latest state after upserting ``rows``: :meth:`settled`, then against the live row the same rule, a
+        tie to the new row."""
+        state = dict(self.latest)
+        batch = self.settled(rows)
         for key, (v, ts) in batch.items():
             live = state.get(key)
             if live is None or not self.sequenced or _order(ts) >= _order(live[1]):
@@ -120,11 +127,17 @@ class KeyTableMachine(RuleBasedStateMachine):
         return state
 
     def landed_snapshot(self, snap: lakefmt.Snapshot | None, state: State) -> None:
+        """A write returned ``snap``: a new snapshot (the next id) with ``state``, or None (nothing changed). A key
+        table compacts its buckets after commits: COMPACT snapshots may follow, with the same rows."""
         if snap is None:
             assert state == self.latest, "a commit that changes the table created no snapshot"
             return
         assert snap.id == max(self.snapshots, default=0) + 1
         self.snapshots[snap.id] = state
+        latest = self.table.latest_snapshot()
+        for sid in range(snap.id + 1, (latest.id if latest else 0) + 1):
+            assert self.table.snapshot(sid).commit_kind is lakefmt.CommitKind.COMPACT, f"snapshot {sid}"
+            self.snapshots[sid] = dict(state)
 
     def with_values(self, rows: list[Row]) -> list[tuple[int, str, int, int | None]]:
         out = [(k, dt, self.next_v + i, ts) for i, (k, dt, ts) in enumerate(rows)]
@@ -157,6 +170,30 @@ class KeyTableMachine(RuleBasedStateMachine):
         assert snap is not None
         self.landed_snapshot(snap, expected)
         self.landed = (self.identifier, [r for part in parts for r in part])
+
+    @rule(
+        rows=st.lists(
+            st.tuples(st.integers(0, 7), st.sampled_from(PARTS), st.one_of(st.none(), st.integers(0, 4))),
+            max_size=6,
+        ),
+        scope=st.sampled_from(["table", "partition", "dynamic"]),
+        dt=st.sampled_from(PARTS),
+    )
+    def overwrite(self, rows: list[Row], scope: str, dt: str) -> None:
+        """An overwrite of the whole table, of one partition, or of the partitions written: the scope's rows are
+        replaced by the new rows, settled among themselves (two rows of a key: as within an upsert)."""
+        if scope == "partition":
+            rows = [(k, dt, ts) for k, _, ts in rows]
+        full = self.with_values(rows)
+        batch = self.settled(full)
+        gone = {r[1] for r in full} if scope == "dynamic" else {dt} if scope == "partition" else set(PARTS)
+        expected = {key: r for key, r in self.latest.items() if key[1] not in gone}
+        expected.update(batch)
+        if scope == "partition":
+            snap = self.table.overwrite(as_table(full), partition={"dt": dt})
+        else:
+            snap = self.table.overwrite(as_table(full), dynamic=scope == "dynamic")
+        self.landed_snapshot(snap, expected)
 
     @precondition(lambda self: self.landed is not None)
     @rule()
@@ -285,8 +322,8 @@ class KeyTableMachine(RuleBasedStateMachine):
 
 
 KeyTableMachine.TestCase.settings = settings(
-    max_examples=EXAMPLES or 10,
-    stateful_step_count=40 if EXAMPLES else 25,
+    max_examples=EXAMPLES or 20,
+    stateful_step_count=40 if EXAMPLES else 30,
     deadline=None,
     derandomize=not EXAMPLES,
     suppress_health_check=[HealthCheck.too_slow],
