@@ -5,7 +5,8 @@ Each scenario builds a small table with a known history (every snapshot's rows a
 not read back from lakefmt), then names one operation: an append commit, a partition overwrite, a commit that
 triggers a full manifest merge, expire, orphan-clean, a one-off ``Table.append``, a compaction, an append that
 compacts automatically after it, or a row-level delete; on a key table (rows ``(id, dt, v)``, primary key
-``(id, dt)``) a job's upsert commit, a one-off ``Table.upsert``, a delete by key or by filter. A commit runs the way a
+``(id, dt)``) a job's upsert commit, a one-off ``Table.upsert``, a delete by key or by filter, a compaction, and
+an upsert commit its bucket compaction follows. A commit runs the way a
 job does: writer tasks write data files and per-task manifests, then one committer publishes them under a
 stable commit user and identifier; recovery runs the whole job again (new files, same rows, same user and
 identifier) on a table opened anew, and discards the replay's files when dedup says the first attempt had
@@ -599,6 +600,24 @@ SCENARIOS.update(
             Scenario("key-delete-keys", HK, DeleteKeys(((0, "a"), (2, "b"), (11, "c"))), {"bucket": "2"}, KEY),
             # by filter: partition c's rows and key 1's row marked in vectors, no data file rewritten
             Scenario("key-delete", HK, Delete("c", 1), {"bucket": "2"}, KEY),
+            # one bucket a partition, no automatic compaction: dt=a's five files (three with deleted rows) merged into
+            # one, deleted rows dropped; dt=b's three too (a file of it has most of its rows deleted)
+            Scenario(
+                "key-compact",
+                (*HK, Commit(2, (((1, "a", 4), (20, "a", 4)), ((0, "a", 5),)))),
+                Compact(4, "a"),
+                {"bucket": "1", "compaction.auto": "false"},
+                KEY,
+            ),
+            # the upsert brings dt=a and dt=b to four files, the sorted-run trigger: the automatic compaction of
+            # their buckets follows it as its own COMPACT snapshot
+            Scenario(
+                "key-auto-compact",
+                HK,
+                AutoCompactCommit(2, (((1, "a", 4), (20, "a", 4)), ((0, "a", 5), (3, "b", 5)))),
+                {"bucket": "1", "num-sorted-run.compaction-trigger": "4"},
+                KEY,
+            ),
         )
     }
 )

@@ -57,6 +57,7 @@ import lakefmt
 from lakefmt.errors import CommitStateUnknownError, LakefmtError, SnapshotNotFoundError
 from lakefmt.io import FileIO, file_io_for
 from lakefmt.maintenance import referenced_files
+from lakefmt.meta import entries
 from lakefmt.meta.store import MetaStore
 from lakefmt.spec import layout
 
@@ -530,3 +531,32 @@ def test_rewrite_scenarios_do_what_they_say(tmp_path: Any) -> None:
 def _built(path: Any, scenario: Scenario) -> str:
     scenario.build(str(path), {})
     return str(path)
+
+
+def test_key_scenarios_do_what_they_say(tmp_path: Any) -> None:
+    """The key tables' operations: the job's upsert marks old rows in new deletion-vector files (no data file
+    removed); the deletes add vectors and rewrite no data file; the compaction merges dt=a's and dt=b's buckets; the
+    upsert that reaches the sorted-run trigger is followed by its bucket compaction."""
+    for name in ("key-upsert-commit", "key-upsert", "key-delete-keys", "key-delete"):
+        scenario = SCENARIOS[name]
+        table = lakefmt.open_table(_built(tmp_path / name, scenario))
+        before = {f.path for f in table.files()}
+        scenario.run(table)
+        snap = table.latest_snapshot()
+        assert snap is not None and snap.commit_kind is not lakefmt.CommitKind.COMPACT, name
+        assert before <= {f.path for f in table.files()}, f"{name} removed a data file"
+        store = MetaStore(table.io)
+        metas = store.manifest_list(snap.delta_manifest_list)
+        delta = entries.concat_entries([store.manifest(m.file_name) for m in metas])
+        assert entries.vector_files(entries.adds(delta)).num_rows, f"{name} added no deletion-vector file"
+
+    compact = SCENARIOS["key-compact"]
+    table = lakefmt.open_table(_built(tmp_path / "key-compact", compact))
+    report = table.compact(min_files=4, dry_run=True)
+    assert report.partitions == [{"dt": "a"}, {"dt": "b"}], report.partitions
+
+    auto = SCENARIOS["key-auto-compact"]
+    table = lakefmt.open_table(_built(tmp_path / "key-auto", auto))
+    auto.run(table)
+    kinds = [s.commit_kind for s in table.snapshots()[-2:]]
+    assert kinds == [lakefmt.CommitKind.APPEND, lakefmt.CommitKind.COMPACT]

@@ -1,13 +1,14 @@
 """Faults in the reads of data files by a key table's writes: an upsert finds the live rows of its keys, and a delete
 by key or by filter the rows it marks, by reading the key (or filter) columns of the data files of the buckets they
-touch. Those reads go through the FileIO's pyarrow filesystem, which the crash matrix does not count; here it fails
-the n-th data file opened and every one after it (an ``OSError``, a ``KeyboardInterrupt``, or a botocore connection
-error, which is no ``OSError``) while the matrix's key-table operations run on a copy of their scenario's table:
+touch; a compaction reads its input files whole, their deletion vectors applied. Those reads go through the FileIO's
+pyarrow filesystem, which the crash matrix does not count; here it fails the n-th data file opened and every one
+after it (an ``OSError``, a ``KeyboardInterrupt``, or a botocore connection error, which is no ``OSError``) while
+the matrix's key-table operations run on a copy of their scenario's table:
 
 * the operation raises that error and commits nothing: the latest snapshot is the one before;
-* a one-off upsert, a delete by key and a delete by filter leave no file behind (the upsert deletes the data files
-  it wrote; no deletion-vector file was written yet); a job's commit leaves its writer tasks' files to the job (its
-  recovery, a replay, writes them anew; orphan-clean removes the first ones);
+* a one-off upsert, a delete by key, a delete by filter and a compaction leave no file behind (the upsert and the
+  compaction delete the data files they wrote; no deletion-vector file was written yet); a job's commit leaves its
+  writer tasks' files to the job (its recovery, a replay, writes them anew; orphan-clean removes the first ones);
 * recovery as in the matrix ends with exactly the modelled table, checked as the matrix checks it.
 """
 
@@ -29,7 +30,7 @@ from .scenarios import SCENARIOS, Commit
 from .test_crash_matrix import verify
 from .test_rewrite_read_faults import ERRORS, FailingReads
 
-NAMES = ("key-upsert-commit", "key-upsert", "key-delete-keys", "key-delete")
+NAMES = ("key-upsert-commit", "key-upsert", "key-delete-keys", "key-delete", "key-compact")
 
 
 @pytest.fixture(scope="module")
