@@ -1,18 +1,18 @@
 """Key tables under concurrent writers, in real processes and threads: upserts (``Table.upsert`` and a job's
-committer) and deletes by key of overlapping keys, racing for the same snapshot id, with a compactor beside them.
+committer) and deletes by key of overlapping keys, racing for the same snapshot id, with compactions beside them.
 
 * **Gated rounds.** Two racers, each round one operation each on the same few keys (an upsert, a job commit, or a
-  delete by key), held at a gate before their first publish until both are there: each round is a real race for
-  one snapshot id. The loser re-plans its deletion vectors on the winner's snapshot (a touched bucket changed)
-  and lands next. No operation may fail.
+  delete by key; or against a compaction of every bucket), held at a gate before their first publish until both are
+  there: each round is a real race for one snapshot id. The loser re-plans its deletion vectors on the winner's
+  snapshot (a touched bucket changed) and lands next (a compaction may give up). No write may fail.
 * **Free for all.** Three writers upsert and delete overlapping keys as fast as they can, a fourth compacts the
   table in a loop.
 
 Either way, every landed operation, applied to a dict in snapshot order, must give each snapshot's rows exactly:
 at most one live row per key, and each key's value the one the last landed upsert of it wrote (no upsert lost,
 none resurrected by a compaction, no delete undone); COMPACT snapshots (the compactor's, and the automatic ones a
-key table's writes run after their commits) change no row. Record counts match the
-live rows, and orphan-clean leaves only referenced files. ``LAKEFMT_FULL_FAULTS=1`` runs more rounds."""
+key table's writes run after their commits) change no row. Record counts match the live rows, and orphan-clean
+leaves only referenced files. ``LAKEFMT_FULL_FAULTS=1`` runs more rounds."""
 
 from __future__ import annotations
 
@@ -66,7 +66,7 @@ def as_table(rows: list[tuple[int, str, int]]) -> pa.Table:
 
 
 def apply(state: dict[Key, int], op: Op) -> dict[Key, int]:
-    kind, rows = op
+    kind, rows = op  # a compaction has no rows: it changes nothing
     state = dict(state)
     for k, dt, v in rows:
         if kind == "delete_keys":
@@ -84,6 +84,8 @@ def run_op(table: lakefmt.Table, committer: Any, op: Op, identifier: int) -> lak
         return table.append(as_table(rows))
     if kind == "delete_keys":
         return table.delete_keys(as_table(rows).select(["k", "dt"]))
+    if kind == "compact":  # every bucket's files merged, deleted rows dropped (or nothing, after a lost race)
+        return table.compact(min_files=1).snapshot
     half = max(1, len(rows) // 2)  # two writer tasks: of a key in both, the second message's row wins
     messages = []
     for part in (rows[:half], rows[half:]):
@@ -184,7 +186,7 @@ def check_history(
     for who, ids in landed.items():
         for op, sid in zip(ops[who], ids, strict=True):
             if sid is None:
-                assert op[0] == "delete_keys", f"{op[0]} of racer {who} committed nothing"
+                assert op[0] in ("delete_keys", "compact"), f"{op[0]} of racer {who} committed nothing"
                 nothing += 1
                 continue
             assert sid not in by_id, f"snapshot {sid} claimed twice"
@@ -198,6 +200,8 @@ def check_history(
     for snap in snapshots:
         if snap.id in by_id:
             state = apply(state, by_id[snap.id])
+            compaction = by_id[snap.id][0] == "compact"
+            assert (snap.commit_kind is lakefmt.CommitKind.COMPACT) == compaction, f"snapshot {snap.id}"
         else:  # the compactor's, or a writer's automatic compaction after its commit
             assert snap.commit_kind is lakefmt.CommitKind.COMPACT, f"snapshot {snap.id}"
             automatic += snap.id not in compacted
@@ -233,6 +237,18 @@ def setup(request: pytest.FixtureRequest) -> tuple[Any, str, int]:
 
 
 def test_gated_rounds_of_overlapping_upserts_and_deletes(setup: tuple[Any, str, int], fault_ctx: Any) -> None:
+    gated_rounds(setup, fault_ctx, "writer")
+
+
+@pytest.mark.parametrize("how", ["processes", "threads"])
+def test_gated_rounds_of_upserts_against_a_compaction(local_store: Any, how: str, fault_ctx: Any) -> None:
+    """Each round a writer's upsert, job commit or delete by key, and a compaction of every bucket, racing for one
+    snapshot id: a compaction that lands first makes the writer re-plan on the merged files; one that lands second
+    re-plans on the writer's vectors or gives up, never bringing a replaced or deleted row back."""
+    gated_rounds((local_store, how, 12 if FULL else 4), fault_ctx, "compactor")
+
+
+def gated_rounds(setup: tuple[Any, str, int], fault_ctx: Any, rival: str) -> None:
     store, how, rounds = setup
     table = lakefmt.create_table(
         store.uri(),
@@ -243,6 +259,8 @@ def test_gated_rounds_of_overlapping_upserts_and_deletes(setup: tuple[Any, str, 
         storage_options=store.storage_options,
     )
     ops = {who: make_ops(who, rounds, seed=rounds) for who in (0, 1)}
+    if rival == "compactor":
+        ops[1] = [("compact", [])] * rounds
     if how == "threads":
         results: Any = queue.Queue()
         start: Any = threading.Barrier(2)
@@ -258,7 +276,7 @@ def test_gated_rounds_of_overlapping_upserts_and_deletes(setup: tuple[Any, str, 
         w.start()
     landed = collect(workers, results)
     summary = check_history(table.uri, store.storage_options, ops, landed, [])
-    record("key_races", f"{store.kind}-{how}/gated", summary)
+    record("key_races", f"{store.kind}-{how}/gated-{rival}", summary)
 
 
 def test_free_for_all_with_a_compactor(local_store: Any) -> None:
