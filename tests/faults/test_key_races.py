@@ -178,10 +178,12 @@ def check_history(
     ops: dict[int, list[Op]],
     landed: dict[int, list[int | None]],
     compacted: list[int],
+    seed: Op | None = None,
 ) -> dict[str, int]:
-    """Apply the landed operations in snapshot order; every snapshot reads as the model says."""
+    """Apply the landed operations in snapshot order (``seed``: snapshot 1, written before the race); every snapshot
+    reads as the model says."""
     table = lakefmt.open_table(uri, storage_options=options)
-    by_id: dict[int, Op] = {}
+    by_id: dict[int, Op] = {1: seed} if seed is not None else {}
     nothing = 0
     for who, ids in landed.items():
         for op, sid in zip(ops[who], ids, strict=True):
@@ -217,7 +219,7 @@ def check_history(
     assert files - referenced_files(MetaStore(table.io)) == set()
     return {
         "snapshots": len(snapshots),
-        "compactions": len(compacted),
+        "compactions": len(compacted) + sum(op[0] == "compact" for op in by_id.values()),
         "automatic compactions": automatic,
         "deletes of no live row": nothing,
     }
@@ -258,6 +260,8 @@ def gated_rounds(setup: tuple[Any, str, int], fault_ctx: Any, rival: str) -> Non
         options=OPTIONS,
         storage_options=store.storage_options,
     )
+    seed: Op = ("upsert", [(k, dt, 0) for k, dt in KEYS])  # every key live: deletes find rows
+    assert table.upsert(as_table(seed[1])).id == 1  # type: ignore[union-attr]
     ops = {who: make_ops(who, rounds, seed=rounds) for who in (0, 1)}
     if rival == "compactor":
         ops[1] = [("compact", [])] * rounds
@@ -275,7 +279,7 @@ def gated_rounds(setup: tuple[Any, str, int], fault_ctx: Any, rival: str) -> Non
     for w in workers:
         w.start()
     landed = collect(workers, results)
-    summary = check_history(table.uri, store.storage_options, ops, landed, [])
+    summary = check_history(table.uri, store.storage_options, ops, landed, [], seed)
     record("key_races", f"{store.kind}-{how}/gated-{rival}", summary)
 
 
