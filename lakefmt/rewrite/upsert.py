@@ -71,12 +71,14 @@ def delete_keys(table: Targetable, keys: Any) -> Snapshot | None:
     target = as_target(table)
     schema = _key_schema(target, "delete_keys")
     parts = list(as_tables(keys))
-    given = pa.concat_tables(parts, promote_options="permissive") if parts else None
-    missing = [k for k in schema.primary_keys if given is None or k not in given.column_names]
-    if given is None or given.num_rows == 0:
+    if not parts:
         return None
-    if missing:
+    given = pa.concat_tables(parts, promote_options="permissive")
+    missing = [k for k in schema.primary_keys if k not in given.column_names]
+    if missing:  # checked on no rows too, as an upsert checks its columns
         raise SchemaMismatchError(f"delete_keys needs the key column(s) {', '.join(missing)}")
+    if given.num_rows == 0:
+        return None
     key_schema = pa.schema([schema.arrow_schema.field(k) for k in schema.primary_keys])
     try:
         rows = conform(given.select(list(schema.primary_keys)), key_schema)

@@ -503,3 +503,16 @@ def test_a_schema_change_keeps_the_sequence_field_usable(fast: Any, change: str)
     t.upsert(pa.table(rows))
     got = {k[0]: r["v"] for k, r in by_key(t).items()}
     assert got == ({1: "a", 2: "B"} if change == "rename" else {1: "A", 2: "B"}), names
+
+
+def test_delete_keys_checks_its_columns_with_no_rows_too(fast: Any) -> None:
+    """Keys without the key columns are refused also when there are none (as an upsert's rows are); no keys are
+    nothing to do."""
+    t = key_table(fast)
+    with pytest.raises(SchemaMismatchError, match="key column"):
+        t.delete_keys(pa.table({"v": pa.array([], pa.string())}))
+    with pytest.raises(SchemaMismatchError):
+        t.upsert(pa.table({"v": pa.array([], pa.string())}))
+    assert t.delete_keys(pa.table({"k": pa.array([], pa.int32())})) is None
+    assert t.delete_keys([]) is None
+    assert t.latest_snapshot() is None
