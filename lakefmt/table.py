@@ -25,6 +25,7 @@ from lakefmt.meta.location import create_store, first_schema, open_store
 from lakefmt.meta.store import MetaStore
 from lakefmt.meta.versions import version
 from lakefmt.options import DEFAULT_ORPHAN_OLDER_THAN, Duration, duration_ms  # also importable here
+from lakefmt.read.changes import table_changes
 from lakefmt.read.files import read_planned
 from lakefmt.read.scan import FileTask, Scan, check_snapshot_id
 from lakefmt.rewrite.append import write_and_commit
@@ -324,6 +325,12 @@ class Table:
         ``pyarrow.table(table)`` and ``duckdb.sql("select * from table")`` read the table (a scan does the same
         for a filter, a projection or another snapshot: :meth:`scan`)."""
         return self.scan().__arrow_c_stream__(requested_schema)
+
+    def changes(self, from_snapshot: int | None = None, to_snapshot: int | None = None, **options: Any) -> pa.Table:
+        """The rows snapshots ``from_snapshot+1 .. to_snapshot`` inserted, updated and deleted, with ``_change_type``,
+        ``_commit_snapshot`` and ``_commit_timestamp``; ``options``: ``columns``, ``filter``, ``row_kinds``, ``from_/
+        to_timestamp``, ``from_/to_tag`` (:func:`lakefmt.read.changes.table_changes`, docs/reading.md)."""
+        return table_changes(self.io, self._store, from_snapshot, to_snapshot, now_ms=self._now_ms(), **options)
 
     def files(self, snapshot_id: int | None = None) -> list[FileTask]:
         """The live data files of a snapshot (the latest by default)."""

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, NoReturn
 
 import lakefmt
+from lakefmt.cli.changes import cmd_changes, start_id
 from lakefmt.cli.compact import cmd_compact, parse_partition, parse_sort_by, parse_target_size
 from lakefmt.cli.inspect import cmd_describe, cmd_files, cmd_snapshots
 from lakefmt.cli.maintain import (
@@ -63,6 +64,7 @@ examples:
   lakefmt compact /data/events --partition dt=2026-11-01 --dry-run
   lakefmt describe s3://bucket/events -o endpoint_url=http://127.0.0.1:9000
   lakefmt files /data/events --snapshot 12 --json | jq '.[].path'
+  lakefmt changes /data/events --from 12 --limit 100   rows inserted, updated, deleted since 12
   lakefmt consumers /data/events              stream readers and the snapshots they hold back
   lakefmt tag create /data/events month-end --retain 400d
   lakefmt restore /data/events --tag month-end --dry-run
@@ -153,6 +155,30 @@ _COMMANDS: tuple[_Command, ...] = (
         "file's row count or the positions a deletion-vector file deletes, deleted the rows of a data file\n"
         "that its deletion vector deletes.",
         args=(_arg("--snapshot", type=snapshot_id, default=None, metavar="N", help="snapshot id (default: latest)"),),
+    ),
+    _Command(
+        "changes",
+        cmd_changes,
+        help="the rows snapshots inserted, updated and deleted (change data feed)",
+        description="Show the change data feed of snapshots --from+1 .. --to: every row each snapshot inserted,\n"
+        "updated (an update_preimage and an update_postimage row, on a key table) or deleted, read as\n"
+        "the current schema, with the snapshot and its commit time. Compactions and schema changes\n"
+        "change no row. Every snapshot of the range must still be retained.",
+        epilog="examples:\n  lakefmt changes /data/events --from 12\n"
+        "  lakefmt changes s3://bucket/events --from 12 --to 20 --row-kinds --json --limit 1000\n",
+        args=(
+            _arg(
+                "--from",
+                dest="start",
+                type=start_id,
+                required=True,
+                metavar="N",
+                help="the changes of the snapshots after N (0: from the first commit)",
+            ),
+            _arg("--to", type=snapshot_id, default=None, metavar="M", help="up to snapshot M (default: the latest)"),
+            _arg("--limit", type=positive, default=None, metavar="K", help="at most K rows (the first ones)"),
+            _arg("--row-kinds", action="store_true", help="_row_kind +I -U +U -D in place of _change_type"),
+        ),
     ),
     _Command(
         "expire",

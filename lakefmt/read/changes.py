@@ -1,0 +1,365 @@
+"""The change data feed: the rows each snapshot of a range inserted, updated and deleted.
+
+A snapshot's delta manifests say what it changed, file by file; this module turns that into rows:
+
+* **inserted**: the rows of the data files the snapshot added that its own deletion vectors leave live (a row it
+  wrote and marked deleted in the same commit, a key written twice in one upsert, is no change);
+* **deleted by vector**: for a data file that was already there, the positions its new vector deletes and the
+  previous one did not (the previous vectors are those of the deletion-vector files the snapshot replaced); a
+  position the previous vector deleted and the new one does not (a restore) is a row inserted again;
+* **removed files** (a copy-on-write delete, an overwrite, a restore): their live rows, less those an added file
+  carries unchanged (a multiset difference on whole rows: a rewrite's carried-over rows are no change, and the
+  added files' matched rows are no insert either).
+
+On a key table a key that a snapshot both deleted and inserted is an update: ``update_preimage`` for the old row,
+``update_postimage`` (right after it) for the new one. COMPACT snapshots move rows and change none; a schema change
+commits no file: neither yields a row. Every row is read as the table's current schema (older files are mapped by
+field id), with ``_change_type``, ``_commit_snapshot`` and ``_commit_timestamp`` appended (Delta's names), or
+``_row_kind`` (Paimon's ``+I -U +U -D``) in place of the first.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterator, Mapping, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakefmt.errors import CorruptMetadataError, InvalidOptionError, SchemaMismatchError, SnapshotNotFoundError
+from lakefmt.io import FileIO
+from lakefmt.meta import entries as ents
+from lakefmt.meta.store import MetaStore
+from lakefmt.meta.tags import tagged_snapshot
+from lakefmt.meta.versions import snapshot_as_of
+from lakefmt.read.files import read_entries
+from lakefmt.read.masks import Vector, deleted_positions, load_vectors
+from lakefmt.spec import CommitKind, Snapshot, TableSchema
+from lakefmt.spec.filters import check_filter
+from lakefmt.spec.instants import Instant
+from lakefmt.spec.snapshot import check_snapshot_id
+
+__all__ = [
+    "CHANGE_TYPE",
+    "COMMIT_SNAPSHOT",
+    "COMMIT_TIMESTAMP",
+    "ROW_KIND",
+    "ROW_KINDS",
+    "change_batches",
+    "change_range",
+    "read_changes",
+    "table_changes",
+]
+
+CHANGE_TYPE = "_change_type"
+ROW_KIND = "_row_kind"
+COMMIT_SNAPSHOT = "_commit_snapshot"
+COMMIT_TIMESTAMP = "_commit_timestamp"
+INSERT, PREIMAGE, POSTIMAGE, DELETE = "insert", "update_preimage", "update_postimage", "delete"
+#: Delta's change types -> Paimon's row kinds
+ROW_KINDS = {INSERT: "+I", PREIMAGE: "-U", POSTIMAGE: "+U", DELETE: "-D"}
+_TIMESTAMP = pa.timestamp("ms", tz="UTC")
+_CACHE_BYTES = 256 << 20  # whole data files kept per read, for later snapshots deleting from the same files
+
+
+def change_range(
+    io: FileIO,
+    store: MetaStore,
+    *,
+    from_snapshot: int | None = None,
+    to_snapshot: int | None = None,
+    from_timestamp: Instant | None = None,
+    to_timestamp: Instant | None = None,
+    from_tag: str | None = None,
+    to_tag: str | None = None,
+    now_ms: int,
+) -> tuple[int, int]:
+    """The range ``(start, end]`` of snapshot ids a change feed covers. The start (exclusive) is a snapshot id, the
+    snapshot current at ``from_timestamp`` (changes committed after it) or a tag's snapshot; none: from the first
+    commit (0). The end (inclusive) likewise; none: the latest snapshot (0 for a table without commits)."""
+    for side, given in (
+        ("from", (from_snapshot, from_timestamp, from_tag)),
+        ("to", (to_snapshot, to_timestamp, to_tag)),
+    ):
+        if sum(v is not None for v in given) > 1:
+            raise InvalidOptionError(
+                f"name the {side} end of the range once: {side}_snapshot, {side}_timestamp or {side}_tag"
+            )
+    start = 0
+    if from_snapshot is not None:
+        start = check_snapshot_id(from_snapshot, "from_snapshot", minimum=0)
+    elif from_timestamp is not None:
+        try:
+            start = snapshot_as_of(store, from_timestamp).id
+        except SnapshotNotFoundError:  # before the first commit: every commit is after it
+            start = 0
+    elif from_tag is not None:
+        start = tagged_snapshot(io, from_tag, now_ms).snapshot_id
+    if to_snapshot is not None:
+        end = check_snapshot_id(to_snapshot, "to_snapshot")
+    elif to_timestamp is not None:
+        end = snapshot_as_of(store, to_timestamp).id
+    elif to_tag is not None:
+        end = tagged_snapshot(io, to_tag, now_ms).snapshot_id
+    else:
+        latest = store.latest_snapshot()
+        end = latest.id if latest is not None else 0
+    if start > end:
+        raise InvalidOptionError(f"the change feed's range starts after it ends: from snapshot {start} to {end}")
+    return start, end
+
+
+def table_changes(
+    io: FileIO,
+    store: MetaStore,
+    from_snapshot: int | None = None,
+    to_snapshot: int | None = None,
+    *,
+    columns: Sequence[str] | None = None,
+    filter: pc.Expression | None = None,
+    row_kinds: bool = False,
+    from_timestamp: Instant | None = None,
+    to_timestamp: Instant | None = None,
+    from_tag: str | None = None,
+    to_tag: str | None = None,
+    now_ms: int,
+) -> pa.Table:
+    """:meth:`lakefmt.Table.changes`: the change rows of the range :func:`change_range` resolves (``from_*``: the
+    snapshot after which changes start; ``to_*``: the last snapshot whose changes are read), projected to
+    ``columns`` (then the change columns), keeping the rows where ``filter`` is true; ``row_kinds``: Paimon's
+    ``_row_kind`` (``+I -U +U -D``) in place of Delta's ``_change_type``."""
+    start, end = change_range(
+        io, store, from_snapshot=from_snapshot, to_snapshot=to_snapshot, from_timestamp=from_timestamp,
+        to_timestamp=to_timestamp, from_tag=from_tag, to_tag=to_tag, now_ms=now_ms,
+    )  # fmt: skip
+    return read_changes(io, store, start, end, columns=columns, filter=filter, row_kinds=row_kinds)
+
+
+def read_changes(
+    io: FileIO,
+    store: MetaStore,
+    start: int,
+    end: int,
+    *,
+    columns: Sequence[str] | None = None,
+    filter: pc.Expression | None = None,
+    row_kinds: bool = False,
+) -> pa.Table:
+    """The change rows of snapshots ``start+1 .. end`` as one table (see the module's docstring)."""
+    schema = store.latest_schema()
+    parts = list(change_batches(io, store, start, end, columns=columns, filter=filter, row_kinds=row_kinds))
+    return pa.concat_tables(parts) if parts else output_schema(schema, columns, row_kinds).empty_table()
+
+
+def output_schema(schema: TableSchema, columns: Sequence[str] | None, row_kinds: bool) -> pa.Schema:
+    """The change feed's columns: the table's (or ``columns``), then the change type and the commit."""
+    fields = [schema.arrow_schema.field(c) for c in (columns or schema.arrow_schema.names)]
+    kind = ROW_KIND if row_kinds else CHANGE_TYPE
+    extra = [pa.field(kind, pa.string(), False), pa.field(COMMIT_SNAPSHOT, pa.int64(), False)]
+    return pa.schema([*fields, *extra, pa.field(COMMIT_TIMESTAMP, _TIMESTAMP, False)])
+
+
+def change_batches(
+    io: FileIO,
+    store: MetaStore,
+    start: int,
+    end: int,
+    *,
+    columns: Sequence[str] | None = None,
+    filter: pc.Expression | None = None,
+    row_kinds: bool = False,
+) -> Iterator[pa.Table]:
+    """The change rows of snapshots ``start+1 .. end``, one table per snapshot that changed a row, in commit order.
+    Every snapshot of the range must still be retained: :class:`SnapshotNotFoundError` names the first that is
+    not, before any row is read."""
+    schema = store.latest_schema()
+    if columns is not None:
+        unknown = [c for c in columns if c not in schema.arrow_schema.names]
+        if unknown:
+            raise SchemaMismatchError(
+                f"unknown column(s) {', '.join(unknown)}; the table has {', '.join(schema.arrow_schema.names)}"
+            )
+    if filter is not None:
+        check_filter(filter, schema.arrow_schema, "change feed filter")
+    snaps = []
+    for sid in range(start + 1, end + 1):
+        try:
+            snaps.append(store.snapshot(sid))
+        except SnapshotNotFoundError as exc:
+            raise SnapshotNotFoundError(
+                f"the changes of snapshots {start + 1}..{end} need snapshot {sid}: {exc}"
+            ) from exc
+    full = output_schema(schema, None, row_kinds)
+    names = [*(columns or schema.arrow_schema.names), *full.names[len(schema.arrow_schema) :]]
+    walker = _Walker(io, store, schema)
+    for snap in snaps:
+        labelled = walker.changes(snap)
+        if labelled is None:
+            continue
+        rows, kinds = labelled
+        n = rows.num_rows
+        if row_kinds:
+            kinds = pa.array([ROW_KINDS[k] for k in kinds.to_pylist()], pa.string())
+        extra = [kinds, pa.array(np.full(n, snap.id, np.int64)), pa.array(np.full(n, snap.time_millis), _TIMESTAMP)]
+        out = pa.Table.from_arrays([*rows.columns, *extra], schema=full)
+        if filter is not None:  # a row where it is null is left out, as in a scan
+            out = out.filter(filter)
+        if out.num_rows:
+            yield out.select(names)
+
+
+class _Walker:
+    """Goes through the snapshots of a range in order, turning each one's delta into change rows."""
+
+    def __init__(self, io: FileIO, store: MetaStore, schema: TableSchema) -> None:
+        self.io, self.store, self.schema = io, store, schema
+        self.live: dict[str, int | None] | None = None  # live data path -> its schema id, once a vector needs it
+        self.cache: OrderedDict[str, pa.Table] = OrderedDict()
+        self.cached_bytes = 0
+
+    def changes(self, snap: Snapshot) -> tuple[pa.Table, pa.Array] | None:
+        """The rows ``snap`` changed, with their change types; None when it changed none."""
+        metas = self.store.manifest_list(snap.delta_manifest_list)
+        if not metas:
+            return None
+        delta = ents.concat_entries(ents.read_manifests(self.store, metas))
+        data, dv = ents.data_files(delta), ents.vector_files(delta)
+        added, removed = ents.adds(data), ents.deletes(data)
+        ents.check_data_paths(data, f"the delta manifests of snapshot {snap.id}")
+        self._follow(snap, added, removed)
+        if snap.commit_kind is CommitKind.COMPACT:
+            return None
+        new = load_vectors(self.io, ents.adds(dv))
+        old = load_vectors(self.io, ents.deletes(dv))
+        added_paths, removed_paths = ents.paths(added), ents.paths(removed)
+        inserted = [self._read(added, new)]
+        deleted: list[pa.Table] = []
+        if removed.num_rows:
+            gone, kept = _multiset_minus(self._read(removed, old), inserted[0])
+            deleted, inserted = [gone], [kept]
+        touched = set(added_paths) | set(removed_paths)
+        for path in sorted((set(new) | set(old)) - touched):
+            now, before = new.get(path), old.get(path)
+            if now == before:
+                continue
+            now_pos, before_pos = _positions(self.io, now), _positions(self.io, before)
+            newly = np.setdiff1d(now_pos, before_pos, assume_unique=True)
+            again = np.setdiff1d(before_pos, now_pos, assume_unique=True)
+            if len(newly) or len(again):
+                rows = self._file_rows(snap, path)
+                deleted.append(rows.take(pa.array(newly, pa.int64())))
+                inserted.append(rows.take(pa.array(again, pa.int64())))
+        return _label(
+            pa.concat_tables(deleted) if deleted else inserted[0].slice(0, 0),
+            pa.concat_tables(inserted),
+            self.schema.primary_keys,
+        )
+
+    def _read(self, entries: pa.Table, vectors: Mapping[str, Vector]) -> pa.Table:
+        """The live rows of the files of ``entries`` under ``vectors``, in order, as the current schema."""
+        batches = read_entries(self.io, entries, self.schema, schemas=self.store.schema, vectors=vectors)
+        return pa.Table.from_batches(list(batches), schema=self.schema.arrow_schema)
+
+    def _follow(self, snap: Snapshot, added: pa.Table, removed: pa.Table) -> None:
+        """Keep the live data files current through ``snap`` (when they are being followed)."""
+        if self.live is None:
+            return
+        for path in ents.paths(removed):
+            self.live.pop(path, None)
+        self.live.update(zip(ents.paths(added), _schema_ids(added), strict=True))
+
+    def _file_rows(self, snap: Snapshot, path: str) -> pa.Table:
+        """Every row of data file ``path`` (live in ``snap``), read whole (a vector's positions index it)."""
+        hit = self.cache.get(path)
+        if hit is not None:
+            self.cache.move_to_end(path)
+            return hit
+        if self.live is None or path not in self.live:  # the first need, or a file this walk has not seen added
+            live = ents.data_files(ents.live_entries(self.store, snap))
+            self.live = dict(zip(ents.paths(live), _schema_ids(live), strict=True))
+        if path not in self.live:
+            raise CorruptMetadataError(
+                f"snapshot {snap.id} has a deletion vector for {path}, a data file it does not hold"
+            )
+        columns: dict[str, pa.Array] = {ents.PATH: pa.array([path], pa.string())}
+        sid = self.live[path]
+        if sid is not None:
+            columns[ents.SCHEMA_ID] = pa.array([sid], pa.int64())
+        rows = self._read(pa.table(columns), {})
+        self.cache[path] = rows
+        self.cached_bytes += rows.nbytes
+        while self.cached_bytes > _CACHE_BYTES and len(self.cache) > 1:
+            _, old = self.cache.popitem(last=False)
+            self.cached_bytes -= old.nbytes
+        return rows
+
+
+def _schema_ids(entries: pa.Table) -> list[int | None]:
+    if ents.SCHEMA_ID not in entries.column_names:
+        return [None] * entries.num_rows
+    out: list[int | None] = entries.column(ents.SCHEMA_ID).to_pylist()
+    return out
+
+
+def _positions(io: FileIO, vector: Vector | None) -> np.ndarray:
+    return np.zeros(0, np.int64) if vector is None else deleted_positions(io, vector)
+
+
+def _groupable(t: pa.DataType) -> bool:
+    return not (pa.types.is_nested(t) or pa.types.is_dictionary(t) or pa.types.is_null(t))
+
+
+def _multiset_minus(a: pa.Table, b: pa.Table) -> tuple[pa.Table, pa.Table]:
+    """The rows of ``a`` that no row of ``b`` matches, and those of ``b`` that none of ``a`` matches: equal whole
+    rows are matched one to one (a row twice in ``a`` and once in ``b`` leaves one), each side keeps its order."""
+    if a.num_rows == 0 or b.num_rows == 0:
+        return a, b
+    both = pa.concat_tables([a, b])
+    keys: dict[str, pa.Array | pa.ChunkedArray] = {}
+    for i, field in enumerate(both.schema):  # nested values are compared by their Python form
+        col = both.column(i)
+        keys[f"k{i}"] = col if _groupable(field.type) else pa.array([repr(v) for v in col.to_pylist()], pa.string())
+    keys["side"] = pa.array(np.repeat(np.array([0, 1], np.int8), [a.num_rows, b.num_rows]))
+    keys["i"] = pa.array(np.arange(both.num_rows, dtype=np.int64))
+    names = [f"k{i}" for i in range(both.num_columns)]
+    groups = pa.table(keys).group_by(names, use_threads=False).aggregate([("side", "sum"), ("i", "list")])
+    in_b = groups.column("side_sum").to_numpy()
+    lists = groups.column("i_list")
+    count = pc.list_value_length(lists).to_numpy()
+    unequal = np.nonzero(count != 2 * in_b)[0]
+    keep_a: list[int] = []
+    keep_b: list[int] = []
+    for rows in lists.take(pa.array(unequal, pa.int64())).to_pylist():
+        from_a = [r for r in rows if r < a.num_rows]
+        from_b = [r - a.num_rows for r in rows if r >= a.num_rows]
+        extra = len(from_a) - len(from_b)
+        if extra > 0:
+            keep_a.extend(from_a[len(from_a) - extra :])
+        else:
+            keep_b.extend(from_b[len(from_b) + extra :])
+    return a.take(pa.array(sorted(keep_a), pa.int64())), b.take(pa.array(sorted(keep_b), pa.int64()))
+
+
+def _label(deleted: pa.Table, inserted: pa.Table, keys: Sequence[str]) -> tuple[pa.Table, pa.Array] | None:
+    """One snapshot's change rows and their types: the deletes, then each update's pre- and post-image together
+    (a key deleted and inserted, on a key table), then the inserts."""
+    if deleted.num_rows == 0 and inserted.num_rows == 0:
+        return None
+    pairs: list[tuple[int, int]] = []
+    if keys and deleted.num_rows and inserted.num_rows:
+        ins_at = {k: i for i, k in enumerate(_key_tuples(inserted, keys))}
+        pairs = [(i, ins_at[k]) for i, k in enumerate(_key_tuples(deleted, keys)) if k in ins_at]
+    pre = {i for i, _ in pairs}
+    post = {j for _, j in pairs}
+    only_del = [i for i in range(deleted.num_rows) if i not in pre]
+    only_ins = [j for j in range(inserted.num_rows) if j not in post]
+    n_del = deleted.num_rows
+    both = pa.concat_tables([deleted, inserted])
+    order = only_del + [x for i, j in pairs for x in (i, n_del + j)] + [n_del + j for j in only_ins]
+    types = [DELETE] * len(only_del) + [PREIMAGE, POSTIMAGE] * len(pairs) + [INSERT] * len(only_ins)
+    return both.take(pa.array(order, pa.int64())), pa.array(types, pa.string())
+
+
+def _key_tuples(rows: pa.Table, keys: Sequence[str]) -> list[tuple[object, ...]]:
+    return list(zip(*(rows.column(k).to_pylist() for k in keys), strict=True))
