@@ -329,7 +329,7 @@ class Table:
     def changes(self, from_snapshot: int | None = None, to_snapshot: int | None = None, **options: Any) -> pa.Table:
         """The rows snapshots ``from_snapshot+1 .. to_snapshot`` inserted, updated and deleted, with ``_change_type``,
         ``_commit_snapshot`` and ``_commit_timestamp``; ``options``: ``columns``, ``filter``, ``row_kinds``, ``from_/
-        to_timestamp``, ``from_/to_tag`` (:func:`lakefmt.read.changes.table_changes`, docs/reading.md)."""
+        to_timestamp``, ``from_/to_tag`` (:func:`lakefmt.read.changes.table_changes`, docs/changes.md)."""
         return table_changes(self.io, self._store, from_snapshot, to_snapshot, now_ms=self._now_ms(), **options)
 
     def files(self, snapshot_id: int | None = None) -> list[FileTask]:
