@@ -217,6 +217,7 @@ class _Walker:
         self.live: dict[str, int | None] | None = None  # live data path -> its schema id, once a vector needs it
         self.cache: OrderedDict[str, pa.Table] = OrderedDict()
         self.cached_bytes = 0
+        self.decoded: dict[Vector, np.ndarray] = {}  # the positions of the vectors the last snapshot read
 
     def changes(self, snap: Snapshot) -> tuple[pa.Table, pa.Array] | None:
         """The rows ``snap`` changed, with their change types; None when it changed none."""
@@ -239,22 +240,40 @@ class _Walker:
             gone, kept = _multiset_minus(self._read(removed, old), inserted[0])
             deleted, inserted = [gone], [kept]
         touched = set(added_paths) | set(removed_paths)
+        # a commit other than a restore only adds marks: a vector as long as the previous one is the same vector
+        forward = snap.properties.get("lakefmt.operation") != "restore"
+        decoded, self.decoded = self.decoded, {}
+        changed: list[tuple[str, np.ndarray, np.ndarray]] = []
         for path in sorted((set(new) | set(old)) - touched):
             now, before = new.get(path), old.get(path)
-            if now == before:
+            if now == before or (forward and now and before and now.cardinality == before.cardinality):
                 continue
-            now_pos, before_pos = _positions(self.io, now), _positions(self.io, before)
-            newly = np.setdiff1d(now_pos, before_pos, assume_unique=True)
-            again = np.setdiff1d(before_pos, now_pos, assume_unique=True)
+            now_pos, before_pos = self._positions(now, decoded), self._positions(before, decoded)
+            newly, again = _differences(now_pos, before_pos)
             if len(newly) or len(again):
-                rows = self._file_rows(snap, path)
-                deleted.append(rows.take(pa.array(newly, pa.int64())))
-                inserted.append(rows.take(pa.array(again, pa.int64())))
+                changed.append((path, newly, again))
+        if changed:  # the rows at those positions, taken from the files' rows at once
+            files = [self._file_rows(snap, path) for path, _, _ in changed]
+            starts = np.cumsum([0, *(f.num_rows for f in files)])[:-1]
+            whole = pa.concat_tables(files)
+            for side, out in ((1, deleted), (2, inserted)):
+                at = np.concatenate([c[side] + start for c, start in zip(changed, starts, strict=True)])
+                out.append(whole.take(pa.array(at, pa.int64())))
         return _label(
             pa.concat_tables(deleted) if deleted else inserted[0].slice(0, 0),
             pa.concat_tables(inserted),
             self.schema.primary_keys,
         )
+
+    def _positions(self, vector: Vector | None, decoded: dict[Vector, np.ndarray]) -> np.ndarray:
+        """The positions ``vector`` deletes (those of the previous snapshot's vectors are decoded already)."""
+        if vector is None:
+            return np.zeros(0, np.int64)
+        out = decoded.get(vector)
+        if out is None:
+            out = deleted_positions(self.io, vector)
+        self.decoded[vector] = out
+        return out
 
     def _read(self, entries: pa.Table, vectors: Mapping[str, Vector]) -> pa.Table:
         """The live rows of the files of ``entries`` under ``vectors``, in order, as the current schema."""
@@ -302,8 +321,14 @@ def _schema_ids(entries: pa.Table) -> list[int | None]:
     return out
 
 
-def _positions(io: FileIO, vector: Vector | None) -> np.ndarray:
-    return np.zeros(0, np.int64) if vector is None else deleted_positions(io, vector)
+def _differences(now: np.ndarray, before: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The positions in ``now`` and not in ``before``, and those in ``before`` and not in ``now`` (both sorted)."""
+    at = np.searchsorted(now, before)
+    if len(before) == 0 or (at[-1] < len(now) and np.array_equal(now[at], before)):  # before within now: the usual
+        keep = np.ones(len(now), dtype=bool)
+        keep[at] = False
+        return now[keep], before[:0]
+    return np.setdiff1d(now, before, assume_unique=True), np.setdiff1d(before, now, assume_unique=True)
 
 
 def _groupable(t: pa.DataType) -> bool:
