@@ -194,4 +194,12 @@ def live_entries(store: MetaStore, snap: Snapshot, metas: Sequence[ManifestFileM
         return empty_entries(store, snap)
     out = live(concat_entries(read_manifests(store, metas)))
     check_data_paths(out, f"a manifest of snapshot {snap.id}")
+    if BUCKET in out.column_names and out.num_rows:
+        schema = store.schema(snap.schema_id)
+        buckets = schema.table_options.bucket if schema.has_primary_key else 1
+        top = pc.max(out.column(BUCKET)).as_py()
+        if top is not None and top >= buckets:  # a lookup in the key's bucket would miss that file's rows
+            raise CorruptMetadataError(
+                f"a manifest of snapshot {snap.id} puts a file in bucket {top}; the table has {buckets} bucket(s)"
+            )
     return out

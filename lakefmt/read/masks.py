@@ -63,28 +63,56 @@ def _read(io: FileIO, rel: str) -> bytes:
     return data
 
 
-def load_vectors(io: FileIO, vector_entries: pa.Table, only: Iterable[str] | None = None) -> dict[str, Vector]:
+def _homes(entries: pa.Table) -> list[tuple[str, object]]:
+    """Each entry's partition values and bucket, comparable (the home of a data or deletion-vector file)."""
+    n = entries.num_rows
+    parts = entries.column(ents.PARTITION).to_pylist() if ents.PARTITION in entries.column_names else [None] * n
+    buckets = entries.column(ents.BUCKET).to_pylist() if ents.BUCKET in entries.column_names else [None] * n
+    return [(repr(sorted((p or {}).items())), b) for p, b in zip(parts, buckets, strict=True)]
+
+
+def load_vectors(
+    io: FileIO, vector_entries: pa.Table, only: Iterable[str] | None = None, *, data: pa.Table | None = None
+) -> dict[str, Vector]:
     """The vectors the deletion-vector files of ``vector_entries`` hold, by data-file path (only those of ``only``
-    when given). Each file is read once (in parallel on object stores); a data file with two live vectors is
-    corrupt metadata (one per data file is live)."""
+    when given, or of the data files ``data``, whose entries then also check that each vector is in the file of
+    its data file's partition and bucket). Each file is read once (in parallel on object stores); a data file
+    with two live vectors, or a partition and bucket with two live deletion-vector files, is corrupt metadata."""
     if vector_entries.num_rows == 0:
         return {}
     ents.check_data_paths(vector_entries, "a deletion-vector entry")
     files = ents.paths(vector_entries)
-    wanted = None if only is None else set(only)
+    homes = _homes(vector_entries)
+    data_homes = None if data is None else dict(zip(ents.paths(data), _homes(data), strict=True))
+    wanted = set(data_homes) if data_homes is not None else None if only is None else set(only)
+    if data_homes is not None:  # the files of the data files' partitions and buckets: one each at most
+        places = set(data_homes.values())
+        mine = [i for i, h in enumerate(homes) if h in places]
+        files, homes = [files[i] for i in mine], [homes[i] for i in mine]
+        if len(set(homes)) != len(homes):
+            twice = next(h for h in homes if homes.count(h) > 1)
+            both = [f for f, h in zip(files, homes, strict=True) if h == twice]
+            raise CorruptMetadataError(
+                f"one partition and bucket has two live deletion-vector files ({', '.join(both)})"
+            )
     if len(files) > 2 and io.protocol not in ("file", "memory"):
         with ThreadPoolExecutor(max_workers=min(16, len(files))) as pool:
             contents = list(pool.map(lambda f: _read(io, f), files))
     else:
         contents = [_read(io, f) for f in files]
     out: dict[str, Vector] = {}
-    for rel, data in zip(files, contents, strict=True):
-        for blob in puffin_blobs(data):
+    for rel, home, content in zip(files, homes, contents, strict=True):
+        for blob in puffin_blobs(content):
             path = blob.referenced_data_file
             if wanted is not None and path not in wanted:
                 continue
             if path in out:
                 raise CorruptMetadataError(f"data file {path} has two live deletion vectors ({out[path].file}, {rel})")
+            if data_homes is not None and data_homes[path] != home:
+                raise CorruptMetadataError(
+                    f"deletion-vector file {rel} holds a vector of data file {path}, which is in another partition "
+                    "or bucket"
+                )
             out[path] = Vector(rel, blob.offset, blob.length, blob.cardinality)
     return out
 
@@ -100,7 +128,7 @@ def deleted_positions(io: FileIO, vector: Vector) -> np.ndarray:
     if vector.offset < 0 or vector.offset + vector.length > len(data):
         raise CorruptMetadataError(f"deletion vector at {vector.offset} of {vector.file} is outside the file")
     positions = decode_framed(data[vector.offset : vector.offset + vector.length])
-    if vector.cardinality >= 0 and len(positions) != vector.cardinality:
+    if len(positions) != vector.cardinality:
         raise CorruptMetadataError(
             f"deletion vector at {vector.offset} of {vector.file} holds {len(positions)} positions, its footer says "
             f"{vector.cardinality}"
@@ -127,6 +155,19 @@ def apply_vector(io: FileIO, table: pa.Table, vector: Vector | None, what: str) 
     return table.filter(keep_mask(table.num_rows, deleted_positions(io, vector), what))
 
 
-def deleted_count(vectors: Mapping[str, Vector], paths: Iterable[str]) -> int:
-    """How many rows the vectors of ``paths`` delete (from the footers: nothing more is read)."""
-    return sum(vectors[p].cardinality for p in paths if p in vectors)
+def deleted_count(io: FileIO, vectors: Mapping[str, Vector], paths: Iterable[str], rows: Iterable[int]) -> int:
+    """How many rows the vectors of ``paths`` (data files of ``rows`` rows each) delete. Each vector is decoded
+    and checked (its cardinality, no position past its file's rows), so that a count never differs from what a
+    read returns; the deletion-vector files are small, and read already for their footers."""
+    total = 0
+    for path, num_rows in zip(paths, rows, strict=True):
+        vector = vectors.get(path)
+        if vector is not None:
+            positions = deleted_positions(io, vector)
+            if len(positions) and int(positions[-1]) >= num_rows:
+                raise CorruptMetadataError(
+                    f"the deletion vector of {path} deletes row {int(positions[-1])}, but the file holds "
+                    f"{num_rows} rows"
+                )
+            total += len(positions)
+    return total

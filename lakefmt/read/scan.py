@@ -193,7 +193,7 @@ class Scan:
         if self._vectors is None:
             entries = self.entries()
             dv = self._vector_entries
-            self._vectors = {} if dv is None or dv.num_rows == 0 else load_vectors(self._io, dv, ents.paths(entries))
+            self._vectors = {} if dv is None or dv.num_rows == 0 else load_vectors(self._io, dv, data=entries)
         return self._vectors
 
     def _added_between(self, start: int, end: Snapshot) -> pa.Table:
@@ -541,7 +541,12 @@ class Scan:
         """Number of matching rows (from metadata alone when there is no filter)."""
         if self.filter is None:
             rows = int(pc.sum(self.entries().column("row_count")).as_py() or 0)
-            return rows - deleted_count(self.vectors(), ents.paths(self.entries()))
+            vectors = self.vectors()
+            if not vectors:
+                return rows
+            entries = self.entries()
+            counts = entries.column("row_count").to_pylist()
+            return rows - deleted_count(self._io, vectors, ents.paths(entries), counts)
         with evaluating(self.filter, "scan filter"):
             return self._count()
 

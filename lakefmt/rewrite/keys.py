@@ -188,7 +188,7 @@ class _Planner:
             here = live.filter(pa.array([b == bk for b in bks], pa.bool_()))
             old_dv = ents.vector_files(here)
             data_paths = set(ents.paths(ents.data_files(here)))
-            vectors = load_vectors(self.io, old_dv)
+            vectors = load_vectors(self.io, old_dv, data=ents.data_files(here))
             merged: dict[str, np.ndarray] = {}
             for path, vec in vectors.items():
                 if path in data_paths:  # a vector of a file no longer live is dropped with its file
@@ -239,7 +239,7 @@ class _Planner:
         bks = _bucket_keys(live, schema)
         here = live.filter(pa.array([b == bk for b in bks], pa.bool_()))
         data = ents.data_files(here)
-        vectors = load_vectors(self.io, ents.vector_files(here))
+        vectors = load_vectors(self.io, ents.vector_files(here), data=data)
         found = _Found(ents.paths(data), [], [], [], [])
         in_range = _in_ranges(data, probe.keys, schema, self.store)
         for i, path in enumerate(found.paths):
@@ -456,7 +456,7 @@ class DeleteWherePlanner(_Planner):
         self.buckets = set(_bucket_keys(candidates, schema))
         mine = [bk in self.buckets for bk in _bucket_keys(live, schema)]
         live = live.filter(pa.array(mine, pa.bool_()))
-        vectors = load_vectors(self.io, ents.vector_files(live))
+        vectors = load_vectors(self.io, ents.vector_files(live), data=ents.data_files(live))
         columns = referenced_columns(self.filter, schema.arrow_schema) or [schema.arrow_schema.names[0]]
         marks: dict[BucketKey, _Marks] = {}
         for i, (path, bk) in enumerate(zip(ents.paths(candidates), _bucket_keys(candidates, schema), strict=True)):

@@ -202,7 +202,9 @@ def puffin_blobs(data: bytes) -> list[PuffinBlob]:
             if offset < 4 or length < 12 or offset + length > start - 4:
                 raise CorruptMetadataError(f"a Puffin blob at {offset} (+{length}) is outside the file")
             props = blob["properties"]
-            cardinality = int(props.get("cardinality", -1))
+            cardinality = int(props["cardinality"])
+            if cardinality < 0:
+                raise CorruptMetadataError(f"a Puffin blob at {offset} says its cardinality is {cardinality}")
             out.append(PuffinBlob(str(props["referenced-data-file"]), offset, length, cardinality))
         return out
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as exc:

@@ -92,10 +92,11 @@ def _bytes_values(array: pa.Array) -> np.ndarray:
     if total == 0:
         return out
     longest = int(lengths.max())
-    powers = np.ones(longest, np.uint64)
     with np.errstate(over="ignore"):
-        for i in range(1, longest):
-            powers[i] = powers[i - 1] * _P
+        # P ** i modulo 2**64 (numpy's uint64 products wrap): one vectorised pass, not a Python loop per byte
+        powers = np.ones(longest, np.uint64)
+        if longest > 1:
+            powers[1:] = np.cumprod(np.full(longest - 1, _P, np.uint64), dtype=np.uint64)
         owner = np.repeat(np.arange(n), lengths)
         index = np.arange(offsets[0], offsets[-1])
         from_end = offsets[owner + 1] - 1 - index

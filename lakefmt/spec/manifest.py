@@ -198,6 +198,7 @@ def encode_manifest(entries: pa.Table, version: int | None = None) -> bytes:
 
 #: Columns every reader relies on; a manifest without them (e.g. a corrupted column name) is refused here.
 _REQUIRED_COLUMNS = {"kind": pa.int8(), "path": pa.string(), "file_size": pa.int64(), "row_count": pa.int64()}
+_V3_COLUMNS = {"content": pa.int8(), "bucket": pa.int32()}
 
 
 def decode_manifest(data: bytes, what: str = "manifest") -> pa.Table:
@@ -207,7 +208,29 @@ def decode_manifest(data: bytes, what: str = "manifest") -> pa.Table:
         i = table.schema.get_field_index(name)
         if i < 0 or table.schema.field(i).type != t:
             raise CorruptMetadataError(f"{what} is malformed: no {t} column {name!r}")
+    if "content" in table.column_names or "bucket" in table.column_names:
+        _check_v3_columns(table, what)
     return table
+
+
+def _check_v3_columns(table: pa.Table, what: str) -> None:
+    """A version-3 manifest's ``content`` (int8, 0 or 1) and ``bucket`` (int32, from 0): both present when one
+    is, and never null. A reader that took a deletion-vector file for a data file, or a file for another
+    bucket's, would misread rows or let an upsert miss a key's live row."""
+    for name, t in _V3_COLUMNS.items():
+        i = table.schema.get_field_index(name)
+        if i < 0 or table.schema.field(i).type != t:
+            raise CorruptMetadataError(f"{what} is malformed: no {t} column {name!r} (format version 3)")
+        column = table.column(name)
+        if column.null_count:
+            raise CorruptMetadataError(f"{what} is malformed: its column {name!r} holds a null")
+    content, bucket = table.column("content"), table.column("bucket")
+    if table.num_rows and not pc.all(pc.is_in(content, value_set=pa.array([0, 1], pa.int8()))).as_py():
+        raise CorruptMetadataError(
+            f"{what} is malformed: a 'content' value other than 0 (data) or 1 (deletion vectors)"
+        )
+    if table.num_rows and pc.min(bucket).as_py() < 0:
+        raise CorruptMetadataError(f"{what} is malformed: a negative 'bucket'")
 
 
 @dataclass(frozen=True)
