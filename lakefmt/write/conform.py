@@ -256,7 +256,7 @@ def _is_listlike(t: pa.DataType) -> bool:
 def _rounded(col: pa.ChunkedArray, cast: pa.ChunkedArray) -> int:
     """How many float values the cast ``col`` -> ``cast`` changed (a narrower float: 0.1 is no float32)."""
     count = 0
-    for a, b in zip(col.chunks, cast.chunks, strict=True):
+    for a, b in _aligned(col, cast):
         for src, dst in _float_pairs(a, b):
             back = pc.cast(dst, src.type)
             same = pc.or_(pc.equal(back, src), pc.and_(pc.is_nan(back), pc.is_nan(src)))
@@ -264,8 +264,15 @@ def _rounded(col: pa.ChunkedArray, cast: pa.ChunkedArray) -> int:
     return count
 
 
+def _aligned(col: pa.ChunkedArray, cast: pa.ChunkedArray) -> list[tuple[pa.Array, pa.Array]]:
+    """The chunks of ``col`` and of its cast, pair by pair (a cast may drop empty chunks: then both as one array)."""
+    if len(col.chunks) == len(cast.chunks):
+        return list(zip(col.chunks, cast.chunks, strict=True))
+    return [(col.combine_chunks(), cast.combine_chunks())]
+
+
 def _first_rounded(col: pa.ChunkedArray, cast: pa.ChunkedArray) -> object:
-    for a, b in zip(col.chunks, cast.chunks, strict=True):
+    for a, b in _aligned(col, cast):
         for src, dst in _float_pairs(a, b):
             back = pc.cast(dst, src.type)
             differs = pc.invert(

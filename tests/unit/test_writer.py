@@ -108,3 +108,14 @@ def test_a_failed_background_sync_fails_the_writer_and_commits_nothing(tmp_path:
     assert table.latest_snapshot() is None
     assert not list((tmp_path / "t").rglob("*.parquet")), "the aborted writer left its data file behind"
     assert not any(t.name.startswith("lakefmt-sync") for t in threading.enumerate())
+
+
+def test_an_empty_batch_that_needs_a_cast_is_accepted(tmp_path: Path) -> None:
+    """An empty float64 batch (or one with an empty chunk) into a float32 column: a cast may drop empty chunks,
+    which the rounding check must not trip over (it raised a bare ValueError)."""
+    import lakefmt
+
+    t = lakefmt.create_table(str(tmp_path / "t"), pa.schema([("x", pa.float32())]))
+    assert t.append(pa.table({"x": pa.array([], pa.float64())})) is None
+    t.append(pa.table({"x": pa.chunked_array([[1.5], [], [2.5]], pa.float64())}))
+    assert t.to_arrow().column("x").to_pylist() == [1.5, 2.5]
