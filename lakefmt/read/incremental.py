@@ -24,9 +24,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakefmt.meta import entries as ents
-from lakefmt.spec import CommitKind
+from lakefmt.meta.store import MetaStore
+from lakefmt.spec import CommitKind, Snapshot, TableSchema
 
-__all__ = ["through_compactions"]
+__all__ = ["added_between", "through_compactions"]
 
 
 def _part_key(part: Any) -> tuple[tuple[str, Any], ...]:
@@ -95,3 +96,21 @@ def _compaction(delta: pa.Table, added: set[str], stands_for: dict[str, set[str]
     wanted = set(keep_parts)
     mask = pa.array([k in wanted for k in _parts(delta)], pa.bool_())
     return [delta.filter(mask)]
+
+
+def added_between(store: MetaStore, start: int, end: Snapshot, schema: TableSchema) -> pa.Table:
+    """The entries of the files snapshots ``start+1 .. end`` added and did not delete again within the range, a
+    compaction's moves followed (:func:`through_compactions`: no row is read twice), paths checked. A path a
+    restore added again after its DELETE counts as added."""
+    deltas = []
+    for sid in range(start + 1, end.id + 1):
+        snap = end if sid == end.id else store.snapshot(sid)
+        parts = [store.manifest(m.file_name) for m in store.manifest_list(snap.delta_manifest_list)]
+        if parts:
+            deltas.append((snap.commit_kind, ents.concat_entries(parts)))
+    tables = through_compactions(deltas)
+    if not tables:
+        return ents.empty_entries_for(schema)
+    added = ents.net_added(tables)
+    ents.check_data_paths(added, f"a manifest of snapshots {start + 1}..{end.id}")
+    return added

@@ -171,3 +171,21 @@ def deleted_count(io: FileIO, vectors: Mapping[str, Vector], paths: Iterable[str
                 )
             total += len(positions)
     return total
+
+
+def mask_whole(io: FileIO, table: pa.Table, entries: pa.Table, vectors: Mapping[str, Vector], what: str) -> pa.Table:
+    """The live rows of ``table``: every row of the files of ``entries``, in their order, each file's rows at its
+    offset (from the entries' row counts, which must add up to the table's rows: :class:`CorruptMetadataError`
+    naming ``what`` otherwise), masked by the files' ``vectors``."""
+    counts = np.asarray(entries.column(ents.ROW_COUNT).to_numpy(zero_copy_only=False), dtype=np.int64)
+    total = int(counts.sum())
+    if table.num_rows != total:
+        raise CorruptMetadataError(f"{what} hold {table.num_rows} rows, their manifest entries say {total}")
+    keep = np.ones(total, dtype=bool)
+    offsets = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+    for path, offset, count in zip(ents.paths(entries), offsets.tolist(), counts.tolist(), strict=True):
+        vector = vectors.get(path)
+        if vector is not None:
+            mask = keep_mask(count, deleted_positions(io, vector), path)
+            keep[offset : offset + count] = mask.to_numpy(zero_copy_only=False)
+    return table.filter(pa.array(keep))

@@ -5,11 +5,9 @@ from __future__ import annotations
 import copy
 import time
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
@@ -17,7 +15,6 @@ import pyarrow.fs as pafs
 
 from lakefmt.binpack import pack
 from lakefmt.errors import (
-    CorruptMetadataError,
     DeletionVectorsError,
     InvalidOptionError,
     SchemaMismatchError,
@@ -32,9 +29,9 @@ from lakefmt.meta.versions import snapshot_as_of
 from lakefmt.read import engines
 from lakefmt.read.bounds import SchemaLookup
 from lakefmt.read.evolve import dataset_for, read_evolved, runs
-from lakefmt.read.files import read_entries
-from lakefmt.read.incremental import through_compactions
-from lakefmt.read.masks import Vector, deleted_count, deleted_positions, keep_mask, load_vectors
+from lakefmt.read.files import read_entries, read_entries_parallel
+from lakefmt.read.incremental import added_between
+from lakefmt.read.masks import Vector, deleted_count, load_vectors, mask_whole
 from lakefmt.read.plan import live_entries, prune_entries
 from lakefmt.spec import Snapshot, TableSchema
 from lakefmt.spec.filters import check_filter, evaluating, pushdown_safe, referenced_columns
@@ -197,20 +194,8 @@ class Scan:
         return self._vectors
 
     def _added_between(self, start: int, end: Snapshot) -> pa.Table:
-        """Files added by snapshots start+1..end (and not deleted again within that range); a compaction's moves
-        are followed (:mod:`lakefmt.read.incremental`)."""
-        deltas = []
-        for sid in range(start + 1, end.id + 1):
-            snap = end if sid == end.id else self._store.snapshot(sid)
-            parts = [self._store.manifest(m.file_name) for m in self._store.manifest_list(snap.delta_manifest_list)]
-            if parts:
-                deltas.append((snap.commit_kind, ents.concat_entries(parts)))
-        tables = through_compactions(deltas)  # a compaction moves rows: none is read twice
-        if not tables:
-            return ents.empty_entries_for(self.schema)
-        added = ents.net_added(tables)  # a path a restore added again after its DELETE counts as added
-        ents.check_data_paths(added, f"a manifest of snapshots {start + 1}..{end.id}")
-        return added
+        """Files added by snapshots start+1..end (:func:`lakefmt.read.incremental.added_between`)."""
+        return added_between(self._store, start, end, self.schema)
 
     def files(self) -> list[FileTask]:
         """The data files this scan reads."""
@@ -488,54 +473,27 @@ class Scan:
 
     def _masked_whole(self) -> pa.Table:
         """:meth:`to_arrow` of files all read by name: pyarrow's threaded scan of every planned file (in file
-        order, the filter not pushed down), one mask over the whole table (each file's rows sit at its offset, from
-        the entries' row counts), then the filter and the projection."""
+        order, the filter not pushed down), masked at each file's offset (:func:`lakefmt.read.masks.mask_whole`),
+        then filtered and projected."""
         entries = self.entries()
-        counts = np.asarray(entries.column(ents.ROW_COUNT).to_numpy(zero_copy_only=False), dtype=np.int64)
         table = self._files_dataset().to_table(columns=self.columns_to_read())
-        total = int(counts.sum())
-        if table.num_rows != total:
-            raise CorruptMetadataError(
-                f"the planned data files of snapshot {self.snapshot.id if self.snapshot else '-'} hold "
-                f"{table.num_rows} rows, their manifest entries say {total}"
-            )
-        keep = np.ones(total, dtype=bool)
-        offsets = np.concatenate([[0], np.cumsum(counts)[:-1]])
-        vectors = self.vectors()
-        for path, offset, count in zip(ents.paths(entries), offsets.tolist(), counts.tolist(), strict=True):
-            vector = vectors.get(path)
-            if vector is not None:
-                positions = deleted_positions(self._io, vector)
-                keep[offset : offset + count] = keep_mask(count, positions, path).to_numpy(zero_copy_only=False)
-        kept = table.filter(pa.array(keep))
+        what = f"the planned data files of snapshot {self.snapshot.id if self.snapshot else '-'}"
+        kept = mask_whole(self._io, table, entries, self.vectors(), what)
         if self.filter is not None:
             kept = kept.filter(self.filter)
         return kept if self.columns is None else kept.select(self.columns)
 
     def _masked_parallel(self) -> Iterator[pa.RecordBatch]:
         """:meth:`_masked`, files read by a few threads at once (in order): what :meth:`to_arrow` reads."""
-        entries = self.entries()
-        n = entries.num_rows
-        if n <= 1:
-            yield from self._masked(self.columns, self.filter)
-            return
-
-        def one(i: int) -> list[pa.RecordBatch]:
-            return list(
-                read_entries(
-                    self._io,
-                    entries.slice(i, 1),
-                    self.schema,
-                    columns=self.columns,
-                    filter=self.filter,
-                    schemas=self._store.schema,
-                    vectors=self.vectors(),
-                )
-            )
-
-        with ThreadPoolExecutor(max_workers=min(8, n)) as pool:
-            for batches in pool.map(one, range(n)):
-                yield from batches
+        return read_entries_parallel(
+            self._io,
+            self.entries(),
+            self.schema,
+            columns=self.columns,
+            filter=self.filter,
+            schemas=self._store.schema,
+            vectors=self.vectors(),
+        )
 
     def count(self) -> int:
         """Number of matching rows (from metadata alone when there is no filter)."""
