@@ -7,7 +7,7 @@ its table (data files hard-linked, outside the timing) with lakefmt's in-process
 first (``key_cache_clear``): each measures a writer that has never seen the table, as deltalake's does.
 
 1. **upsert 1M rows (half new) into 10M** against deltalake's ``merge(...).when_matched_update_all()
-   .when_not_matched_insert_all()`` (target ≤ 0.5×), and pyiceberg's ``upsert`` at 100k into 1M (informative).
+   .when_not_matched_insert_all()`` (target ≤ 0.5x), and pyiceberg's ``upsert`` at 100k into 1M (informative).
 2. **upsert 100k into 1M, 10M, 50M rows**: lakefmt's time at 50M over its time at 1M (target ≤ 1.5), and
    deltalake's merge on the same tables for comparison.
 3. **peak RSS** of the 1M-row upsert into 50M, in a fresh process (``VmHWM``, interpreter and imports
@@ -15,13 +15,13 @@ first (``key_cache_clear``): each measures a writer that has never seen the tabl
 4. **full read after 100 upsert commits of 1% each** (ids of live rows, so the live row count stays N = 1M),
    against the same live rows written at once into a fresh key table: ``scan().to_arrow()``, DuckDB
    (``to_duckdb()``: count, sum of ``v``, max of ``s``) and Polars (``to_polars()``, the same aggregates); target
-   ≤ 1.3× each. The table keeps its default options (automatic compaction of a bucket's files included).
+   ≤ 1.3x each. The table keeps its default options (automatic compaction of a bucket's files included).
 5. **write into a key table**, Paimon's ``TableWriterBenchmark`` shape: an int key and 20 strings of 10 random
    characters, one bucket, 3M rows in one commit, in a fresh process pinned to one core (Arrow's CPU pool 1 thread):
    target ≥ 100k rows/s.
 6. **delete by key of 1% of the rows** (random ids of a 10M-row table): ``delete_keys`` on the key table
    (deletion vectors) against ``delete(pc.field("id").isin(ids))`` on a table without key written the same way
-   (copy-on-write: every file holding a deleted row is rewritten): target ≤ 0.3×.
+   (copy-on-write: every file holding a deleted row is rewritten): target ≤ 0.3x.
 
 Sizes: the figures above are the full sizes; ``--quick`` divides them by 1,000 (by 100 for the write), and the
 environment variable ``LAKEFMT_BENCH_KEY_SCALE`` (a factor, e.g. ``0.1``) scales the full sizes. Wall and CPU time
@@ -480,7 +480,8 @@ def paimon_rows(n: int, seed: int = 1) -> pa.Table:
     for i in range(20):
         data = pa.py_buffer(rng.integers(97, 123, size=10 * n, dtype=np.uint8))
         cols[f"f{i}"] = pa.Array.from_buffers(pa.string(), n, [None, offsets, data])
-    schema = pa.schema([pa.field("k", pa.int32(), nullable=False), *(pa.field(f"f{i}", pa.string()) for i in range(20))])
+    strings = [pa.field(f"f{i}", pa.string()) for i in range(20)]
+    schema = pa.schema([pa.field("k", pa.int32(), nullable=False), *strings])
     return pa.table(cols, schema=schema)
 
 

@@ -316,11 +316,12 @@ def plot_key_tables(plt: Any, kt: dict[str, Any], out: Path) -> None:
     if ice.get("pyiceberg"):
         bars.append((f"{p['iceberg_rows']:,} into\n{p['iceberg_base']:,}",
                      {"lakefmt": ice["lakefmt"], "pyiceberg": {"wall": min(ice["pyiceberg"]["seconds"])}}, "pyiceberg"))
-    for x, (label, sides, peer) in enumerate(bars):
+    for x, (_label, sides, peer) in enumerate(bars):
         for offset, side in ((-0.2, "lakefmt"), (0.2, peer)):
             if side in sides:
                 y = sides[side]["wall"]
-                ax.bar(x + offset, y, width=0.4, color=COLORS[side], label=side if side != "lakefmt" or x == 0 else None)
+                legend = side if side != "lakefmt" or x == 0 else None
+                ax.bar(x + offset, y, width=0.4, color=COLORS[side], label=legend)
                 ax.text(x + offset, y, f"{y:.2f}", ha="center", va="bottom", fontsize=7)
     ax.set_xticks(range(len(bars)), [b[0] for b in bars], fontsize=8)
     ax.set_ylabel("seconds (best of runs)")
