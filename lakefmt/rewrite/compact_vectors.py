@@ -15,7 +15,6 @@ new snapshot, or gives it up). The writer never fails, no deleted row comes back
 from __future__ import annotations
 
 import contextlib
-import time
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -29,10 +28,9 @@ from lakefmt.read.masks import deleted_positions
 from lakefmt.rewrite.base import RewriteTarget, load_group_vectors
 from lakefmt.rewrite.compact_plan import may_hold
 from lakefmt.rewrite.compact_types import CompactionGroup, partition_key
+from lakefmt.rewrite.keys import write_vector_file
 from lakefmt.spec import CommitMessage, DataFile, FileKind, ManifestFileMeta, Snapshot, TableSchema, layout
-from lakefmt.spec.deletion_vector import encode_puffin
-from lakefmt.spec.manifest import FileContent, encode_manifest, entries_table, manifest_meta
-from lakefmt.spec.partition import partition_path
+from lakefmt.spec.manifest import encode_manifest, entries_table, manifest_meta
 
 __all__ = ["BucketKey", "VectorCompactProducer", "bucket_of_entries", "replace_vectors"]
 
@@ -98,28 +96,9 @@ def _write(
     try:
         files: list[DataFile] = []
         for k, (key, blobs) in enumerate(sorted(keep.items(), key=lambda kv: repr(kv[0]))):
-            partition = dict(partitions[key])
-            folder = partition_path(schema.partition_keys, partition)
-            if schema.has_primary_key:
-                folder = layout.bucket_folder(folder, key[1])
-            name = layout.dv_file_name(writer_id, k)
-            rel = f"{folder}/{name}" if folder else name
-            data = encode_puffin(blobs)
-            table.io.write(rel, data, sync=sync)
-            written.append(rel)
-            files.append(
-                DataFile(
-                    path=rel,
-                    file_size=len(data),
-                    row_count=sum(len(v) for _, v in blobs),
-                    schema_id=schema.id,
-                    partition=partition,
-                    stats={},
-                    creation_time_ms=int(time.time() * 1000),
-                    bucket=key[1],
-                    content=FileContent.DELETION_VECTORS,
-                )
-            )
+            vector_file = write_vector_file(table.io, schema, dict(partitions[key]), key[1], blobs, writer_id, k)
+            written.append(vector_file.path)
+            files.append(vector_file)
         added = entries_table(
             FileKind.ADD,
             files,

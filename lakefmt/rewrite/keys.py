@@ -165,6 +165,37 @@ class _Marks:
             self.by_file.setdefault(path, []).append(positions.astype(np.int64))
 
 
+def write_vector_file(
+    io: FileIO,
+    schema: TableSchema,
+    partition: dict[str, Any],
+    bucket: int,
+    blobs: Sequence[tuple[str, pa.Array]],
+    writer_id: str,
+    k: int,
+) -> DataFile:
+    """Write one partition and bucket's deletion-vector file (a Puffin file of ``blobs``: data path, positions) in
+    its folder, and return its entry's metadata (rows: the positions it deletes)."""
+    folder = partition_path(schema.partition_keys, partition)
+    if schema.has_primary_key:
+        folder = layout.bucket_folder(folder, bucket)
+    name = layout.dv_file_name(writer_id, k)
+    rel = f"{folder}/{name}" if folder else name
+    data = encode_puffin(blobs)
+    io.write(rel, data, sync=schema.table_options.fsync)
+    return DataFile(
+        path=rel,
+        file_size=len(data),
+        row_count=sum(len(v) for _, v in blobs),
+        schema_id=schema.id,
+        partition=partition,
+        stats={},
+        creation_time_ms=int(time.time() * 1000),
+        bucket=bucket,
+        content=FileContent.DELETION_VECTORS,
+    )
+
+
 class _Planner:
     """What the three planners share: the bucket state, and writing a bucket's new deletion-vector file."""
 
@@ -196,8 +227,7 @@ class _Planner:
             for path, parts in mark.by_file.items():
                 merged[path] = _sorted_unique(np.concatenate([merged.get(path, np.zeros(0, np.int64)), *parts]))
             blobs = [(p, pa.array(v, pa.int64())) for p, v in sorted(merged.items())]
-            data = encode_puffin(blobs)
-            added.append(self._write_vectors(bk, data, sum(len(v) for v in merged.values()), schema))
+            added.append(self._write_vectors(bk, blobs, schema))
             if old_dv.num_rows:
                 removed.append(old_dv)
         removed_t = ents.concat_entries(removed) if removed else ents.empty_entries_for(schema)
@@ -211,27 +241,11 @@ class _Planner:
         )
         return VectorChanges(removed_t, added_t, _state(live))
 
-    def _write_vectors(self, bk: BucketKey, data: bytes, cardinality: int, schema: TableSchema) -> DataFile:
+    def _write_vectors(self, bk: BucketKey, blobs: list[tuple[str, pa.Array]], schema: TableSchema) -> DataFile:
         values, bucket = bk
         partition = dict(zip(schema.partition_keys, values, strict=True))
-        folder = partition_path(schema.partition_keys, partition)
-        if schema.has_primary_key:
-            folder = layout.bucket_folder(folder, bucket)
-        name = layout.dv_file_name(self.writer_id, self._k)
         self._k += 1
-        rel = f"{folder}/{name}" if folder else name
-        self.io.write(rel, data, sync=schema.table_options.fsync)
-        return DataFile(
-            path=rel,
-            file_size=len(data),
-            row_count=cardinality,
-            schema_id=schema.id,
-            partition=partition,
-            stats={},
-            creation_time_ms=int(time.time() * 1000),
-            bucket=bucket,
-            content=FileContent.DELETION_VECTORS,
-        )
+        return write_vector_file(self.io, schema, partition, bucket, blobs, self.writer_id, self._k - 1)
 
     def _find(self, live: pa.Table, bk: BucketKey, probe: Probe, schema: TableSchema, extra: list[str]) -> _Found:
         """The live rows of bucket ``bk`` that hold a probed key, by the key index of each of its data files (a
