@@ -31,6 +31,8 @@ from lakefmt.errors import (
     InvalidTimestampError,
     LakefmtError,
     LocationNotEmptyError,
+    MergeError,
+    MergeMultipleMatchesError,
     MissingDependencyError,
     MissingMetadataError,
     NonAtomicStorageError,
@@ -57,6 +59,7 @@ from lakefmt.read.scan import FileTask, ReadTask, Scan
 from lakefmt.rewrite.compact import commit_compaction, rewrite_group
 from lakefmt.rewrite.compact_plan import plan_compaction
 from lakefmt.rewrite.compact_types import CompactionGroup, CompactionPlan, CompactionReport
+from lakefmt.rewrite.merge import MergeReport, TableMerger
 from lakefmt.spec import FORMAT_VERSION, CommitKind, CommitMessage, Consumer, Snapshot, TableSchema
 from lakefmt.spec.scope import OverwriteScope
 from lakefmt.spec.tag import Tag
@@ -96,6 +99,9 @@ __all__ = [
     "InvalidTimestampError",
     "LakefmtError",
     "LocationNotEmptyError",
+    "MergeError",
+    "MergeMultipleMatchesError",
+    "MergeReport",
     "MissingDependencyError",
     "MissingMetadataError",
     "NonAtomicStorageError",
@@ -116,6 +122,7 @@ __all__ = [
     "StorageUnreachableError",
     "Table",
     "TableAlreadyExistsError",
+    "TableMerger",
     "TableSchema",
     "TableWriter",
     "Tag",

@@ -35,6 +35,8 @@ __all__ = [
     "KeyTableError",
     "LakefmtError",
     "LocationNotEmptyError",
+    "MergeError",
+    "MergeMultipleMatchesError",
     "MissingDependencyError",
     "MissingMetadataError",
     "NonAtomicStorageError",
@@ -248,3 +250,13 @@ class KeyTableError(LakefmtError, ValueError):
 class DeletionVectorsError(LakefmtError, ValueError):
     """A form of read that cannot apply deletion vectors was asked for a snapshot that has them (``Scan.to_dataset``
     on a key table's snapshot, say); the message names the reads that do."""
+
+
+class MergeError(LakefmtError, ValueError):
+    """A MERGE was asked for something it cannot do (no clause, a clause referring to the wrong side, an
+    ON condition without an equality between a target and a source column); nothing was committed."""
+
+
+class MergeMultipleMatchesError(MergeError):
+    """A MERGE found a target row matched by more than one source row, where a matched clause would change it
+    (SQL MERGE refuses to pick one); nothing was committed."""

@@ -34,6 +34,7 @@ from lakefmt.rewrite.compact import compact
 from lakefmt.rewrite.compact_types import CompactionReport
 from lakefmt.rewrite.delete import delete_rows
 from lakefmt.rewrite.keys import UpsertPlanner
+from lakefmt.rewrite.merge import TableMerger, merge
 from lakefmt.rewrite.upsert import delete_keys, delete_marking, upsert
 from lakefmt.spec import CommitMessage, Consumer, Snapshot, TableSchema
 from lakefmt.spec.instants import Instant
@@ -240,6 +241,11 @@ class Table:
         .upsert` (the last row of a key wins, or the largest ``sequence.field``). ``append`` on a key table does
         the same."""
         return upsert(self, data)
+
+    def merge(self, source: Any, predicate: str, *, source_alias: str | None = None, target_alias: str | None = None
+              ) -> TableMerger:
+        """MERGE ``source`` on ``predicate``: ``when_*`` clauses, then ``.execute()`` (:mod:`lakefmt.rewrite.merge`)."""
+        return merge(self, source, predicate, source_alias=source_alias, target_alias=target_alias)
 
     def delete_keys(self, keys: Any) -> Snapshot | None:
         """Delete the live rows of ``keys`` (rows with the primary-key columns) on a key table, by deletion vectors,

@@ -114,7 +114,7 @@ class _Tok:
         return self.text.lower() if self.kind == "word" and self.text.lower() in _KEYWORDS else None
 
 
-def _tokens(text: str) -> list[_Tok]:
+def _tokens(text: str, pattern: re.Pattern[str] = _TOKEN) -> list[_Tok]:
     out = []
     pos = 0
     while True:
@@ -122,7 +122,7 @@ def _tokens(text: str) -> list[_Tok]:
             pos += 1
         if pos >= len(text):
             break
-        m = _TOKEN.match(text, pos)
+        m = pattern.match(text, pos)
         if m is None or m.end() == pos:
             raise InvalidPredicateError(f"{text!r}: unexpected {text[pos]!r} at position {pos + 1}")
         kind = m.lastgroup or ""
@@ -138,9 +138,12 @@ def _unquote(token: str) -> str:
 
 
 class _Parser:
+    #: the token pattern (:mod:`lakefmt.spec.expression` extends the language with its own)
+    pattern = _TOKEN
+
     def __init__(self, text: str) -> None:
         self.text = text
-        self.toks = _tokens(text)
+        self.toks = _tokens(text, self.pattern)
         self.i = 0
 
     def fail(self, what: str, tok: _Tok | None = None) -> InvalidPredicateError:

@@ -1,0 +1,305 @@
+"""MERGE INTO for any table, with deltalake's builder: ``Table.merge(source, predicate, source_alias=,
+target_alias=)`` returns a :class:`TableMerger`; its ``when_*`` methods add clauses, evaluated in the order given
+(the first whose condition holds applies to a row), and :meth:`TableMerger.execute` runs it as one commit and
+returns a :class:`MergeReport`.
+
+Execution: the target's live files are pruned by the source's key ranges (each equi-join key's min and max in the
+source, against each file's statistics: a file the statistics cannot rule out is read), the files left are read
+(the rows their deletion vectors delete are not target rows), the rows are computed in Arrow
+(:mod:`lakefmt.rewrite.merge_rows`), and the commit lands them (:mod:`lakefmt.rewrite.merge_commit`). With a
+``when_not_matched_by_source_*`` clause every live file is read. A concurrent commit that removed a file the merge
+changes, or deleted one of its rows, makes it fail with :class:`RewriteConflictError`, unless only compactions
+did: then it is planned and run once more on the new snapshot. Appends landing meanwhile never conflict (Delta's
+WriteSerializable); their rows are not seen by the merge.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakefmt.errors import MergeError, RewriteConflictError, SchemaMismatchError
+from lakefmt.meta import entries as ents
+from lakefmt.read.masks import deleted_positions, load_vectors
+from lakefmt.read.plan import prune_entries
+from lakefmt.rewrite.base import RewriteTarget, Targetable, as_target, compacted_away, read_checked
+from lakefmt.rewrite.merge_commit import commit_copy_on_write, commit_marks
+from lakefmt.rewrite.merge_rows import FILE, POS, Clause, MergeSpec, compute_changes, key_pairs
+from lakefmt.spec import Snapshot, TableSchema
+from lakefmt.write.writer import as_tables
+
+__all__ = ["MergeReport", "TableMerger", "merge"]
+
+
+@dataclass(frozen=True)
+class MergeReport:
+    """What a MERGE did (deltalake's metric names). ``num_target_rows_copied``: rows rewritten unchanged
+    (copy-on-write); ``snapshot_id``: the snapshot it committed (None: it changed nothing). Reads as a dict too:
+    ``report["num_target_rows_updated"]``, :meth:`to_dict`."""
+
+    num_source_rows: int
+    num_target_rows_inserted: int
+    num_target_rows_updated: int
+    num_target_rows_deleted: int
+    num_target_rows_copied: int
+    num_output_rows: int
+    num_target_files_added: int
+    num_target_files_removed: int
+    num_target_files_scanned: int
+    num_target_files_skipped_during_scan: int
+    snapshot_id: int | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report as a plain dict."""
+        return asdict(self)
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in self.__dataclass_fields__:
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def keys(self) -> list[str]:
+        """The metric names."""
+        return list(self.__dataclass_fields__)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.keys())
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """A metric by name, or ``default``."""
+        return getattr(self, key) if key in self.__dataclass_fields__ else default
+
+
+class TableMerger:
+    """A MERGE being built (deltalake's ``TableMerger``): add clauses with the ``when_*`` methods (each returns the
+    merger), then :meth:`execute`. Conditions and values are SQL text over the source's and the target's columns,
+    qualified by ``source_alias`` and ``target_alias`` (:mod:`lakefmt.spec.expression`)."""
+
+    def __init__(
+        self,
+        table: Targetable,
+        source: Any,
+        predicate: str,
+        *,
+        source_alias: str | None = None,
+        target_alias: str | None = None,
+    ) -> None:
+        if not isinstance(predicate, str) or not predicate.strip():
+            raise MergeError("merge needs a predicate: SQL text such as 't.id = s.id'")
+        for name, alias in (("source_alias", source_alias), ("target_alias", target_alias)):
+            if alias is not None and (not isinstance(alias, str) or not alias.isidentifier()):
+                raise MergeError(f"{name} must be a plain name such as 's', got {alias!r}")
+        if source_alias is not None and target_alias is not None and source_alias.lower() == target_alias.lower():
+            raise MergeError(f"source_alias and target_alias are both {source_alias!r}")
+        self._target = as_target(table)
+        self._source = _source_table(source)
+        self._predicate, self._aliases = predicate, (source_alias, target_alias)
+        self._clauses: list[Clause] = []
+        # the condition checked now (columns, aliases, an equality to join on), before anything is read
+        key_pairs(self._spec(), self._source.schema, self._target.schema().arrow_schema)
+
+    def _spec(self) -> MergeSpec:
+        return MergeSpec(self._predicate, self._aliases[0], self._aliases[1], tuple(self._clauses))
+
+    def _add(self, clause: Clause) -> TableMerger:
+        if clause.predicate is not None and (not isinstance(clause.predicate, str) or not clause.predicate.strip()):
+            raise MergeError(f"{clause.method}: predicate must be SQL text, got {clause.predicate!r}")
+        if clause.kind.endswith(("update", "insert")) and clause.updates is not None and (
+            not isinstance(clause.updates, Mapping) or not clause.updates
+        ):
+            raise MergeError(f"{clause.method}: updates must be a non-empty dict of column -> SQL expression")
+        self._clauses.append(clause)
+        return self
+
+    def when_matched_update(self, updates: Mapping[str, str], predicate: str | None = None) -> TableMerger:
+        """Update matched target rows (where ``predicate`` holds): ``updates`` maps target columns to SQL
+        expressions (``{"x": "s.x + t.x"}``); the other columns keep their values."""
+        return self._add(Clause("matched_update", predicate, dict(updates) if updates is not None else {}))
+
+    def when_matched_update_all(self, predicate: str | None = None, except_cols: Sequence[str] | None = None
+                                ) -> TableMerger:
+        """Update matched target rows (where ``predicate`` holds) with every column of their source row (by name;
+        ``except_cols`` keep their target values)."""
+        return self._add(Clause("matched_update", predicate, None, tuple(except_cols or ())))
+
+    def when_matched_delete(self, predicate: str | None = None) -> TableMerger:
+        """Delete matched target rows (where ``predicate`` holds)."""
+        return self._add(Clause("matched_delete", predicate))
+
+    def when_not_matched_insert(self, updates: Mapping[str, str], predicate: str | None = None) -> TableMerger:
+        """Insert source rows that match no target row (where ``predicate``, over the source, holds): ``updates``
+        maps target columns to SQL expressions over the source; the other columns are null."""
+        return self._add(Clause("not_matched_insert", predicate, dict(updates) if updates is not None else {}))
+
+    def when_not_matched_insert_all(self, predicate: str | None = None, except_cols: Sequence[str] | None = None
+                                    ) -> TableMerger:
+        """Insert source rows that match no target row (where ``predicate`` holds), every column by name
+        (``except_cols`` are left null)."""
+        return self._add(Clause("not_matched_insert", predicate, None, tuple(except_cols or ())))
+
+    def when_not_matched_by_source_update(self, updates: Mapping[str, str], predicate: str | None = None
+                                          ) -> TableMerger:
+        """Update target rows that no source row matches (where ``predicate``, over the target, holds)."""
+        return self._add(Clause("by_source_update", predicate, dict(updates) if updates is not None else {}))
+
+    def when_not_matched_by_source_delete(self, predicate: str | None = None) -> TableMerger:
+        """Delete target rows that no source row matches (where ``predicate``, over the target, holds)."""
+        return self._add(Clause("by_source_delete", predicate))
+
+    def execute(self) -> MergeReport:
+        """Run the MERGE as one commit (``lakefmt.operation=merge``) and report what it did."""
+        if not self._clauses:
+            raise MergeError("a merge needs at least one when_* clause")
+        spec = self._spec()
+        for attempt in (1, 2):
+            latest = self._target.latest_snapshot()
+            try:
+                return _run(self._target, spec, self._source, latest)
+            except RewriteConflictError as exc:
+                if attempt == 2 or not compacted_away(self._target, latest, exc.gone):
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+
+def merge(table: Targetable, source: Any, predicate: str, *, source_alias: str | None = None,
+          target_alias: str | None = None) -> TableMerger:
+    """:meth:`lakefmt.Table.merge`: a :class:`TableMerger` of ``source`` (any Arrow data) into ``table``."""
+    return TableMerger(table, source, predicate, source_alias=source_alias, target_alias=target_alias)
+
+
+def _source_table(source: Any) -> pa.Table:
+    if hasattr(source, "to_arrow") and not isinstance(source, pa.Table):
+        source = source.to_arrow()  # polars, a lakefmt scan
+    try:
+        parts = list(as_tables(source))
+    except SchemaMismatchError as exc:
+        raise SchemaMismatchError(f"merge source: {exc}") from None
+    if not parts:
+        raise SchemaMismatchError("merge source: no data (not even a schema)")
+    try:
+        return pa.concat_tables(parts).combine_chunks()
+    except pa.ArrowInvalid as exc:
+        raise SchemaMismatchError(f"merge source: its parts have different schemas ({exc})") from None
+
+
+def _prune_filter(spec: MergeSpec, source: pa.Table, schema: pa.Schema) -> pc.Expression | bool | None:
+    """The target rows a match needs, by each key's range in the source (False: no key can match)."""
+    keys, _ = key_pairs(spec, source.schema, schema)
+    parts = []
+    for t, s in keys:
+        f = schema.field(t)
+        if pa.types.is_floating(f.type) or pa.types.is_nested(f.type) or source.num_rows == 0:
+            continue  # NaN orders above everything in statistics: no pruning on floats
+        try:
+            mm = pc.min_max(source.column(s).cast(f.type))
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            continue
+        lo, hi = mm["min"], mm["max"]
+        if not lo.is_valid:
+            return False  # every source key is null: nothing matches
+        parts.append((pc.field(t) >= lo) & (pc.field(t) <= hi))
+    if source.num_rows == 0:
+        return False
+    if not parts:
+        return None
+    out = parts[0]
+    for p in parts[1:]:
+        out = out & p
+    return out
+
+
+def _run(target: RewriteTarget, spec: MergeSpec, source: pa.Table, latest: Snapshot | None) -> MergeReport:
+    schema = target.store.schema_for(latest) if latest is not None else target.schema()
+    arrow = schema.arrow_schema
+    live = ents.live_entries(target.store, latest) if latest is not None else ents.empty_entries_for(schema)
+    data = ents.data_files(live)
+    if spec.has("by_source"):
+        candidates = data
+    else:
+        flt = _prune_filter(spec, source, arrow)
+        if flt is False:
+            candidates = data.slice(0, 0)
+        else:
+            candidates = prune_entries(data, flt if isinstance(flt, pc.Expression) else None, schema,
+                                       target.store.schema)
+    vectors = load_vectors(target.io, ents.vector_files(live), data=data) if schema.deletion_vectors else {}
+    rows, seen = _read(target, candidates, schema, vectors)
+    changes = compute_changes(spec, source, rows, arrow)
+    files = changes.removed.column(FILE).to_numpy()
+    touched = np.unique(files)
+    paths = ents.paths(candidates)
+    copied = 0
+    if schema.deletion_vectors:
+        pos = changes.removed.column(POS).to_numpy()
+        marks = {paths[int(i)]: np.sort(pos[files == i]) for i in touched}
+        homes = candidates.take(pa.array(touched, pa.int64()))
+        snap = commit_marks(target, schema, homes, marks, {p: seen[p] for p in marks if p in seen}, changes.written)
+        added = int(changes.written.num_rows > 0)
+        removed_files = 0
+    else:
+        in_touched = np.isin(rows.column(FILE).to_numpy(), touched)
+        gone = np.zeros(rows.num_rows, dtype=bool)
+        if len(files):
+            # the removed rows, by their row number in ``rows`` (file, position -> row)
+            key = rows.column(FILE).to_numpy().astype(np.int64) << 40 | rows.column(POS).to_numpy()
+            gone = np.isin(key, files.astype(np.int64) << 40 | changes.removed.column(POS).to_numpy())
+        kept = rows.filter(pa.array(in_touched & ~gone)).select(arrow.names)
+        copied = kept.num_rows
+        rewritten = candidates.take(pa.array(touched, pa.int64()))
+        snap = commit_copy_on_write(target, rewritten, kept, changes.written)
+        added = _files_added(target, snap)
+        removed_files = len(touched)
+    return MergeReport(
+        num_source_rows=source.num_rows,
+        num_target_rows_inserted=changes.inserted,
+        num_target_rows_updated=changes.updated,
+        num_target_rows_deleted=changes.deleted,
+        num_target_rows_copied=copied,
+        num_output_rows=changes.written.num_rows + copied,
+        num_target_files_added=added if snap is not None else 0,
+        num_target_files_removed=removed_files if snap is not None else 0,
+        num_target_files_scanned=candidates.num_rows,
+        num_target_files_skipped_during_scan=data.num_rows - candidates.num_rows,
+        snapshot_id=snap.id if snap is not None else None,
+    )
+
+
+def _files_added(target: RewriteTarget, snap: Snapshot | None) -> int:
+    if snap is None:
+        return 0
+    delta = [target.store.manifest(m.file_name) for m in target.store.manifest_list(snap.delta_manifest_list)]
+    return ents.adds(ents.concat_entries(delta)).num_rows if delta else 0
+
+
+def _read(
+    target: RewriteTarget, entries: pa.Table, schema: TableSchema, vectors: Mapping[str, Any]
+) -> tuple[pa.Table, dict[str, np.ndarray]]:
+    """The live rows of the files of ``entries``, with their file (index into ``entries``) and position, and the
+    positions each file's vector deleted."""
+    arrow = schema.arrow_schema
+    paths = ents.paths(entries)
+    seen: dict[str, np.ndarray] = {}
+    masks: dict[int, np.ndarray] = {}
+    for i, p in enumerate(paths):
+        if p in vectors:
+            seen[p] = deleted_positions(target.io, vectors[p])
+            masks[i] = seen[p]
+    offsets = [0] * entries.num_rows
+    out: list[pa.Table] = []
+    for i, batch in read_checked(target, entries, schema, what="merge"):
+        n = batch.num_rows
+        pos = np.arange(offsets[i], offsets[i] + n, dtype=np.int64)
+        offsets[i] += n
+        t = pa.Table.from_batches([batch]).append_column(FILE, pa.array(np.full(n, i, np.int32)))
+        t = t.append_column(POS, pa.array(pos))
+        if i in masks:
+            t = t.filter(pa.array(~np.isin(pos, masks[i])))
+        out.append(t)
+    empty = arrow.empty_table().append_column(FILE, pa.array([], pa.int32())).append_column(
+        POS, pa.array([], pa.int64()))
+    return (pa.concat_tables([empty, *out]) if out else empty), seen

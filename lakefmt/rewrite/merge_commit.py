@@ -1,0 +1,184 @@
+"""How a MERGE lands: one commit (``lakefmt.operation=merge``) that removes the target rows it changed and adds the
+rows it wrote.
+
+* Copy-on-write (a table without deletion vectors): the files holding removed rows are rewritten without them,
+  in the same commit as the new rows (:class:`~lakefmt.commit.kinds.RewriteProducer`: each rewritten file must
+  still be live, or :class:`RewriteConflictError` and nothing lands).
+* Deletion vectors (``write.delete.mode=merge-on-read``, key tables): the removed rows are marked in their
+  files' vectors by :class:`MarkRowsPlanner`, on the snapshot the commit lands on. A concurrent commit that removed
+  a file whose rows the merge marks, or marked one of those rows itself (a concurrent delete or upsert of the same
+  row), makes it fail with :class:`RewriteConflictError`: never a lost update or a resurrected row. On a key table
+  the written rows also replace the live rows of their keys (:class:`MergeUpsertPlanner`), so a key keeps at most
+  one live row.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from lakefmt.commit.kinds import KeyedProducer, RewriteProducer, VectorChanges
+from lakefmt.commit.types import CommitOutcome, CommitRequest
+from lakefmt.errors import RewriteConflictError
+from lakefmt.io import FileIO
+from lakefmt.meta import entries as ents
+from lakefmt.meta.store import MetaStore
+from lakefmt.read.masks import deleted_positions, load_vectors
+from lakefmt.rewrite.base import OPERATION, RewriteTarget, publish
+from lakefmt.rewrite.keys import BucketKey, UpsertPlanner, _bucket_keys, _live_in, _Marks, _Planner
+from lakefmt.spec import CommitKind, CommitMessage, ManifestFileMeta, Snapshot, TableSchema
+
+__all__ = ["MERGE", "MarkRowsPlanner", "MergeUpsertPlanner", "commit_copy_on_write", "commit_marks"]
+
+#: the value of ``lakefmt.operation`` a MERGE's snapshot carries
+MERGE = "merge"
+
+
+def _write(target: RewriteTarget, rows: Sequence[pa.Table]) -> CommitMessage:
+    with target.new_writer() as writer:
+        for r in rows:
+            if r.num_rows:
+                writer.write(r)
+        return writer.prepare_commit()
+
+
+def commit_copy_on_write(
+    target: RewriteTarget, rewritten: pa.Table, kept: pa.Table, written: pa.Table
+) -> Snapshot | None:
+    """Rewrite the files of ``rewritten`` (ADD entries) as ``kept`` (their rows the merge leaves) and add
+    ``written``, in one snapshot; None when there is nothing to do."""
+    if rewritten.num_rows == 0 and written.num_rows == 0:
+        return None
+    message = _write(target, [kept, written])
+    return publish(target, RewriteProducer, [message], rewritten, operation=MERGE, after_commit=target.after_commit)
+
+
+class _Checked:
+    """The marks a merge planned on the snapshot it read (``marks``: data-file path -> positions; ``seen``: the
+    positions each of those files' vectors deleted then), checked on the snapshot a commit lands on."""
+
+    def __init__(self, io: FileIO, marks: dict[str, np.ndarray], seen: dict[str, np.ndarray], homes: pa.Table) -> None:
+        self.io, self.marks, self.seen, self.homes = io, marks, seen, homes
+
+    def check(self, live: pa.Table) -> dict[str, np.ndarray]:
+        """``marks`` after checking that each marked file is live in ``live`` (entries) and that no concurrent
+        commit deleted a row the merge changes; :class:`RewriteConflictError` otherwise."""
+        data = ents.data_files(live)
+        here = set(ents.paths(data))
+        gone = sorted(p for p in self.marks if p not in here)
+        if gone:
+            raise RewriteConflictError(
+                f"{len(gone)} file(s) holding rows this merge changes were removed by a concurrent commit (the "
+                f"first: {gone[0]}); nothing was committed",
+                gone=gone,
+            )
+        vectors = load_vectors(self.io, ents.vector_files(live), data=data)
+        for path, marks in self.marks.items():
+            now = deleted_positions(self.io, vectors[path]) if path in vectors else np.zeros(0, np.int64)
+            new = np.setdiff1d(now, self.seen.get(path, np.zeros(0, np.int64)), assume_unique=True)
+            if len(np.intersect1d(new, marks)):
+                raise RewriteConflictError(
+                    f"a concurrent commit deleted or replaced rows of {path} that this merge changes; nothing was "
+                    "committed",
+                    gone=[],
+                )
+        return self.marks
+
+
+class MarkRowsPlanner(_Planner):
+    """Marks the rows a merge removes (on a table with deletion vectors and no key), checked first."""
+
+    def __init__(self, io: FileIO, store: MetaStore, schema: TableSchema, checked: _Checked) -> None:
+        super().__init__(io, store, schema)
+        self.checked = checked
+
+    def plan(self, latest: Snapshot | None, schema: TableSchema, added: Sequence[ManifestFileMeta]) -> VectorChanges:
+        schema = self.schema if latest is None else self.store.schema_for(latest)
+        self.buckets = set(_bucket_keys(self.checked.homes, schema))
+        live = _live_in(self.store, latest, schema, self.buckets)
+        return self._changes(live, _by_bucket(self.checked.check(live), self.checked.homes, schema), schema)
+
+
+class MergeUpsertPlanner(UpsertPlanner):
+    """A key table's merge: the written rows replace their keys' live rows (an upsert), and the rows the merge
+    deletes (or updates under another key) are marked, checked first."""
+
+    def __init__(self, io: FileIO, store: MetaStore, schema: TableSchema, checked: _Checked) -> None:
+        super().__init__(io, store, schema)
+        self.checked = checked
+        self._latest: Snapshot | None = None
+
+    def plan(self, latest: Snapshot | None, schema: TableSchema, added: Sequence[ManifestFileMeta]) -> VectorChanges:
+        self._latest = latest
+        if not added:  # deletes only
+            schema = self.schema if latest is None else self.store.schema_for(latest)
+            self.buckets = set()
+            return self._changes(ents.empty_entries_for(schema), {}, schema)
+        return super().plan(latest, schema, added)
+
+    def _changes(self, live: pa.Table, marks: dict[BucketKey, _Marks], schema: TableSchema) -> VectorChanges:
+        extra = set(_bucket_keys(self.checked.homes, schema))
+        if extra:
+            self.buckets = set(self.buckets) | extra
+            live = _live_in(self.store, self._latest, schema, self.buckets)
+            for bk, mark in _by_bucket(self.checked.check(live), self.checked.homes, schema).items():
+                into = marks.setdefault(bk, _Marks({}))
+                for path, parts in mark.by_file.items():
+                    for p in parts:
+                        into.add(path, p)
+        return super()._changes(live, marks, schema)
+
+
+def _by_bucket(marks: dict[str, np.ndarray], homes: pa.Table, schema: TableSchema) -> dict[BucketKey, _Marks]:
+    where = dict(zip(ents.paths(homes), _bucket_keys(homes, schema), strict=True))
+    out: dict[BucketKey, _Marks] = {}
+    for path, positions in marks.items():
+        out.setdefault(where[path], _Marks({})).add(path, positions)
+    return out
+
+
+def commit_marks(
+    target: RewriteTarget,
+    schema: TableSchema,
+    homes: pa.Table,
+    marks: dict[str, np.ndarray],
+    seen: dict[str, np.ndarray],
+    written: pa.Table,
+) -> Snapshot | None:
+    """Mark ``marks`` (data-file path -> positions; ``homes``: those files' ADD entries; ``seen``: the positions
+    their vectors deleted when read) and add ``written``, in one snapshot; None when there is nothing to do."""
+    if not marks and written.num_rows == 0:
+        return None
+    checked = _Checked(target.io, marks, seen, homes)
+    planner: Any = (
+        MergeUpsertPlanner(target.io, target.store, schema, checked)
+        if schema.has_primary_key
+        else MarkRowsPlanner(target.io, target.store, schema, checked)
+    )
+    messages = [_write(target, [written])] if written.num_rows else []
+    added = [meta for m in messages for meta in m.manifests]
+    request = CommitRequest(None, f"{MERGE}-{uuid.uuid4().hex}", 0, added, properties={OPERATION: MERGE})
+    run = KeyedProducer(
+        target.io,
+        target.store,
+        request,
+        clock=target.clock or time.time,
+        after_commit=lambda snap: target.after_commit(snap),
+        planner=planner,
+        kind=CommitKind.OVERWRITE if marks else CommitKind.APPEND,
+    )
+    try:
+        result = run.commit()
+    except BaseException:
+        if not run.in_doubt:
+            target.discard(messages)
+        raise
+    if result.outcome is not CommitOutcome.COMMITTED:
+        target.discard(messages)
+        return None
+    return result.snapshot
