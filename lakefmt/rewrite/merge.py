@@ -29,7 +29,7 @@ from lakefmt.read.masks import deleted_positions, load_vectors
 from lakefmt.read.plan import prune_entries
 from lakefmt.rewrite.base import RewriteTarget, Targetable, as_target, compacted_away, read_checked
 from lakefmt.rewrite.merge_commit import commit_copy_on_write, commit_marks
-from lakefmt.rewrite.merge_rows import FILE, POS, Clause, MergeSpec, compute_changes, key_pairs
+from lakefmt.rewrite.merge_rows import FILE, POS, Clause, MergeSpec, check_clause, compute_changes, key_pairs
 from lakefmt.spec import Snapshot, TableSchema
 from lakefmt.write.writer import as_tables
 
@@ -113,6 +113,7 @@ class TableMerger:
             not isinstance(clause.updates, Mapping) or not clause.updates
         ):
             raise MergeError(f"{clause.method}: updates must be a non-empty dict of column -> SQL expression")
+        check_clause(self._spec(), clause, self._source.schema, self._target.schema().arrow_schema)
         self._clauses.append(clause)
         return self
 

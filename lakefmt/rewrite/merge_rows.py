@@ -28,7 +28,9 @@ from lakefmt.errors import InvalidPredicateError, MergeError, MergeMultipleMatch
 from lakefmt.spec.expression import Call, Expr, Ref, bind_expression, conjuncts, parse_expression, refs
 from lakefmt.write.conform import conform
 
-__all__ = ["FILE", "POS", "Clause", "ClauseKind", "MergeSpec", "RowChanges", "compute_changes", "key_pairs"]
+__all__ = [
+    "FILE", "POS", "Clause", "ClauseKind", "MergeSpec", "RowChanges", "check_clause", "compute_changes", "key_pairs",
+]
 
 FILE = "__lakefmt_file"  #: the target rows' column naming their file (index into the entries read)
 POS = "__lakefmt_pos"  #: the target rows' column holding their position in their file
@@ -170,6 +172,19 @@ def key_pairs(spec: MergeSpec, source: pa.Schema, target: pa.Schema) -> tuple[li
             "column (t.id = s.id), joined with AND to the rest"
         )
     return keys, rest
+
+
+def check_clause(spec: MergeSpec, clause: Clause, source: pa.Schema, target: pa.Schema) -> None:
+    """Bind ``clause``'s condition and values now (columns, aliases, the sides it may see, types), on no rows, so
+    that a bad clause is refused before anything is read."""
+    names = _Names(spec, source, target)
+    sides = _SIDES[clause.group]
+    empty = pa.table({**{_S + f.name: pa.array([], f.type) for f in source},
+                      **{_T + f.name: pa.array([], f.type) for f in target}})
+    if clause.predicate is not None:
+        _holds(empty, names.bind(clause.predicate, sides, clause.method)[0], clause.method)
+    if not clause.kind.endswith("delete"):
+        _values(names, clause, empty, target, source, sides)
 
 
 def _evaluate(table: pa.Table, columns: Mapping[str, pc.Expression], what: str) -> pa.Table:
