@@ -15,6 +15,7 @@ WriteSerializable); their rows are not seen by the merge.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -29,7 +30,16 @@ from lakefmt.read.masks import deleted_positions, load_vectors
 from lakefmt.read.plan import prune_entries
 from lakefmt.rewrite.base import RewriteTarget, Targetable, as_target, compacted_away, read_checked
 from lakefmt.rewrite.merge_commit import commit_copy_on_write, commit_marks
-from lakefmt.rewrite.merge_rows import FILE, POS, Clause, MergeSpec, check_clause, compute_changes, key_pairs
+from lakefmt.rewrite.merge_rows import (
+    FILE,
+    POS,
+    Clause,
+    MergeSpec,
+    check_clause,
+    compute_changes,
+    key_pairs,
+    target_columns,
+)
 from lakefmt.spec import Snapshot, TableSchema
 from lakefmt.write.writer import as_tables
 
@@ -229,30 +239,23 @@ def _run(target: RewriteTarget, spec: MergeSpec, source: pa.Table, latest: Snaps
             candidates = prune_entries(data, flt if isinstance(flt, pc.Expression) else None, schema,
                                        target.store.schema)
     vectors = load_vectors(target.io, ents.vector_files(live), data=data) if schema.deletion_vectors else {}
-    rows, seen = _read(target, candidates, schema, vectors)
+    columns = target_columns(spec, source.schema, arrow)
+    rows, seen = _read(target, candidates, schema, vectors, columns)
     changes = compute_changes(spec, source, rows, arrow)
     files = changes.removed.column(FILE).to_numpy()
-    touched = np.unique(files)
-    paths = ents.paths(candidates)
+    touched = _distinct(files)
+    removed = _split(files, changes.removed.column(POS).to_numpy(), touched)  # positions, per touched file
+    homes = candidates.take(pa.array(touched, pa.int64()))
     copied = 0
     if schema.deletion_vectors:
-        pos = changes.removed.column(POS).to_numpy()
-        marks = {paths[int(i)]: np.sort(pos[files == i]) for i in touched}
-        homes = candidates.take(pa.array(touched, pa.int64()))
+        marks = dict(zip(ents.paths(homes), removed, strict=True))
         snap = commit_marks(target, schema, homes, marks, {p: seen[p] for p in marks if p in seen}, changes.written)
         added = int(changes.written.num_rows > 0)
         removed_files = 0
     else:
-        in_touched = np.isin(rows.column(FILE).to_numpy(), touched)
-        gone = np.zeros(rows.num_rows, dtype=bool)
-        if len(files):
-            # the removed rows, by their row number in ``rows`` (file, position -> row)
-            key = rows.column(FILE).to_numpy().astype(np.int64) << 40 | rows.column(POS).to_numpy()
-            gone = np.isin(key, files.astype(np.int64) << 40 | changes.removed.column(POS).to_numpy())
-        kept = rows.filter(pa.array(in_touched & ~gone)).select(arrow.names)
-        copied = kept.num_rows
-        rewritten = candidates.take(pa.array(touched, pa.int64()))
-        snap = commit_copy_on_write(target, rewritten, kept, changes.written)
+        kept = _Kept(target, homes, schema, dict(enumerate(removed)))
+        snap = commit_copy_on_write(target, homes, kept, changes.written)
+        copied = kept.rows
         added = _files_added(target, snap)
         removed_files = len(touched)
     return MergeReport(
@@ -270,6 +273,19 @@ def _run(target: RewriteTarget, spec: MergeSpec, source: pa.Table, latest: Snaps
     )
 
 
+def _split(files: np.ndarray, positions: np.ndarray, touched: np.ndarray) -> list[np.ndarray]:
+    """``positions`` grouped by ``files``, one sorted array per file of ``touched`` (the distinct files, sorted)."""
+    order = np.argsort(files, kind="stable")
+    bounds = [*np.searchsorted(files[order], touched, side="left").tolist(), len(files)]
+    return [np.sort(positions[order[a:b]]) for a, b in itertools.pairwise(bounds)]
+
+
+def _distinct(values: np.ndarray) -> np.ndarray:
+    """``values`` sorted, each once (by sorting: numpy's hash-based unique is slow on large arrays)."""
+    out = np.sort(values)
+    return out[np.concatenate(([True], out[1:] != out[:-1]))] if len(out) else out
+
+
 def _files_added(target: RewriteTarget, snap: Snapshot | None) -> int:
     if snap is None:
         return 0
@@ -277,12 +293,39 @@ def _files_added(target: RewriteTarget, snap: Snapshot | None) -> int:
     return ents.adds(ents.concat_entries(delta)).num_rows if delta else 0
 
 
+class _Kept:
+    """The rows of the files the merge rewrites (``rewritten``) that it leaves as they are, read again whole, file
+    by file, without the ``removed`` positions (``removed``: positions by index into ``rewritten``); counts them."""
+
+    def __init__(self, target: RewriteTarget, rewritten: pa.Table, schema: TableSchema,
+                 removed: dict[int, np.ndarray]) -> None:
+        self.target, self.rewritten, self.schema, self.removed = target, rewritten, schema, removed
+        self.rows = 0
+
+    def __iter__(self) -> Iterator[pa.RecordBatch]:
+        offsets = [0] * self.rewritten.num_rows
+        for i, batch in read_checked(self.target, self.rewritten, self.schema, what="merge"):
+            start = offsets[i]
+            offsets[i] += batch.num_rows
+            gone = self.removed.get(i)
+            if gone is not None:
+                lo, hi = np.searchsorted(gone, [start, start + batch.num_rows])
+                if hi > lo:
+                    keep = np.ones(batch.num_rows, dtype=bool)
+                    keep[gone[lo:hi] - start] = False
+                    batch = batch.filter(pa.array(keep))
+            self.rows += batch.num_rows
+            if batch.num_rows:
+                yield batch
+
+
 def _read(
-    target: RewriteTarget, entries: pa.Table, schema: TableSchema, vectors: Mapping[str, Any]
+    target: RewriteTarget, entries: pa.Table, schema: TableSchema, vectors: Mapping[str, Any],
+    columns: Sequence[str] | None,
 ) -> tuple[pa.Table, dict[str, np.ndarray]]:
-    """The live rows of the files of ``entries``, with their file (index into ``entries``) and position, and the
-    positions each file's vector deleted."""
-    arrow = schema.arrow_schema
+    """The live rows of the files of ``entries`` (``columns`` of them; None: all), with their file (index into
+    ``entries``) and position, and the positions each file's vector deleted."""
+    arrow = schema.arrow_schema if columns is None else pa.schema([schema.arrow_schema.field(c) for c in columns])
     paths = ents.paths(entries)
     seen: dict[str, np.ndarray] = {}
     masks: dict[int, np.ndarray] = {}
@@ -290,17 +333,30 @@ def _read(
         if p in vectors:
             seen[p] = deleted_positions(target.io, vectors[p])
             masks[i] = seen[p]
-    offsets = [0] * entries.num_rows
-    out: list[pa.Table] = []
-    for i, batch in read_checked(target, entries, schema, what="merge"):
-        n = batch.num_rows
-        pos = np.arange(offsets[i], offsets[i] + n, dtype=np.int64)
-        offsets[i] += n
-        t = pa.Table.from_batches([batch]).append_column(FILE, pa.array(np.full(n, i, np.int32)))
-        t = t.append_column(POS, pa.array(pos))
-        if i in masks:
-            t = t.filter(pa.array(~np.isin(pos, masks[i])))
-        out.append(t)
-    empty = arrow.empty_table().append_column(FILE, pa.array([], pa.int32())).append_column(
-        POS, pa.array([], pa.int64()))
-    return (pa.concat_tables([empty, *out]) if out else empty), seen
+    batches: list[pa.RecordBatch] = []
+    owners: list[int] = []
+    for i, batch in read_checked(target, entries, schema, what="merge", columns=columns):
+        batches.append(batch)
+        owners.append(i)
+    table = pa.Table.from_batches(batches, schema=arrow).combine_chunks() if batches else arrow.empty_table()
+    lens = np.array([b.num_rows for b in batches], dtype=np.int64)
+    file_of = np.repeat(np.array(owners, dtype=np.int32), lens)
+    # a row's position in its file: its row number less the number of its file's first row (batches come in file
+    # order, each file's whole)
+    if len(lens):
+        starts = np.concatenate(([0], np.cumsum(lens)[:-1]))
+        seen_file: dict[int, int] = {}
+        for o, st in zip(owners, starts.tolist(), strict=True):
+            seen_file.setdefault(o, st)
+        first_row = np.array([seen_file[o] for o in owners], dtype=np.int64)
+        pos = np.arange(table.num_rows, dtype=np.int64) - np.repeat(first_row, lens)
+    else:
+        pos = np.zeros(0, dtype=np.int64)
+    table = table.append_column(FILE, pa.array(file_of)).append_column(POS, pa.array(pos))
+    if masks:
+        keep = np.ones(table.num_rows, dtype=bool)
+        for i, deleted in masks.items():
+            rows_of = np.flatnonzero(file_of == i)
+            keep[rows_of[np.isin(pos[rows_of], deleted)]] = False
+        table = table.filter(pa.array(keep))
+    return table, seen

@@ -14,9 +14,10 @@ rows it wrote.
 
 from __future__ import annotations
 
+import itertools
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -39,7 +40,7 @@ __all__ = ["MERGE", "MarkRowsPlanner", "MergeUpsertPlanner", "commit_copy_on_wri
 MERGE = "merge"
 
 
-def _write(target: RewriteTarget, rows: Sequence[pa.Table]) -> CommitMessage:
+def _write(target: RewriteTarget, rows: Iterable[pa.Table | pa.RecordBatch]) -> CommitMessage:
     with target.new_writer() as writer:
         for r in rows:
             if r.num_rows:
@@ -48,13 +49,13 @@ def _write(target: RewriteTarget, rows: Sequence[pa.Table]) -> CommitMessage:
 
 
 def commit_copy_on_write(
-    target: RewriteTarget, rewritten: pa.Table, kept: pa.Table, written: pa.Table
+    target: RewriteTarget, rewritten: pa.Table, kept: Iterable[pa.RecordBatch], written: pa.Table
 ) -> Snapshot | None:
-    """Rewrite the files of ``rewritten`` (ADD entries) as ``kept`` (their rows the merge leaves) and add
+    """Rewrite the files of ``rewritten`` (ADD entries) as ``kept`` (their rows the merge leaves, streamed) and add
     ``written``, in one snapshot; None when there is nothing to do."""
     if rewritten.num_rows == 0 and written.num_rows == 0:
         return None
-    message = _write(target, [kept, written])
+    message = _write(target, itertools.chain(kept, [written]))
     return publish(target, RewriteProducer, [message], rewritten, operation=MERGE, after_commit=target.after_commit)
 
 
@@ -79,9 +80,14 @@ class _Checked:
             )
         vectors = load_vectors(self.io, ents.vector_files(live), data=data)
         for path, marks in self.marks.items():
-            now = deleted_positions(self.io, vectors[path]) if path in vectors else np.zeros(0, np.int64)
-            new = np.setdiff1d(now, self.seen.get(path, np.zeros(0, np.int64)), assume_unique=True)
-            if len(np.intersect1d(new, marks)):
+            if path not in vectors:
+                continue
+            now = deleted_positions(self.io, vectors[path])
+            before = self.seen.get(path)
+            if before is not None and len(now) == len(before) and bool(np.array_equal(now, before)):
+                continue  # the vector is as the merge read it
+            new = now if before is None else np.setdiff1d(now, before, assume_unique=True)
+            if len(new) and bool(np.isin(marks, new).any()):
                 raise RewriteConflictError(
                     f"a concurrent commit deleted or replaced rows of {path} that this merge changes; nothing was "
                     "committed",

@@ -30,6 +30,7 @@ from lakefmt.write.conform import conform
 
 __all__ = [
     "FILE", "POS", "Clause", "ClauseKind", "MergeSpec", "RowChanges", "check_clause", "compute_changes", "key_pairs",
+    "target_columns",
 ]
 
 FILE = "__lakefmt_file"  #: the target rows' column naming their file (index into the entries read)
@@ -187,6 +188,26 @@ def check_clause(spec: MergeSpec, clause: Clause, source: pa.Schema, target: pa.
         _values(names, clause, empty, target, source, sides)
 
 
+def target_columns(spec: MergeSpec, source: pa.Schema, target: pa.Schema) -> list[str]:
+    """The target columns the MERGE reads to decide and compute its rows: the columns its conditions and values
+    name, and every column when a clause keeps some target values (an update that sets only some columns)."""
+    names = _Names(spec, source, target)
+    keep_all = any(
+        c.kind.endswith("update") and (c.updates is not None or c.except_cols) for c in spec.clauses
+    )
+    if keep_all:
+        return list(target.names)
+    used: set[str] = set()
+    texts = [spec.predicate, *(c.predicate for c in spec.clauses if c.predicate)]
+    texts += [v for c in spec.clauses for v in (c.updates or {}).values()]
+    for text in texts:
+        for r in refs(parse_expression(text)):
+            side, f = names.side_of(r, text)
+            if side == "t":
+                used.add(f.name)
+    return [n for n in target.names if n in used]
+
+
 def _evaluate(table: pa.Table, columns: Mapping[str, pc.Expression], what: str) -> pa.Table:
     try:
         return ds.dataset(table).to_table(columns=dict(columns))
@@ -211,7 +232,7 @@ def compute_changes(spec: MergeSpec, source: pa.Table, target_rows: pa.Table, sc
     names = _Names(spec, source.schema, schema)
     keys, rest = key_pairs(spec, source.schema, schema)
     src = _prefixed(source, _S).append_column(_SROW, pa.array(np.arange(source.num_rows, dtype=np.int64)))
-    tgt = _prefixed(target_rows.select(schema.names), _T).append_column(
+    tgt = _prefixed(target_rows.select([n for n in schema.names if n in target_rows.column_names]), _T).append_column(
         _TROW, pa.array(np.arange(target_rows.num_rows, dtype=np.int64))
     )
     # the hash join on the keys (source keys cast to the target's types)
@@ -228,7 +249,8 @@ def compute_changes(spec: MergeSpec, source: pa.Table, target_rows: pa.Table, sc
     left = pa.table({**left_cols, _SROW: src.column(_SROW)})
     right = pa.table({**{n: target_rows.column(t) for n, (t, _) in zip(kn, keys, strict=True)},
                       _TROW: tgt.column(_TROW)})
-    pairs = left.join(right, kn, join_type="inner", use_threads=True).select([_SROW, _TROW])
+    # the source (usually the smaller side) builds the hash table; the target rows probe it
+    pairs = right.join(left, kn, join_type="inner", use_threads=False).select([_SROW, _TROW])
     if rest and pairs.num_rows:
         cond = rest[0] if len(rest) == 1 else Call("and", tuple(rest))
         bound = bind_expression(cond, names.resolver(spec.predicate), spec.predicate)
@@ -255,7 +277,7 @@ def compute_changes(spec: MergeSpec, source: pa.Table, target_rows: pa.Table, sc
     written: list[pa.Table] = []
     # matched pairs
     if matched_clauses and len(t_rows):
-        if len(matched_clauses) == 1 and len(np.unique(t_rows)) < len(t_rows):  # an unconditional delete
+        if matched_clauses[0].kind == "matched_delete" and len(matched_clauses) == 1:  # an unconditional delete
             keep = np.concatenate(([True], np.diff(np.sort(t_rows)) != 0))
             t_rows = np.sort(t_rows)[keep]
             s_rows = np.zeros(len(t_rows), dtype=np.int64)  # any source row: the delete reads none
