@@ -1,0 +1,103 @@
+"""MERGE into a table without a key, side by side with deltalake's merge.
+
+1M rows (half of them ids already in the table, half new) merged into a table of 10M rows on ``t.id = s.id`` with
+``when_matched_update_all().when_not_matched_insert_all()``: lakefmt's ``Table.merge`` on a table without a
+primary key, copy-on-write (the default) and with ``write.delete.mode=merge-on-read`` (deletion vectors), against
+deltalake's ``merge`` of the same rows into a Delta table built from the same source (run in its own virtualenv,
+``tools/bench-setup.sh``). Target: lakefmt at most 0.7x deltalake's time. Each timed merge runs on a fresh copy
+of the table (data files hard-linked) and includes opening the table. ``LAKEFMT_BENCH_MERGE_SCALE`` scales the
+sizes (``--quick``: 0.001).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+
+import lakefmt
+from benchmarks.common import Comparison, Result, drop_tree
+from benchmarks.key_tables import (
+    SCHEMA,
+    _peer,
+    copy_table,
+    delta_merge,
+    read_source,
+    timed_once,
+    upsert_batch,
+    write_source,
+)
+from benchmarks.peers import SETUP_HINT, python_for
+
+NAME = "merge"
+SCALE_ENV = "LAKEFMT_BENCH_MERGE_SCALE"
+TARGET = 0.7
+MODES = {"copy-on-write": {}, "merge-on-read": {"write.delete.mode": "merge-on-read"}}
+
+__all__ = ["NAME", "run"]
+
+
+def sizes(quick: bool) -> dict[str, Any]:
+    scale = 0.001 if quick else float(os.environ.get(SCALE_ENV, "1"))
+    return {"scale": scale, "base": max(1000, int(10_000_000 * scale)), "rows": max(100, int(1_000_000 * scale)),
+            "reps": 1 if quick else 2}
+
+
+def lakefmt_merge(master: Path, work: Path, source: Any) -> dict[str, Any]:
+    folder = copy_table(master, work)
+
+    def go() -> lakefmt.MergeReport:
+        t = lakefmt.open_table(str(folder))
+        return (t.merge(source, "t.id = s.id", source_alias="s", target_alias="t")
+                .when_matched_update_all().when_not_matched_insert_all().execute())
+
+    wall, cpu, report = timed_once(go)
+    drop_tree(folder)
+    return {"wall": wall, "cpu": cpu, "updated": report.num_target_rows_updated,
+            "inserted": report.num_target_rows_inserted}
+
+
+def run(quick: bool, workdir: Path) -> Result:
+    sz = sizes(quick)
+    result = Result(NAME, "quick" if quick else "full", dict(sz))
+    base = workdir / "merge"
+    base.mkdir(parents=True, exist_ok=True)
+    source = write_source(base / f"source-{sz['base']}.parquet", sz["base"])
+    updates = upsert_batch(sz["base"], sz["rows"], seed=7)
+    updates_path = base / "updates.parquet"
+    pq.write_table(updates, updates_path)
+    masters = {}
+    for mode, opts in MODES.items():
+        masters[mode] = base / f"lakefmt-{mode}"
+        drop_tree(masters[mode])
+        lakefmt.create_table(str(masters[mode]), SCHEMA.remove_metadata(), options=opts).append(read_source(source))
+    peer = python_for("deltalake") is not None
+    if peer:
+        delta = base / "delta"
+        drop_tree(delta)
+        _peer("build", root=delta, source=source)
+    runs: dict[str, list[dict[str, Any]]] = {m: [] for m in [*MODES, "deltalake"]}
+    for rep in range(sz["reps"]):
+        for mode in MODES:
+            runs[mode].append(lakefmt_merge(masters[mode], base / "work", updates))
+        if peer:
+            runs["deltalake"].append(delta_merge(delta, base / "work", updates_path))
+    best = {m: min(r, key=lambda x: x["wall"]) for m, r in runs.items() if r}
+    result.metrics = {"runs": runs, "best": best}
+    for mode in MODES:
+        counts = (best[mode]["updated"], best[mode]["inserted"])
+        if counts != (sz["rows"] // 2, sz["rows"] - sz["rows"] // 2):
+            raise RuntimeError(f"lakefmt merge ({mode}) updated/inserted {counts}")
+        label = f"merge {sz['rows']:,} into {sz['base']:,} rows, {mode}"
+        if peer:
+            d = best["deltalake"]["wall"]
+            result.comparisons.append(Comparison(f"{label}, vs deltalake merge", best[mode]["wall"], d, "s",
+                                                 best[mode]["wall"] / d, TARGET, "ratio<="))
+        else:
+            result.comparisons.append(Comparison(label, best[mode]["wall"], None, "s", None))
+    if not peer:
+        result.notes.append(f"deltalake is not set up ({SETUP_HINT}): the comparison is left out")
+    result.notes.append("Each merge runs on a fresh copy of its table and includes opening it; best of the reps.")
+    return result
