@@ -22,6 +22,11 @@ Rewrites from PySpark, planned on the driver and run in Spark tasks (:mod:`pyspa
     pyspark_lakefmt.delete(spark, "s3://bucket/events", "dt < '2026-01-01'")
     pyspark_lakefmt.compact(spark, "s3://bucket/events", target_file_size=128 << 20)
 
+MERGE of a DataFrame, collected to Arrow on the driver (:mod:`pyspark_lakefmt.merge`)::
+
+    pyspark_lakefmt.merge(spark, uri, df, "t.id = s.id", source_alias="s", target_alias="t") \
+        .when_matched_update_all().when_not_matched_insert_all().execute()
+
 Of the session conf, only ``spark.sql.sources.partitionOverwriteMode`` counts, and only the write tasks see it:
 a batch overwrite that names no scope replaces the partitions written when the tasks saw ``dynamic``, else the
 whole table (:func:`pyspark_lakefmt.writer.session_overwrite`).
@@ -29,10 +34,11 @@ whole table (:func:`pyspark_lakefmt.writer.session_overwrite`).
 
 from __future__ import annotations
 
+from .merge import merge
 from .rewrites import compact, delete
 from .source import LakefmtDataSource
 
-__all__ = ["DefaultSource", "LakefmtDataSource", "compact", "delete"]
+__all__ = ["DefaultSource", "LakefmtDataSource", "compact", "delete", "merge"]
 
 #: the name pyspark's data source lookup looks for in a ``pyspark_*`` module
 DefaultSource = LakefmtDataSource
