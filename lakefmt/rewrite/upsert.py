@@ -179,14 +179,12 @@ def _check_disjoint(rows: pa.Table, keys: pa.Table, key_names: Sequence[str]) ->
         )
 
 
-def delete_marking(table: Targetable, filter: pc.Expression) -> Snapshot | None:
+def delete_marking(table: Targetable, filter: str | pc.Expression) -> Snapshot | None:
     """``Table.delete`` on a table whose deletes mark deletion vectors: every live row where ``filter`` is true is
     marked, in one snapshot (kind OVERWRITE, ``lakefmt.operation=delete``); None when no row matched."""
     target = as_target(table)
-    if not isinstance(filter, pc.Expression):
-        raise TypeError(f"filter must be a pyarrow.compute.Expression, got {type(filter).__name__}")
     schema = target.schema()
-    check_filter(filter, schema.arrow_schema, "delete filter")
+    filter = check_filter(filter, schema.arrow_schema, "delete filter")
     planner = DeleteWherePlanner(target.io, target.store, schema, filter)
     return _commit_marks(target, planner)
 
