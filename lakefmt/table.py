@@ -37,6 +37,7 @@ from lakefmt.rewrite.keys import UpsertPlanner
 from lakefmt.rewrite.merge import TableMerger, merge
 from lakefmt.rewrite.upsert import delete_keys, delete_marking, upsert
 from lakefmt.spec import CommitMessage, Consumer, Snapshot, TableSchema
+from lakefmt.spec.filters import check_filter
 from lakefmt.spec.instants import Instant
 from lakefmt.spec.scope import OverwriteScope, check_partition_given
 from lakefmt.spec.tag import Tag
@@ -220,18 +221,20 @@ class Table:
         scope = {"partition": partition or None, "where": where, "dynamic": dynamic}
         return self._write_and_commit(data, scope)
 
-    def delete(self, filter: pc.Expression) -> Snapshot | None:
-        """Delete the rows where ``filter`` (a pyarrow expression, as in :meth:`scan`) is true, in one snapshot of
-        kind OVERWRITE with the property ``lakefmt.operation=delete``; returns it, or None when no row matched.
+    def delete(self, filter: str | pc.Expression) -> Snapshot | None:
+        """Delete the rows where ``filter`` is true, in one snapshot of kind OVERWRITE with the property
+        ``lakefmt.operation=delete``; returns it, or None when no row matched. ``filter`` is SQL predicate text
+        (``t.delete("id > 3 AND dt = '2026-11-01'")``) or a pyarrow expression, as in :meth:`scan`.
 
-        A row where the filter is null (``pc.field("x") > 5`` for a null ``x``) stays, as in SQL. A file whose
+        A row where the filter is null (``x > 5`` for a null ``x``) stays, as in SQL. A file whose
         every row matches is removed by its metadata alone (partition values, min/max); a file where some rows
         match is rewritten without them; a file where none match is left as it is. Appends committed meanwhile
         never conflict; a concurrent commit that removed a file this delete rewrites is a
         :class:`RewriteConflictError` and nothing lands (after a compaction alone, the delete re-plans once).
         On a key table, or with ``write.delete.mode=merge-on-read``, rows are marked in deletion vectors instead.
-        A filter that is not an expression is a ``TypeError``; one on a missing column or comparing a column with
-        a value of another type, an :class:`InvalidPredicateError`. See :mod:`lakefmt.rewrite.delete`."""
+        A filter that is neither text nor an expression is a ``TypeError``; text that does not parse, or a filter
+        on a missing column or comparing a column with a value of another type, an :class:`InvalidPredicateError`.
+        See :mod:`lakefmt.rewrite.delete`."""
         if self.table_schema().deletion_vectors:
             return delete_marking(self, filter)
         return delete_rows(self, filter)
@@ -288,7 +291,7 @@ class Table:
     # -- reading ---------------------------------------------------------------------------------------
     def scan(
         self,
-        filter: pc.Expression | None = None,
+        filter: str | pc.Expression | None = None,
         columns: Sequence[str] | None = None,
         snapshot_id: int | None = None,
         as_of: Instant | None = None,
@@ -299,7 +302,8 @@ class Table:
     ) -> Scan:
         """Plan a read: the latest snapshot, one by id or timestamp (``as_of``), one by tag (``tag``: it reads
         after its snapshot expired), or what snapshots ``from_snapshot+1 .. to_snapshot`` added. Then
-        ``.to_arrow()``, ``.to_batches()``, ``.to_dataset()`` or ``.files()``.
+        ``.to_arrow()``, ``.to_batches()``, ``.to_dataset()`` or ``.files()``. ``filter``: SQL predicate text
+        (``"id > 3 AND dt IN ('2026-11-01', '2026-11-02')"``; :mod:`lakefmt.spec.predicate`) or a pyarrow expression.
 
         ``as_of`` (here, in :meth:`restore` and everywhere else): a ``datetime`` (naive = UTC), an ISO-8601 string
         (``"2026-11-30T23:59:59Z"``; no offset = UTC) or whole epoch milliseconds (an ``int``); a ``float`` is
@@ -311,15 +315,18 @@ class Table:
 
     def read_files(
         self, files: Sequence[FileTask], *, schema: TableSchema | int | None = None,
-        columns: Sequence[str] | None = None, filter: pc.Expression | None = None,
+        columns: Sequence[str] | None = None, filter: str | pc.Expression | None = None,
     ) -> Iterator[pa.RecordBatch]:
         """The rows of planned files (a scan's ``files()``, or a ``ReadTask``'s ``files``: what one engine task
         reads), in order, as ``schema``'s columns (a schema or its id; default: the current schema; pass the scan's
         ``scan.schema`` for time travel), keeping the rows where ``filter`` is true. Each file is matched to
-        ``schema`` by field id (it may have been written before a rename, an added column, a widened type)."""
+        ``schema`` by field id (it may have been written before a rename, an added column, a widened type).
+        ``filter``: SQL predicate text or a pyarrow expression."""
         target = self.table_schema() if schema is None else schema
         if isinstance(target, int):
             target = self._store.schema(target)
+        if filter is not None:
+            filter = check_filter(filter, target.arrow_schema, "filter")
         return read_planned(self.io, self._store, files, target, columns=columns, filter=filter)
 
     def to_arrow(self, **kwargs: Any) -> pa.Table:

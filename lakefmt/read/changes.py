@@ -117,7 +117,7 @@ def table_changes(
     to_snapshot: int | None = None,
     *,
     columns: Sequence[str] | None = None,
-    filter: pc.Expression | None = None,
+    filter: str | pc.Expression | None = None,
     row_kinds: bool = False,
     from_timestamp: Instant | None = None,
     to_timestamp: Instant | None = None,
@@ -143,7 +143,7 @@ def read_changes(
     end: int,
     *,
     columns: Sequence[str] | None = None,
-    filter: pc.Expression | None = None,
+    filter: str | pc.Expression | None = None,
     row_kinds: bool = False,
 ) -> pa.Table:
     """The change rows of snapshots ``start+1 .. end`` as one table (see the module's docstring)."""
@@ -167,7 +167,7 @@ def change_batches(
     end: int,
     *,
     columns: Sequence[str] | None = None,
-    filter: pc.Expression | None = None,
+    filter: str | pc.Expression | None = None,
     row_kinds: bool = False,
 ) -> Iterator[pa.Table]:
     """The change rows of snapshots ``start+1 .. end``, one table per snapshot that changed a row, in commit order.
@@ -181,7 +181,7 @@ def change_batches(
                 f"unknown column(s) {', '.join(unknown)}; the table has {', '.join(schema.arrow_schema.names)}"
             )
     if filter is not None:
-        check_filter(filter, schema.arrow_schema, "change feed filter")
+        filter = check_filter(filter, output_schema(schema, None, row_kinds), "change feed filter")
     snaps = []
     for sid in range(start + 1, end + 1):
         try:

@@ -96,7 +96,7 @@ class Scan:
         io: FileIO,
         store: MetaStore,
         *,
-        filter: pc.Expression | None = None,
+        filter: str | pc.Expression | None = None,
         columns: Sequence[str] | None = None,
         snapshot_id: int | None = None,
         as_of: Instant | None = None,
@@ -120,7 +120,7 @@ class Scan:
         as_of_millis = None if as_of is None else _to_millis(as_of)
         self._io = io
         self._store = store
-        self.filter = filter
+        self.filter: pc.Expression | None = None
         self.columns = list(columns) if columns is not None else None
         self._incremental = from_snapshot is not None or to_snapshot is not None
         if self._incremental:
@@ -140,7 +140,7 @@ class Scan:
             store.schema(self.snapshot.schema_id) if pinned and self.snapshot else store.schema_for(self.snapshot)
         )
         if filter is not None:  # a column it names that the schema lacks, or a type error, before anything is read
-            check_filter(filter, self.schema.arrow_schema, "scan filter")
+            self.filter = check_filter(filter, self.schema.arrow_schema, "scan filter")
         self._runs: dict[bool, list[tuple[TableSchema | None, pa.Table]]] | None = None
         if self.columns is not None:
             unknown = [c for c in self.columns if c not in self.schema.arrow_schema.names]

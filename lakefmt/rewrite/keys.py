@@ -139,6 +139,15 @@ def _bucket_keys(entries: pa.Table, schema: TableSchema) -> list[BucketKey]:
     return list(zip(parts, buckets, strict=True))
 
 
+def _key_buckets(keys: pa.Table, schema: TableSchema) -> list[BucketKey]:
+    """Each key's (partition values, bucket), from its columns (a key table's keys hold its partition keys)."""
+    part = [tuple(v) for v in zip(*(keys.column(k).to_pylist() for k in schema.partition_keys), strict=True)]
+    if not schema.partition_keys:
+        part = [()] * keys.num_rows
+    buckets = bucket_of(keys, schema.bucket_keys, schema.table_options.bucket).tolist()
+    return list(zip(part, buckets, strict=True))
+
+
 def _live_in(store: MetaStore, latest: Snapshot | None, schema: TableSchema, wanted: set[BucketKey]) -> pa.Table:
     """The live entries (data and deletion vectors) of the partitions and buckets ``wanted``, in ``latest``."""
     if latest is None or not wanted:
@@ -247,6 +256,31 @@ class _Planner:
         self._k += 1
         return write_vector_file(self.io, schema, partition, bucket, blobs, self.writer_id, self._k - 1)
 
+    def _mark_keys(
+        self,
+        live: pa.Table,
+        keys: pa.Table,
+        wanted: list[BucketKey],
+        marks: dict[BucketKey, _Marks],
+        schema: TableSchema,
+    ) -> int:
+        """Mark the live rows of ``keys`` (``wanted``: each key's partition and bucket) in ``marks``; how many."""
+        marked = 0
+        for bk in sorted(set(wanted), key=repr):
+            these = keys.filter(pa.array([w == bk for w in wanted], pa.bool_()))
+            found = self._find(live, bk, probe_of(these, schema.primary_keys), schema, [])
+            matched = found.table()
+            if matched.num_rows:
+                dead = pc.unique(
+                    pc.add(pc.multiply(matched.column(_FILE).cast(pa.int64()), 1 << 40), matched.column(_POS))
+                )
+                matched = pa.table(
+                    {_FILE: pc.shift_right(dead, 40).cast(pa.int32()), _POS: pc.bit_wise_and(dead, (1 << 40) - 1)}
+                )
+                UpsertPlanner._mark_rows(marks.setdefault(bk, _Marks({})), matched, found.paths)
+                marked += matched.num_rows
+        return marked
+
     def _find(self, live: pa.Table, bk: BucketKey, probe: Probe, schema: TableSchema, extra: list[str]) -> _Found:
         """The live rows of bucket ``bk`` that hold a probed key, by the key index of each of its data files (a
         row a vector already deletes is not live)."""
@@ -332,11 +366,23 @@ class UpsertPlanner(_Planner):
     when the live row's value is larger; ties: the new row wins; a null value is smaller than any other).
 
     ``against_live=False`` (an overwrite of a key table, which replaces the old rows anyway) only settles the
-    new rows among themselves."""
+    new rows among themselves. ``deletes``: keys whose live rows the same commit marks deleted.
+"""
 
-    def __init__(self, io: FileIO, store: MetaStore, schema: TableSchema, *, against_live: bool = True) -> None:
+    def __init__(
+        self,
+        io: FileIO,
+        store: MetaStore,
+        schema: TableSchema,
+        *,
+        against_live: bool = True,
+        deletes: pa.Table | None = None,
+    ) -> None:
         super().__init__(io, store, schema)
         self.against_live = against_live
+        #: keys (the key columns, conformed) whose live rows this commit deletes too, planned with the new rows on
+        #: the snapshot it lands on (:func:`lakefmt.rewrite.upsert.apply_key_changes`); none of them is a new row's
+        self.deletes = deletes
 
     def plan(self, latest: Snapshot | None, schema: TableSchema, added: Sequence[ManifestFileMeta]) -> VectorChanges:
         schema = self.schema if latest is None else self.store.schema_for(latest)
@@ -347,11 +393,12 @@ class UpsertPlanner(_Planner):
             seq = None
         columns = list(dict.fromkeys([*schema.primary_keys, *([seq] if seq else [])]))
         new_bks = _bucket_keys(new, schema)
-        self.buckets = set(new_bks)
+        deleting = _key_buckets(self.deletes, schema) if self.deletes is not None else []
+        self.buckets = set(new_bks) | set(deleting)
         live = _live_in(self.store, latest, schema, self.buckets) if self.against_live else None
         marks: dict[BucketKey, _Marks] = {}
         extra = [seq] if seq else []
-        for bk in sorted(self.buckets, key=repr):
+        for bk in sorted(set(new_bks), key=repr):
             mark = marks.setdefault(bk, _Marks({}))
             mine = new.filter(pa.array([b == bk for b in new_bks], pa.bool_()))
             new_paths = ents.paths(mine)
@@ -400,6 +447,8 @@ class UpsertPlanner(_Planner):
             beaten = winners.take(probe_rows).filter(old_wins)
             if beaten.num_rows:
                 self._mark_rows(mark, beaten, new_paths)
+        if self.deletes is not None and live is not None:
+            self._mark_keys(live, self.deletes, deleting, marks, schema)
         return self._changes(live if live is not None else new.slice(0, 0), marks, schema)
 
     @staticmethod
@@ -421,30 +470,11 @@ class DeleteKeysPlanner(_Planner):
 
     def plan(self, latest: Snapshot | None, schema: TableSchema, added: Sequence[ManifestFileMeta]) -> VectorChanges:
         schema = self.schema if latest is None else self.store.schema_for(latest)
-        keys = self.keys
-        part = [tuple(v) for v in zip(*(keys.column(k).to_pylist() for k in schema.partition_keys), strict=True)]
-        if not schema.partition_keys:
-            part = [()] * keys.num_rows
-        buckets = bucket_of(keys, schema.bucket_keys, schema.table_options.bucket).tolist()
-        wanted = list(zip(part, buckets, strict=True))
+        wanted = _key_buckets(self.keys, schema)
         self.buckets = set(wanted)
         live = _live_in(self.store, latest, schema, self.buckets)
         marks: dict[BucketKey, _Marks] = {}
-        self.deleted = 0
-        for bk in sorted(self.buckets, key=repr):
-            these = keys.filter(pa.array([w == bk for w in wanted], pa.bool_()))
-            found = self._find(live, bk, probe_of(these, schema.primary_keys), schema, [])
-            matched = found.table()
-            if matched.num_rows:
-                dead = pc.unique(
-                    pc.add(pc.multiply(matched.column(_FILE).cast(pa.int64()), 1 << 40), matched.column(_POS))
-                )
-                matched = pa.table(
-                    {_FILE: pc.shift_right(dead, 40).cast(pa.int32()), _POS: pc.bit_wise_and(dead, (1 << 40) - 1)}
-                )
-                mark = marks.setdefault(bk, _Marks({}))
-                UpsertPlanner._mark_rows(mark, matched, found.paths)
-                self.deleted += matched.num_rows
+        self.deleted = self._mark_keys(live, self.keys, wanted, marks, schema)
         return self._changes(live, marks, schema)
 
 

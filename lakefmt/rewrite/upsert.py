@@ -1,5 +1,6 @@
-"""The table's row-level changes by deletion vectors, as one call each: ``Table.upsert``, ``Table.delete_keys``, and
-``Table.delete`` on a table whose deletes mark vectors (a key table, or ``write.delete.mode=merge-on-read``).
+"""The table's row-level changes by deletion vectors, as one call each: ``Table.upsert``, ``Table.delete_keys``,
+``Table.delete`` on a table whose deletes mark vectors (a key table, or ``write.delete.mode=merge-on-read``), and
+:func:`apply_key_changes`, the one primitive for "upsert these rows and delete these keys" in one snapshot.
 
 Each writes what it must (an upsert's new rows, deduplicated by key) and commits one snapshot through
 :class:`~lakefmt.commit.kinds.KeyedProducer`, which plans the vectors on the snapshot it lands on
@@ -10,23 +11,26 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakefmt.commit.kinds import KeyedProducer, VectorPlanner
 from lakefmt.commit.types import CommitOutcome, CommitRequest
-from lakefmt.errors import KeyTableError, SchemaMismatchError
+from lakefmt.errors import InvalidOptionError, KeyTableError, SchemaMismatchError
 from lakefmt.rewrite.base import OPERATION, Targetable, as_target
-from lakefmt.rewrite.keys import DeleteKeysPlanner, DeleteWherePlanner, dedup_keys
+from lakefmt.rewrite.keys import DeleteKeysPlanner, DeleteWherePlanner, UpsertPlanner, dedup_keys
 from lakefmt.spec import CommitKind, Snapshot, TableSchema
 from lakefmt.spec.filters import check_filter
+from lakefmt.spec.keys import key_hash
 from lakefmt.write.conform import conform
 from lakefmt.write.discard import discard_written
 from lakefmt.write.writer import as_tables
 
-__all__ = ["delete_keys", "delete_marking", "upsert"]
+__all__ = ["apply_key_changes", "delete_keys", "delete_marking", "upsert"]
 
 
 def _key_schema(table: Targetable, what: str) -> TableSchema:
@@ -46,11 +50,9 @@ def upsert(table: Targetable, data: Any) -> Snapshot | None:
     snapshot, or None for no rows."""
     target = as_target(table)
     schema = _key_schema(target, "upsert")
-    parts = [conform(t, schema.arrow_schema) for t in as_tables(data)]
-    rows = pa.concat_tables(parts) if parts else schema.arrow_schema.empty_table()
+    rows = _new_rows(schema, data)
     if rows.num_rows == 0:
         return None
-    rows = dedup_keys(rows, schema.primary_keys, schema.table_options.sequence_field)
     writer = target.new_writer()
     with writer:
         writer.write(rows)
@@ -64,38 +66,125 @@ def upsert(table: Targetable, data: Any) -> Snapshot | None:
         raise
 
 
-def delete_keys(table: Targetable, keys: Any) -> Snapshot | None:
-    """Delete the live rows of ``keys`` (rows holding at least the primary-key columns; other columns are ignored)
-    by deletion vectors, in one snapshot (kind OVERWRITE, ``lakefmt.operation=delete``). Keys without a live row
-    are skipped; returns None when none had one."""
-    target = as_target(table)
-    schema = _key_schema(target, "delete_keys")
+def _new_rows(schema: TableSchema, data: Any) -> pa.Table:
+    """The rows of ``data`` to upsert, conformed to the table's columns, one row per key (the last, or the largest
+    ``sequence.field``)."""
+    parts = [conform(t, schema.arrow_schema) for t in as_tables(data)]
+    rows = pa.concat_tables(parts) if parts else schema.arrow_schema.empty_table()
+    return dedup_keys(rows, schema.primary_keys, schema.table_options.sequence_field)
+
+
+def _key_rows(schema: TableSchema, keys: Any, what: str) -> pa.Table | None:
+    """The key columns of ``keys`` (rows holding at least them; other columns are ignored), conformed; None for
+    no rows (the columns are checked all the same)."""
     parts = list(as_tables(keys))
     if not parts:
         return None
     given = pa.concat_tables(parts, promote_options="permissive")
     missing = [k for k in schema.primary_keys if k not in given.column_names]
     if missing:  # checked on no rows too, as an upsert checks its columns
-        raise SchemaMismatchError(f"delete_keys needs the key column(s) {', '.join(missing)}")
+        raise SchemaMismatchError(f"{what} needs the key column(s) {', '.join(missing)}")
     if given.num_rows == 0:
         return None
     key_schema = pa.schema([schema.arrow_schema.field(k) for k in schema.primary_keys])
     try:
-        rows = conform(given.select(list(schema.primary_keys)), key_schema)
+        return conform(given.select(list(schema.primary_keys)), key_schema)
     except SchemaMismatchError as exc:
-        raise SchemaMismatchError(f"delete_keys: {exc}") from None
+        raise SchemaMismatchError(f"{what}: {exc}") from None
+
+
+def delete_keys(table: Targetable, keys: Any) -> Snapshot | None:
+    """Delete the live rows of ``keys`` (rows holding at least the primary-key columns; other columns are ignored)
+    by deletion vectors, in one snapshot (kind OVERWRITE, ``lakefmt.operation=delete``). Keys without a live row
+    are skipped; returns None when none had one."""
+    target = as_target(table)
+    schema = _key_schema(target, "delete_keys")
+    rows = _key_rows(schema, keys, "delete_keys")
+    if rows is None:
+        return None
     planner = DeleteKeysPlanner(target.io, target.store, schema, rows)
     return _commit_marks(target, planner)
 
 
-def delete_marking(table: Targetable, filter: pc.Expression) -> Snapshot | None:
+def apply_key_changes(
+    table: Targetable, upserts: Any | None, deletes: Any | None, *, operation: str = "upsert"
+) -> Snapshot | None:
+    """Upsert the rows of ``upserts`` and delete the live rows of the keys of ``deletes`` (rows holding at least
+    the primary-key columns; other columns are ignored) on a key table, in one snapshot with the property
+    ``lakefmt.operation=<operation>`` (kind APPEND, as an upsert; OVERWRITE when there is nothing to upsert, as a
+    delete by key). Either may be None. Returns the snapshot, or None when there was nothing to change.
+
+    ``upserts`` are settled as by :func:`upsert` (of the rows for one key, the last wins, or the largest
+    ``sequence.field``; a live row with a larger ``sequence.field`` stays); a key of ``deletes`` without a live
+    row is skipped. A key in both is refused (:class:`KeyTableError`, nothing written): which of the two was
+    meant is not for lakefmt to guess (give each key once).
+
+    Both are planned together on the snapshot the commit lands on: after a lost race to a commit that changed a
+    bucket they touch, they are planned again (:class:`~lakefmt.commit.kinds.KeyedProducer`), so a key never
+    has two live rows. Files written for a commit known not to have landed are deleted; after an unknown outcome
+    nothing is (:class:`CommitStateUnknownError`)."""
+    target = as_target(table)
+    schema = _key_schema(target, "apply_key_changes")
+    if not isinstance(operation, str) or not operation.strip():
+        raise InvalidOptionError(f"apply_key_changes: operation must be a non-empty string, got {operation!r}")
+    rows = _new_rows(schema, upserts) if upserts is not None else schema.arrow_schema.empty_table()
+    keys = _key_rows(schema, deletes, "apply_key_changes deletes") if deletes is not None else None
+    if rows.num_rows == 0 and keys is None:
+        return None
+    if keys is not None and rows.num_rows:
+        _check_disjoint(rows, keys, schema.primary_keys)
+    writer = target.new_writer()
+    with writer:
+        if rows.num_rows:
+            writer.write(rows)
+        message = writer.prepare_commit()
+    request = CommitRequest(
+        None, f"{operation}-{uuid.uuid4().hex}", 0, list(message.manifests), properties={OPERATION: operation}
+    )
+    run = KeyedProducer(
+        target.io,
+        target.store,
+        request,
+        clock=target.clock or time.time,
+        after_commit=lambda snap: target.after_commit(snap),
+        planner=UpsertPlanner(target.io, target.store, schema, deletes=keys),
+        kind=CommitKind.APPEND if rows.num_rows else CommitKind.OVERWRITE,
+    )
+    try:
+        result = run.commit()
+    except BaseException:
+        if not run.in_doubt:  # known not to have landed: what was written is no one's
+            discard_written(target.io, message, writer)
+        raise
+    if result.outcome is not CommitOutcome.COMMITTED:
+        discard_written(target.io, message, writer)  # nothing to commit: no snapshot references them
+        return None
+    return result.snapshot
+
+
+def _check_disjoint(rows: pa.Table, keys: pa.Table, key_names: Sequence[str]) -> None:
+    """No key of ``keys`` is among the keys of ``rows`` (:class:`KeyTableError` names one)."""
+    names = list(key_names)
+    maybe = np.isin(key_hash(keys, names), key_hash(rows, names))  # equal keys have equal hashes
+    if not bool(np.any(maybe)):
+        return
+    candidates = keys.filter(pa.array(maybe))
+    upserted = set(zip(*(rows.column(k).to_pylist() for k in names), strict=True))
+    both = [k for k in zip(*(candidates.column(k).to_pylist() for k in names), strict=True) if k in upserted]
+    if both:
+        shown = ", ".join(f"{n}={v!r}" for n, v in zip(names, both[0], strict=True))
+        raise KeyTableError(
+            f"apply_key_changes: {len(both)} key(s) are both upserted and deleted (the first: {shown}); give each "
+            "key once; nothing was written"
+        )
+
+
+def delete_marking(table: Targetable, filter: str | pc.Expression) -> Snapshot | None:
     """``Table.delete`` on a table whose deletes mark deletion vectors: every live row where ``filter`` is true is
     marked, in one snapshot (kind OVERWRITE, ``lakefmt.operation=delete``); None when no row matched."""
     target = as_target(table)
-    if not isinstance(filter, pc.Expression):
-        raise TypeError(f"filter must be a pyarrow.compute.Expression, got {type(filter).__name__}")
     schema = target.schema()
-    check_filter(filter, schema.arrow_schema, "delete filter")
+    filter = check_filter(filter, schema.arrow_schema, "delete filter")
     planner = DeleteWherePlanner(target.io, target.store, schema, filter)
     return _commit_marks(target, planner)
 

@@ -27,6 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakefmt.errors import InvalidPredicateError, UnsupportedFilterError
+from lakefmt.spec.sql_filter import bind_text
 
 __all__ = ["FilterInfo", "analyze", "check_filter", "evaluating", "has_float", "pushdown_safe", "show"]
 
@@ -198,15 +199,23 @@ def show(filter: pc.Expression) -> str:
 
 
 def check_filter(filter: Any, schema: pa.Schema, what: str = "filter") -> pc.Expression:
-    """``filter`` checked against ``schema`` before anything is read: a ``pyarrow.compute.Expression`` (``TypeError``
-    otherwise) over named columns (:class:`~lakefmt.errors.UnsupportedFilterError` for a positional reference) that
-    evaluates to a boolean over the table's columns (:class:`~lakefmt.errors.InvalidPredicateError` naming a missing
-    column, a comparison with a value of another type or a decimal literal that the column's type cannot hold,
-    with the fix). ``what`` names the filter in messages ("the delete filter")."""
+    """``filter`` as a checked pyarrow expression over ``schema``, before anything is read: the one helper every
+    API that takes a filter calls. ``filter`` is SQL predicate text (``"id > 3 AND dt = '2026-11-01'"``: the
+    grammar of :mod:`lakefmt.spec.predicate`, bound by :func:`lakefmt.spec.sql_filter.bind_text`) or a
+    ``pyarrow.compute.Expression`` (``TypeError`` for anything else) over named columns
+    (:class:`~lakefmt.errors.UnsupportedFilterError` for a positional reference) that evaluates to a boolean over
+    the table's columns (:class:`~lakefmt.errors.InvalidPredicateError` naming a syntax error, a missing column, a
+    comparison with a value of another type or a decimal literal that the column's type cannot hold, with the
+    fix). ``what`` names the filter in messages ("the delete filter"). Returns the expression to filter with."""
+    if isinstance(filter, str):
+        try:
+            filter = bind_text(filter, schema)
+        except InvalidPredicateError as exc:
+            raise InvalidPredicateError(f"the {what} {exc}") from None
     if not isinstance(filter, pc.Expression):
         raise TypeError(
-            f"a {what} must be a pyarrow.compute.Expression, such as pc.field('dt') < '2026-01-01', "
-            f"got {type(filter).__name__}"
+            f"a {what} must be SQL predicate text, such as \"dt < '2026-01-01'\", or a pyarrow.compute.Expression, "
+            f"such as pc.field('dt') < '2026-01-01'; got {type(filter).__name__}"
         )
     info = analyze(filter)
     columns = ", ".join(f"{f.name} ({f.type})" for f in schema) or "none"

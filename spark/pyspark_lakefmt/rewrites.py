@@ -15,11 +15,8 @@ fails is retried by Spark; files of a job that fails are left to orphan-clean.
 
 from __future__ import annotations
 
-import contextlib
-import datetime
 import time
 from collections.abc import Mapping, Sequence
-from decimal import Decimal
 from typing import Any
 
 import pyarrow as pa
@@ -33,7 +30,7 @@ from lakefmt.rewrite.compact_plan import plan_compaction
 from lakefmt.rewrite.compact_types import CompactionGroup, CompactionReport
 from lakefmt.rewrite.delete import DeletePlan, DeleteResult, delete_in_files, delete_rows
 from lakefmt.spec import CommitMessage, TableSchema
-from lakefmt.spec.predicate import And, Compare, InList, Not, Or, Predicate, bind_predicate, parse_predicate
+from lakefmt.spec.filters import check_filter
 
 __all__ = ["compact", "delete", "delete_filter"]
 
@@ -47,61 +44,10 @@ MIN_TASK_BYTES = 64 << 20
 def delete_filter(table: lakefmt.Table, predicate: str | pc.Expression) -> pc.Expression:
     """A delete's filter: a SQL predicate in lakefmt's SQL subset (comparisons of a column with a literal,
     ``[NOT] IN``, ``BETWEEN``, ``IS [NOT] NULL``, ``AND``/``OR``/``NOT``; docs/format.md §14.2), bound to the
-    table's columns, partition and data columns alike; or a pyarrow expression as it is.
+    table's columns, partition and data columns alike, or a pyarrow expression, checked as
+    :meth:`lakefmt.Table.delete` checks it (:func:`lakefmt.spec.filters.check_filter`).
     :class:`lakefmt.InvalidPredicateError` names what is wrong."""
-    if isinstance(predicate, pc.Expression):
-        return predicate
-    if not isinstance(predicate, str):
-        kind = type(predicate).__name__
-        raise TypeError(f"a delete's predicate must be SQL text or a pyarrow expression, got {kind}")
-    pred = parse_predicate(predicate)
-    with contextlib.suppress(RecursionError):  # thousands of tests chained: bound as they are
-        pred = _ranged(pred, table.schema())
-    return bind_predicate(pred, table.schema(), predicate)
-
-
-#: pyarrow's expression simplifier rules files out by an ``IN`` list under min/max only up to about 50 values
-SIMPLIFIED_IN = 50
-
-
-def _ranged(pred: Predicate, schema: pa.Schema) -> Predicate:
-    """``pred`` with every ``IN`` list longer than :data:`SIMPLIFIED_IN` as ``c >= min AND c <= max AND c IN
-    (...)``: the same rows under SQL's three-valued logic (a value in the list lies between its least and greatest
-    value; a null is unknown either way), but min/max pruning now rules out the files outside that range. Only
-    where the literals order as the column does (:func:`_orders_as_column`): the least of ``'9', '10'`` as text
-    is not the least as numbers, nor that of ``'2026-01-01 05:00:00', '2026-01-01T01:00:00'`` as timestamps, and
-    a range of the wrong ends would keep rows the list deletes."""
-    if isinstance(pred, InList) and len(pred.values) > SIMPLIFIED_IN and _orders_as_column(pred, schema):
-        try:
-            low, high = min(pred.values), max(pred.values)
-        except TypeError:  # values of mixed kinds: binding names the problem
-            return pred
-        return And(Compare(pred.column, ">=", low), And(Compare(pred.column, "<=", high), pred))
-    if isinstance(pred, Not):
-        return Not(_ranged(pred.operand, schema))
-    if isinstance(pred, And | Or):
-        return type(pred)(_ranged(pred.left, schema), _ranged(pred.right, schema))
-    return pred
-
-
-def _orders_as_column(pred: InList, schema: pa.Schema) -> bool:
-    """Whether Python orders the literals of ``pred`` as its column's type orders their bound values: numbers
-    for a numeric column, dates (``DATE '...'``) for a date column, text for a text column (code points order
-    as UTF-8 bytes). Text bound to a number, a date or a timestamp is parsed, and orders otherwise."""
-    fields = [f for f in schema if f.name == pred.column] or [
-        f for f in schema if f.name.lower() == pred.column.lower()
-    ]
-    if len(fields) != 1:  # unknown or ambiguous: binding names the problem
-        return False
-    t = fields[0].type
-    values = pred.values
-    if pa.types.is_string(t) or pa.types.is_large_string(t):
-        return all(isinstance(v, str) for v in values)
-    if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t):
-        return all(isinstance(v, int | float | Decimal) and not isinstance(v, bool) for v in values)
-    if pa.types.is_date(t):
-        return all(isinstance(v, datetime.date) and not isinstance(v, datetime.datetime) for v in values)
-    return False
+    return check_filter(predicate, table.schema(), "delete filter")
 
 
 def delete(

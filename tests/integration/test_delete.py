@@ -157,8 +157,11 @@ def test_nan_is_never_taken_for_a_bound(table: lakefmt.Table) -> None:
         (pc.field("id") == "x", InvalidPredicateError, "compared with a value of another type"),
         (pc.field("nope") == 1, InvalidPredicateError, "no column 'nope'"),
         (pc.field("id") + 1, InvalidPredicateError, "must evaluate to bool"),
-        ("id = 1", TypeError, "must be a pyarrow.compute.Expression"),
-        (None, TypeError, "must be a pyarrow.compute.Expression"),
+        ("id = ", InvalidPredicateError, "the delete filter 'id = ': expected a value"),
+        ("nope = 1", InvalidPredicateError, "no column 'nope'"),
+        ("id = 'x'", InvalidPredicateError, "cannot be compared with column id"),
+        (None, TypeError, "SQL predicate text.*or a pyarrow.compute.Expression"),
+        (3, TypeError, "SQL predicate text.*or a pyarrow.compute.Expression"),
     ],
 )
 def test_bad_filters_are_refused_and_change_nothing(

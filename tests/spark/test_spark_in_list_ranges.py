@@ -14,7 +14,7 @@ import lakefmt
 from lakefmt.spec.predicate import bind_predicate, parse_predicate
 
 UTC = datetime.UTC
-FILLER = 55  # more than pyspark_lakefmt.rewrites.SIMPLIFIED_IN values: the IN list gets a range beside it
+FILLER = 55  # more than lakefmt.spec.sql_filter.SIMPLIFIED_IN values: the IN list gets a range beside it
 
 
 @pytest.mark.parametrize(
