@@ -210,6 +210,17 @@ def test_concurrent_delete_of_a_merged_row_conflicts(tmp_path: Path, monkeypatch
     assert content(t) == [(1, 1, "a"), (3, 3, "a")]  # the delete stands; the update did not resurrect the row
 
 
+def test_key_table_concurrent_upsert_of_a_merged_key_conflicts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                                               ) -> None:
+    t = make(tmp_path / "t", "key")
+    t.append(rows([1, 2], [1, 2]))
+    other = lakefmt.open_table(str(tmp_path / "t"))
+    _race(monkeypatch, lambda: other.upsert(rows([2], [100])))
+    with pytest.raises(RewriteConflictError):  # x = t.x + s.x was computed from the row the upsert replaced
+        merger(t, rows([2], [5])).when_matched_update(updates={"x": "t.x + s.x"}).execute()
+    assert content(t) == [(1, 1, "a"), (2, 100, "a")]
+
+
 @pytest.mark.parametrize("mode", MODES)
 def test_concurrent_append_does_not_conflict(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str) -> None:
     t = make(tmp_path / "t", mode)
