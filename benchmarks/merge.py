@@ -11,7 +11,9 @@ sizes (``--quick``: 0.001).
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +23,6 @@ import lakefmt
 from benchmarks.common import Comparison, Result, drop_tree
 from benchmarks.key_tables import (
     SCHEMA,
-    _peer,
     copy_table,
     delta_merge,
     read_source,
@@ -29,7 +30,7 @@ from benchmarks.key_tables import (
     upsert_batch,
     write_source,
 )
-from benchmarks.peers import SETUP_HINT, python_for
+from benchmarks.peers import PEERS_DIR, SETUP_HINT, python_for
 
 NAME = "merge"
 SCALE_ENV = "LAKEFMT_BENCH_MERGE_SCALE"
@@ -43,6 +44,19 @@ def sizes(quick: bool) -> dict[str, Any]:
     scale = 0.001 if quick else float(os.environ.get(SCALE_ENV, "1"))
     return {"scale": scale, "base": max(1000, int(10_000_000 * scale)), "rows": max(100, int(1_000_000 * scale)),
             "reps": 1 if quick else 2}
+
+
+def delta_build(root: Path, source: Path) -> None:
+    """Write the source rows as a Delta table at ``root`` (one commit), in deltalake's virtualenv."""
+    python = python_for("deltalake")
+    if python is None:
+        raise RuntimeError(f"deltalake is not set up: {SETUP_HINT}")
+    cmd = [str(python), str(PEERS_DIR / "delta_merge.py"), "build", "--root", str(root), "--source", str(source)]
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=3600, env=env)
+    if proc.returncode != 0:
+        raise RuntimeError(f"deltalake build failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
+    json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def lakefmt_merge(master: Path, work: Path, source: Any) -> dict[str, Any]:
@@ -77,7 +91,7 @@ def run(quick: bool, workdir: Path) -> Result:
     if peer:
         delta = base / "delta"
         drop_tree(delta)
-        _peer("build", root=delta, source=source)
+        delta_build(delta, source)
     runs: dict[str, list[dict[str, Any]]] = {m: [] for m in [*MODES, "deltalake"]}
     for rep in range(sz["reps"]):  # alternate who goes first: a busy machine slows both alike
         order = [*MODES, "deltalake"] if rep % 2 == 0 else ["deltalake", *MODES]
