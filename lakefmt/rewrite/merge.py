@@ -39,6 +39,7 @@ from lakefmt.rewrite.merge_rows import (
     compute_changes,
     key_pairs,
     target_columns,
+    target_filter,
 )
 from lakefmt.spec import Snapshot, TableSchema
 from lakefmt.write.writer import as_tables
@@ -216,6 +217,9 @@ def _prune_filter(spec: MergeSpec, source: pa.Table, schema: pa.Schema) -> pc.Ex
         parts.append((pc.field(t) >= lo) & (pc.field(t) <= hi))
     if source.num_rows == 0:
         return False
+    only_target = target_filter(spec, source.schema, schema)
+    if only_target is not None:
+        parts.append(only_target)
     if not parts:
         return None
     out = parts[0]

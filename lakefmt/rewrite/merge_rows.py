@@ -30,7 +30,7 @@ from lakefmt.write.conform import conform
 
 __all__ = [
     "FILE", "POS", "Clause", "ClauseKind", "MergeSpec", "RowChanges", "check_clause", "compute_changes", "key_pairs",
-    "target_columns",
+    "target_columns", "target_filter",
 ]
 
 FILE = "__lakefmt_file"  #: the target rows' column naming their file (index into the entries read)
@@ -206,6 +206,29 @@ def target_columns(spec: MergeSpec, source: pa.Schema, target: pa.Schema) -> lis
             if side == "t":
                 used.add(f.name)
     return [n for n in target.names if n in used]
+
+
+def target_filter(spec: MergeSpec, source: pa.Schema, target: pa.Schema) -> pc.Expression | None:
+    """The ON condition's conjuncts that name only target columns (``t.dt = '2026-11-01'``), as a filter over the
+    target's own column names: a target row where it is not true matches nothing, so it prunes files."""
+    names = _Names(spec, source, target)
+    _, rest = key_pairs(spec, source, target)
+    parts = []
+    for c in rest:
+        sides = {names.side_of(r, spec.predicate)[0] for r in refs(c)}
+        if sides == {"t"}:
+
+            def plain(ref: Ref) -> tuple[pc.Expression, pa.DataType]:
+                f = names.side_of(ref, spec.predicate)[1]
+                return pc.field(f.name), f.type
+
+            parts.append(bind_expression(c, plain, spec.predicate))
+    if not parts:
+        return None
+    out = parts[0]
+    for p in parts[1:]:
+        out = out & p
+    return out
 
 
 def _evaluate(table: pa.Table, columns: Mapping[str, pc.Expression], what: str) -> pa.Table:

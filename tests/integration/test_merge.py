@@ -146,7 +146,11 @@ def test_partitions_are_pruned(tmp_path: Path, mode: str) -> None:
     # only partition b's files are read (a key table writes one file per bucket)
     assert report.num_target_files_scanned == (2 if mode == "key" else 1)
     assert report.num_target_files_skipped_during_scan == 2 * report.num_target_files_scanned
+    # a condition on target columns alone prunes too: t.dt = 'c' leaves partition c's files only
+    report = merger(t, rows([110, 210], [8, 8], "c"), "t.id = s.id AND t.dt = 'c'").when_matched_update_all().execute()
+    assert report.num_target_rows_updated == 1 and report.num_target_files_skipped_during_scan >= 2
     got = {r[0]: r for r in content(t)}
+    assert got[210] == (210, 8, "c")
     assert got[110] == (110, 7, "b") and got[160] == (160, 7, "b") and got[5] == (5, 1, "a")
     assert len(got) == 151
 
