@@ -111,6 +111,9 @@ def run(quick: bool, workdir: Path) -> Result:
             d = best["deltalake"]["wall"]
             result.comparisons.append(Comparison(f"{label}, vs deltalake merge", best[mode]["wall"], d, "s",
                                                  best[mode]["wall"] / d, TARGET, "ratio<="))
+            cpu, d_cpu = best[mode]["cpu"], best["deltalake"]["cpu"]
+            result.comparisons.append(Comparison(f"{label}, CPU time vs deltalake merge", cpu, d_cpu, "s",
+                                                 cpu / d_cpu, note="process CPU, all threads"))
         else:
             result.comparisons.append(Comparison(label, best[mode]["wall"], None, "s", None))
     if not peer:
