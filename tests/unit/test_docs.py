@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import re
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -17,15 +18,17 @@ _IMAGE = re.compile(r"!\[[^\]]*\]\(([^)\s]+)[^)]*\)|<img\s[^>]*src=\"([^\"]+)\""
 _LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)[^)]*\)")
 
 
-def _load_toc() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("lakefmt_doc_toc", REPO / "tools" / "doc_toc.py")
+def _load_tool(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"lakefmt_tools_{name}", REPO / "tools" / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
 
 
-doc_toc = _load_toc()
+doc_toc = _load_tool("doc_toc")
+draw_diagrams = _load_tool("draw_diagrams")
 
 
 def _prose(path: Path) -> str:
@@ -78,3 +81,21 @@ def test_slugs_follow_github() -> None:
     assert doc_toc.slug("Writes: `mergeSchema`") == "writes-mergeschema"
     assert doc_toc.slug("21. Key tables (format version 3)") == "21-key-tables-format-version-3"
     assert doc_toc.heading_anchors("## Reads\n```\n## not a heading\n```\n### Reads\n") == ["reads", "reads-1"]
+
+
+def test_diagrams_are_what_the_code_draws_now(tmp_path: Path) -> None:
+    """docs/img/spark_roles.svg and file_lifecycle.svg are what tools/draw_diagrams.py draws from the code today
+    (the lifecycle is recorded on a real table), and the guides show them."""
+    assert draw_diagrams.main(["--check"]) == 0, "run: python tools/draw_diagrams.py"
+    assert "](img/spark_roles.svg)" in (REPO / "docs" / "spark.md").read_text(encoding="utf-8")
+    assert "](img/file_lifecycle.svg)" in (REPO / "docs" / "maintenance.md").read_text(encoding="utf-8")
+    steps = dict(draw_diagrams.file_lifecycle())
+    assert steps["expire: keep the latest"] == {"A": "tag", "B": "tag", "C": "loose", "D": "live"}
+    assert steps["orphan-clean"] == {"A": "deleted", "B": "deleted", "C": "deleted", "D": "live"}
+
+
+def test_spark_diagram_refuses_a_name_the_code_lost(monkeypatch: pytest.MonkeyPatch) -> None:
+    box = draw_diagrams.Box("gone", ("BatchWriter.no_such_method",), ())
+    monkeypatch.setattr(draw_diagrams, "READ", (*draw_diagrams.READ, box))
+    with pytest.raises(SystemExit, match=r"BatchWriter\.no_such_method"):
+        draw_diagrams.draw_spark_roles()
