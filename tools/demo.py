@@ -7,11 +7,15 @@ own writer and per-task manifest), then one committer publishes the batch with c
 identifier = batch id. Batch 2 is replayed on purpose (as a restarted query would) and is recognised and
 skipped. Run it again and it resumes after the last committed batch.
 
-    python tools/demo.py [table-path]
+    python tools/demo.py [TABLE] [--batches N]
+
+The default table, ``./demo-table-pyarrow``, is not the Spark demo's (``./demo-table``). The exactly-once check
+reads only the rows this demo's commit user added, so it holds on a table other writers also write to.
 """
 
 from __future__ import annotations
 
+import argparse
 import datetime
 import decimal
 import sys
@@ -32,6 +36,8 @@ SCHEMA = pa.schema(
         ("dt", pa.string()),
     ]
 )
+COMMIT_USER = "demo-stream"
+DEFAULT_TABLE = "demo-table-pyarrow"
 BATCHES = 5
 TASKS = 4
 ROWS_PER_TASK = 25_000
@@ -68,17 +74,50 @@ def write_batch(table: lakefmt.Table, committer: lakefmt.Committer, batch_id: in
     return committer.commit(messages, identifier=batch_id)
 
 
-def main(path: str) -> None:
+def ids_committed_by(table: lakefmt.Table, commit_user: str) -> pa.ChunkedArray:
+    """The ids of the rows that the snapshots of ``commit_user`` added (each snapshot's delta, read incrementally):
+    what an exactly-once check counts, whoever else writes to the table."""
+    added = [
+        table.scan(from_snapshot=s.id - 1, to_snapshot=s.id, columns=["id"]).to_arrow().column("id")
+        for s in table.snapshots()
+        if s.commit_user == commit_user
+    ]
+    return pa.chunked_array([c for chunk in added for c in chunk.chunks], pa.int64())
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The demo's command line: ``[TABLE] [--batches N]``."""
+    parser = argparse.ArgumentParser(
+        prog="python tools/demo.py",
+        description="A stream of event micro-batches written exactly-once to a lakefmt table with PyArrow alone "
+        "(parallel writer threads, one committer), then read back. Run it again and it resumes after the last "
+        "committed batch.",
+    )
+    parser.add_argument(
+        "table", nargs="?", default=DEFAULT_TABLE, help=f"table path or URI (default: ./{DEFAULT_TABLE})"
+    )
+    parser.add_argument(
+        "--batches", type=int, default=BATCHES, help=f"micro-batches to write in this run (default: {BATCHES})"
+    )
+    args = parser.parse_args(argv)
+    if args.batches < 0:
+        parser.error("--batches must be >= 0")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    path = args.table
     try:
         table = lakefmt.open_table(path)
         print(f"opened table {path}")
     except lakefmt.NotATableError:
         table = lakefmt.create_table(path, SCHEMA, partition_by=["dt"])
         print(f"created table {path} partitioned by dt")
-    committer = table.new_committer(commit_user="demo-stream")
-    last = table.commit_user_identifier("demo-stream")
+    committer = table.new_committer(commit_user=COMMIT_USER)
+    last = table.commit_user_identifier(COMMIT_USER)
     first = 0 if last is None else last + 1
-    for batch_id in range(first, first + BATCHES):
+    for batch_id in range(first, first + args.batches):
         t0 = time.perf_counter()
         snap = write_batch(table, committer, batch_id)
         ms = (time.perf_counter() - t0) * 1000
@@ -92,11 +131,21 @@ def main(path: str) -> None:
                 f"micro-batch {batch_id} replayed (as after a crash): "
                 f"{'skipped' if replay is None else 'COMMITTED TWICE'}"
             )
+    if table.latest_snapshot() is None:
+        print("no snapshot yet: run with --batches 1 or more")
+        return 0
 
     data = table.scan().to_arrow()
     print(f"\nread back with PyArrow: {data.num_rows:,} rows, {len(table.files())} data files")
-    distinct = pc.count_distinct(data.column("id")).as_py()
-    print(f"distinct ids: {distinct:,} (every row exactly once: {distinct == data.num_rows})")
+    ids = ids_committed_by(table, COMMIT_USER)
+    last = table.commit_user_identifier(COMMIT_USER)
+    expected = 0 if last is None else (last + 1) * TASKS * ROWS_PER_TASK
+    distinct = pc.count_distinct(ids).as_py()
+    once = len(ids) == distinct == expected and (expected == 0 or pc.max(ids).as_py() == expected - 1)
+    print(
+        f"rows committed by {COMMIT_USER!r}: {len(ids):,}, distinct ids {distinct:,}, expected {expected:,} "
+        f"(every event exactly once: {once})"
+    )
     per_day = data.group_by("dt").aggregate([("id", "count"), ("amount", "sum")]).sort_by("dt")
     for row in per_day.to_pylist():
         print(f"  dt={row['dt']}: {row['id_count']:,} events, amount {row['amount_sum']}")
@@ -117,7 +166,8 @@ def main(path: str) -> None:
     first_snap = table.snapshots()[0].id
     old = table.scan(snapshot_id=first_snap).count()
     print(f"\ntime travel: snapshot {first_snap} has {old:,} rows")
+    return 0 if once else 1
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "demo-table")
+    sys.exit(main())

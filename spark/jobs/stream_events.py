@@ -20,7 +20,9 @@ recognises it and skips it, so no event is written twice.
     python spark/jobs/stream_events.py [TABLE] [--batches N] [--rows N] [--replay-last]
 
 The input files and the checkpoint live next to the table, in ``TABLE.stream/`` (a table owns its folder:
-maintenance deletes files under it that no snapshot references).
+maintenance deletes files under it that no snapshot references). The default table is ``./demo-table`` (the
+PyArrow demo, ``tools/demo.py``, writes ``./demo-table-pyarrow``); the exactly-once check counts only the rows
+this query's commits added, so it holds on a table that other writers write to as well.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.compute as pc
 
 import lakefmt
@@ -64,17 +67,23 @@ def event(i: int) -> dict[str, Any]:
     }
 
 
+def landed_events(folder: Path) -> int:
+    """How many events the input folder holds: their ids are ``0 .. n-1`` (each file continues the last one)."""
+    existing = sorted(folder.glob("events-*.json")) if folder.is_dir() else []
+    if not existing:
+        return 0
+    with existing[-1].open("rb") as f:
+        last_line = f.read().splitlines()[-1]
+    return int(json.loads(last_line)["id"]) + 1
+
+
 def land_input(folder: Path, files: int, rows: int) -> list[Path]:
     """Write ``files`` new event files after the ones already in ``folder``; ids continue where they stopped.
 
     Each file is written under a hidden name and renamed into place, so the stream never sees half a file."""
     folder.mkdir(parents=True, exist_ok=True)
     existing = sorted(folder.glob("events-*.json"))
-    next_id = 0
-    if existing:
-        with existing[-1].open("rb") as f:
-            last_line = f.read().splitlines()[-1]
-        next_id = int(json.loads(last_line)["id"]) + 1
+    next_id = landed_events(folder)
     out = []
     for k in range(len(existing), len(existing) + files):
         path = folder / f"events-{k:05d}.json"
@@ -134,18 +143,36 @@ def _when(millis: int) -> str:
     return datetime.datetime.fromtimestamp(millis / 1000, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
-def report(table_uri: str, shown: str, before: int, progress: list[dict[str, Any]]) -> bool:
+def stream_commit_user(checkpoint: Path) -> str | None:
+    """The commit user the sink derives from this query's checkpoint (None before the query first started)."""
+    from pyspark_lakefmt.writer import commit_user
+
+    if not (checkpoint / "metadata").is_file():
+        return None
+    return commit_user({"checkpointLocation": str(checkpoint)})
+
+
+def ids_committed_by(table: lakefmt.Table, user: str | None) -> pa.ChunkedArray:
+    """The ids of the rows that the snapshots of ``user`` added (each snapshot's delta, read incrementally): what
+    the exactly-once check counts, so rows other writers put in the table (the PyArrow demo) do not count."""
+    added = [
+        table.scan(from_snapshot=s.id - 1, to_snapshot=s.id, columns=["id"]).to_arrow().column("id")
+        for s in table.snapshots()
+        if s.commit_user == user
+    ]
+    return pa.chunked_array([c for chunk in added for c in chunk.chunks], pa.int64())
+
+
+def report(
+    table_uri: str, shown: str, before: int, progress: list[dict[str, Any]], checkpoint: Path, events: int
+) -> bool:
     try:
         table = lakefmt.open_table(table_uri)
     except lakefmt.NotATableError:
         print("no table yet: the query had no input (run with --batches 1 or more)")
         return True
     snapshots = table.snapshots()
-    # this query's commit user: the one of the snapshots this run added (else of the latest stream snapshot)
-    ours = [s.commit_user for s in snapshots if s.id > before] or [
-        s.commit_user for s in snapshots if s.commit_user.startswith("spark-stream-")
-    ]
-    user = ours[-1] if ours else None
+    user = stream_commit_user(checkpoint)
     by_ident = {s.commit_identifier: s for s in snapshots if s.commit_user == user}
     for p in progress:
         batch, rows = int(p["batchId"]), int(p["numInputRows"])
@@ -165,14 +192,14 @@ def report(table_uri: str, shown: str, before: int, progress: list[dict[str, Any
     for row in per_day.to_pylist():
         print(f"  dt={row['dt']}: {row['id_count']:>7,} events, amount {row['amount_sum']:>14,}")
 
-    ids = data.column("id")
+    # the rows this query committed must be the landed events 0 .. events-1, each once
+    ids = ids_committed_by(table, user)
     distinct = pc.count_distinct(ids).as_py()
     lo, hi = pc.min(ids).as_py(), pc.max(ids).as_py()
-    contiguous = data.num_rows == 0 or (lo == 0 and hi == data.num_rows - 1)
-    once = bool(distinct == data.num_rows and contiguous)
+    once = bool(len(ids) == distinct == events and (events == 0 or (lo == 0 and hi == events - 1)))
     print(
-        f"exactly-once: {distinct:,} distinct ids for {data.num_rows:,} rows, ids {lo}..{hi} "
-        f"-> {'every event exactly once' if once else 'NOT EXACTLY ONCE'}"
+        f"exactly-once: this query committed {len(ids):,} rows, {distinct:,} distinct ids {lo}..{hi}, "
+        f"for {events:,} input events -> {'every event exactly once' if once else 'NOT EXACTLY ONCE'}"
     )
 
     if data.num_rows == 0:
@@ -237,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
               "(maxFilesPerTrigger=1, trigger availableNow)")
     finally:
         spark.stop()
-    once = report(table_uri, args.table, before, progress)
+    once = report(table_uri, args.table, before, progress, checkpoint, landed_events(input_dir))
     print(f"done in {time.perf_counter() - t0:.1f} s")
     return 0 if once else 1
 
