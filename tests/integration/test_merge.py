@@ -155,6 +155,19 @@ def test_partitions_are_pruned(tmp_path: Path, mode: str) -> None:
     assert len(got) == 151
 
 
+def test_except_cols_and_bare_names(tmp_path: Path) -> None:
+    t = make(tmp_path / "t", "cow")
+    t.append(rows([1, 2], [1, 2]))
+    src = rows([1, 3], [10, 30], "new")
+    merger(t, src).when_matched_update_all(except_cols=["dt"]).when_not_matched_insert_all(except_cols=["dt"]).execute()
+    assert content(t) == [(1, 10, "a"), (2, 2, "a"), (3, 30, None)]
+    # without aliases, bare names resolve to the side that has them
+    t.merge(pa.table({"key": [2], "y": [5]}), "id = key").when_matched_update({"x": "x + y"}).execute()
+    assert content(t) == [(1, 10, "a"), (2, 7, "a"), (3, 30, None)]
+    with pytest.raises(InvalidPredicateError, match="in both the source and the target: qualify it"):
+        t.merge(src, "id = s.id", source_alias="s")
+
+
 def test_bad_input_is_refused(tmp_path: Path) -> None:
     t = make(tmp_path / "t", "cow")
     t.append(rows([1], [1]))
