@@ -30,6 +30,7 @@ from lakefmt.read.masks import deleted_positions, load_vectors
 from lakefmt.read.plan import prune_entries
 from lakefmt.rewrite.base import RewriteTarget, Targetable, as_target, compacted_away, read_checked
 from lakefmt.rewrite.merge_commit import commit_copy_on_write, commit_marks
+from lakefmt.rewrite.merge_reads import MergeReads
 from lakefmt.rewrite.merge_rows import (
     FILE,
     POS,
@@ -233,15 +234,12 @@ def _run(target: RewriteTarget, spec: MergeSpec, source: pa.Table, latest: Snaps
     arrow = schema.arrow_schema
     live = ents.live_entries(target.store, latest) if latest is not None else ents.empty_entries_for(schema)
     data = ents.data_files(live)
-    if spec.has("by_source"):
-        candidates = data
-    else:
-        flt = _prune_filter(spec, source, arrow)
-        if flt is False:
-            candidates = data.slice(0, 0)
-        else:
-            candidates = prune_entries(data, flt if isinstance(flt, pc.Expression) else None, schema,
-                                       target.store.schema)
+    flt = None if spec.has("by_source") else _prune_filter(spec, source, arrow)
+    read_filter = flt if isinstance(flt, pc.Expression) else None
+    # no key can match (no source row, or only null keys): nothing is read, and no row added meanwhile matters
+    candidates = data.slice(0, 0) if flt is False else prune_entries(data, read_filter, schema, target.store.schema)
+    reads = MergeReads(latest, candidates, read_filter, schema,
+                       appends_conflict=not schema.has_primary_key and flt is not False)
     vectors = load_vectors(target.io, ents.vector_files(live), data=data) if schema.deletion_vectors else {}
     columns = target_columns(spec, source.schema, arrow)
     rows, seen = _read(target, candidates, schema, vectors, columns)
@@ -253,12 +251,13 @@ def _run(target: RewriteTarget, spec: MergeSpec, source: pa.Table, latest: Snaps
     copied = 0
     if schema.deletion_vectors:
         marks = dict(zip(ents.paths(homes), removed, strict=True))
-        snap = commit_marks(target, schema, homes, marks, {p: seen[p] for p in marks if p in seen}, changes.written)
+        seen_marked = {p: seen[p] for p in marks if p in seen}
+        snap = commit_marks(target, schema, homes, marks, seen_marked, changes.written, reads)
         added = int(changes.written.num_rows > 0)
         removed_files = 0
     else:
         kept = _Kept(target, homes, schema, dict(enumerate(removed)))
-        snap = commit_copy_on_write(target, homes, kept, changes.written)
+        snap = commit_copy_on_write(target, homes, kept, changes.written, reads)
         copied = kept.rows
         added = _files_added(target, snap)
         removed_files = len(touched)

@@ -32,9 +32,10 @@ from lakefmt.meta.store import MetaStore
 from lakefmt.read.masks import deleted_positions, load_vectors
 from lakefmt.rewrite.base import OPERATION, RewriteTarget, publish
 from lakefmt.rewrite.keys import BucketKey, UpsertPlanner, _bucket_keys, _live_in, _Marks, _Planner
+from lakefmt.rewrite.merge_reads import MergeReads
 from lakefmt.spec import CommitKind, CommitMessage, ManifestFileMeta, Snapshot, TableSchema
 
-__all__ = ["MERGE", "MarkRowsPlanner", "MergeUpsertPlanner", "commit_copy_on_write", "commit_marks"]
+__all__ = ["MERGE", "MarkRowsPlanner", "MergeProducer", "MergeUpsertPlanner", "commit_copy_on_write", "commit_marks"]
 
 #: the value of ``lakefmt.operation`` a MERGE's snapshot carries
 MERGE = "merge"
@@ -48,23 +49,42 @@ def _write(target: RewriteTarget, rows: Iterable[pa.Table | pa.RecordBatch]) -> 
         return writer.prepare_commit()
 
 
+class MergeProducer(RewriteProducer):
+    """A copy-on-write merge's commit: a rewrite whose read files are also checked (:class:`MergeReads`) on the
+    snapshot it lands on."""
+
+    def __init__(self, *args: Any, reads: MergeReads, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.reads = reads
+
+    def replaced(self, latest: Snapshot | None, schema: TableSchema) -> pa.Table:
+        self.reads.check(self.store, latest)
+        return super().replaced(latest, schema)
+
+    def check_conflict(self, latest: Snapshot | None, schema: TableSchema, replaced: pa.Table) -> pa.Table | None:
+        self.reads.check(self.store, latest)
+        return super().check_conflict(latest, schema, replaced)
+
+
 def commit_copy_on_write(
-    target: RewriteTarget, rewritten: pa.Table, kept: Iterable[pa.RecordBatch], written: pa.Table
+    target: RewriteTarget, rewritten: pa.Table, kept: Iterable[pa.RecordBatch], written: pa.Table, reads: MergeReads
 ) -> Snapshot | None:
     """Rewrite the files of ``rewritten`` (ADD entries) as ``kept`` (their rows the merge leaves, streamed) and add
     ``written``, in one snapshot; None when there is nothing to do."""
     if rewritten.num_rows == 0 and written.num_rows == 0:
         return None
     message = _write(target, itertools.chain(kept, [written]))
-    return publish(target, RewriteProducer, [message], rewritten, operation=MERGE, after_commit=target.after_commit)
+    return publish(target, MergeProducer, [message], rewritten, operation=MERGE, after_commit=target.after_commit,
+                   extra={"reads": reads})
 
 
 class _Checked:
     """The marks a merge planned on the snapshot it read (``marks``: data-file path -> positions; ``seen``: the
     positions each of those files' vectors deleted then), checked on the snapshot a commit lands on."""
 
-    def __init__(self, io: FileIO, marks: dict[str, np.ndarray], seen: dict[str, np.ndarray], homes: pa.Table) -> None:
-        self.io, self.marks, self.seen, self.homes = io, marks, seen, homes
+    def __init__(self, io: FileIO, marks: dict[str, np.ndarray], seen: dict[str, np.ndarray], homes: pa.Table,
+                 reads: MergeReads) -> None:
+        self.io, self.marks, self.seen, self.homes, self.reads = io, marks, seen, homes, reads
 
     def check(self, live: pa.Table) -> dict[str, np.ndarray]:
         """``marks`` after checking that each marked file is live in ``live`` (entries) and that no concurrent
@@ -105,6 +125,7 @@ class MarkRowsPlanner(_Planner):
 
     def plan(self, latest: Snapshot | None, schema: TableSchema, added: Sequence[ManifestFileMeta]) -> VectorChanges:
         schema = self.schema if latest is None else self.store.schema_for(latest)
+        self.checked.reads.check(self.store, latest)
         self.buckets = set(_bucket_keys(self.checked.homes, schema))
         live = _live_in(self.store, latest, schema, self.buckets)
         return self._changes(live, _by_bucket(self.checked.check(live), self.checked.homes, schema), schema)
@@ -121,6 +142,7 @@ class MergeUpsertPlanner(UpsertPlanner):
 
     def plan(self, latest: Snapshot | None, schema: TableSchema, added: Sequence[ManifestFileMeta]) -> VectorChanges:
         self._latest = latest
+        self.checked.reads.check(self.store, latest)
         if not added:  # deletes only
             schema = self.schema if latest is None else self.store.schema_for(latest)
             self.buckets = set()
@@ -155,12 +177,13 @@ def commit_marks(
     marks: dict[str, np.ndarray],
     seen: dict[str, np.ndarray],
     written: pa.Table,
+    reads: MergeReads,
 ) -> Snapshot | None:
     """Mark ``marks`` (data-file path -> positions; ``homes``: those files' ADD entries; ``seen``: the positions
     their vectors deleted when read) and add ``written``, in one snapshot; None when there is nothing to do."""
     if not marks and written.num_rows == 0:
         return None
-    checked = _Checked(target.io, marks, seen, homes)
+    checked = _Checked(target.io, marks, seen, homes, reads)
     planner: Any = (
         MergeUpsertPlanner(target.io, target.store, schema, checked)
         if schema.has_primary_key

@@ -248,6 +248,20 @@ def test_concurrent_append_does_not_conflict(tmp_path: Path, monkeypatch: pytest
     assert content(t) == [(1, 1, "a"), (2, 20, "a"), (50, 50, "a")]
 
 
+@pytest.mark.parametrize("mode", ["cow", "dv"])
+def test_concurrent_merges_inserting_one_key_conflict(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      mode: str) -> None:
+    """Two merges that both insert id 7 (neither saw the other's row): the second fails rather than add a second
+    row for the key; a blind append meanwhile would not conflict (test_concurrent_append_does_not_conflict)."""
+    t = make(tmp_path / "t", mode)
+    t.append(rows([1, 5, 9], [1, 5, 9]))
+    other = lakefmt.open_table(str(tmp_path / "t"))
+    _race(monkeypatch, lambda: merger(other, rows([7], [70])).when_not_matched_insert_all().execute())
+    with pytest.raises(RewriteConflictError, match="added rows this merge may match"):
+        merger(t, rows([7], [71])).when_matched_update_all().when_not_matched_insert_all().execute()
+    assert content(t) == [(1, 1, "a"), (5, 5, "a"), (7, 70, "a"), (9, 9, "a")]
+
+
 def test_concurrent_compaction_replans(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     t = make(tmp_path / "t", "cow")
     t.append(rows([1, 2], [1, 2]))
