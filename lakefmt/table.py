@@ -33,7 +33,7 @@ from lakefmt.rewrite.base import RewriteTarget
 from lakefmt.rewrite.compact import compact
 from lakefmt.rewrite.compact_types import CompactionReport
 from lakefmt.rewrite.delete import delete_rows
-from lakefmt.rewrite.keys import UpsertPlanner
+from lakefmt.rewrite.engine_planner import MergePlanner
 from lakefmt.rewrite.upsert import delete_keys, delete_marking, upsert
 from lakefmt.spec import CommitMessage, Consumer, Snapshot, TableSchema
 from lakefmt.spec.instants import Instant
@@ -176,7 +176,7 @@ class Table:
         wants False. ``clock`` (seconds since the epoch) is for tests."""
         clock = clock if clock is not None else self._clock
         after = functools.partial(self._after_commit, compact=not write_only, background=compact_in_background)
-        planner = functools.partial(UpsertPlanner, self.io, self._store, self._store.latest_schema())
+        planner = functools.partial(MergePlanner, self.io, self._store, self._store.latest_schema())
         return Committer(self.io, self._store, commit_user, after_commit=after, clock=clock, planner=planner)
 
     def wait_for_compaction(self, timeout: float | None = None) -> bool:

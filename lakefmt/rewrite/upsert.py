@@ -22,6 +22,7 @@ from lakefmt.rewrite.base import OPERATION, Targetable, as_target
 from lakefmt.rewrite.keys import DeleteKeysPlanner, DeleteWherePlanner, dedup_keys
 from lakefmt.spec import CommitKind, Snapshot, TableSchema
 from lakefmt.spec.filters import check_filter
+from lakefmt.spec.merge_engine import DEDUPLICATE
 from lakefmt.write.conform import conform
 from lakefmt.write.discard import discard_written
 from lakefmt.write.writer import as_tables
@@ -42,15 +43,18 @@ def _key_schema(table: Targetable, what: str) -> TableSchema:
 def upsert(table: Targetable, data: Any) -> Snapshot | None:
     """Insert or replace rows by primary key, in one snapshot (kind APPEND, ``lakefmt.operation=upsert``). Of the
     rows for one key in ``data``, the last wins (or the largest ``sequence.field``); a key's live row is replaced
-    (marked in its file's deletion vector) unless, with ``sequence.field``, its value is larger. Returns the
-    snapshot, or None for no rows."""
+    (marked in its file's deletion vector) unless, with ``sequence.field``, its value is larger. Under another
+    ``merge-engine`` (``partial-update``, ``aggregation``, ``first-row``) the rows are combined with each other and
+    with the live row instead, at commit time (:mod:`lakefmt.rewrite.engine_planner`). Returns the snapshot, or
+    None for no rows."""
     target = as_target(table)
     schema = _key_schema(target, "upsert")
     parts = [conform(t, schema.arrow_schema) for t in as_tables(data)]
     rows = pa.concat_tables(parts) if parts else schema.arrow_schema.empty_table()
     if rows.num_rows == 0:
         return None
-    rows = dedup_keys(rows, schema.primary_keys, schema.table_options.sequence_field)
+    if schema.table_options.merge_engine == DEDUPLICATE:  # other engines fold a key's rows at commit time
+        rows = dedup_keys(rows, schema.primary_keys, schema.table_options.sequence_field)
     writer = target.new_writer()
     with writer:
         writer.write(rows)
