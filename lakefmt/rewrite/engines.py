@@ -52,7 +52,9 @@ def reduce_batch(rows: pa.Table, schema: TableSchema) -> pa.Table:
     seq = options.sequence_field
     rows = rows.select(schema.arrow_schema.names)
     if seq is not None and options.merge_engine != "first-row" and rows.num_rows > 1:
-        rows = rows.take(pc.sort_indices(rows, sort_keys=[(seq, "ascending")], null_placement="at_start"))
+        valid = "__lakefmt_valid"  # a null sequence value first: sorted by validity, then by value (stable)
+        ordered = pa.table({valid: pc.is_valid(rows.column(seq)), seq: rows.column(seq)})
+        rows = rows.take(pc.sort_indices(ordered, sort_keys=[(valid, "ascending"), (seq, "ascending")]))
     return fold(rows, schema.primary_keys, column_functions(schema))
 
 
