@@ -23,7 +23,7 @@ from lakefmt.rewrite.keys import DeleteKeysPlanner, DeleteWherePlanner, dedup_ke
 from lakefmt.spec import CommitKind, Snapshot, TableSchema
 from lakefmt.spec.filters import check_filter
 from lakefmt.spec.merge_engine import DEDUPLICATE
-from lakefmt.write.conform import conform
+from lakefmt.write.conform import conform, fill_missing
 from lakefmt.write.discard import discard_written
 from lakefmt.write.writer import as_tables
 
@@ -45,15 +45,20 @@ def upsert(table: Targetable, data: Any) -> Snapshot | None:
     rows for one key in ``data``, the last wins (or the largest ``sequence.field``); a key's live row is replaced
     (marked in its file's deletion vector) unless, with ``sequence.field``, its value is larger. Under another
     ``merge-engine`` (``partial-update``, ``aggregation``, ``first-row``) the rows are combined with each other and
-    with the live row instead, at commit time (:mod:`lakefmt.rewrite.engine_planner`). Returns the snapshot, or
-    None for no rows."""
+    with the live row instead, at commit time (:mod:`lakefmt.rewrite.engine_planner`); under ``partial-update`` and
+    ``aggregation`` a nullable column that ``data`` leaves out is null in every row (it keeps the old values).
+    Returns the snapshot, or None for no rows."""
     target = as_target(table)
     schema = _key_schema(target, "upsert")
-    parts = [conform(t, schema.arrow_schema) for t in as_tables(data)]
+    engine = schema.table_options.merge_engine
+    if engine in ("partial-update", "aggregation"):  # a column left out is a null: it keeps the key's old value
+        parts = [conform(fill_missing(t, schema.arrow_schema), schema.arrow_schema) for t in as_tables(data)]
+    else:
+        parts = [conform(t, schema.arrow_schema) for t in as_tables(data)]
     rows = pa.concat_tables(parts) if parts else schema.arrow_schema.empty_table()
     if rows.num_rows == 0:
         return None
-    if schema.table_options.merge_engine == DEDUPLICATE:  # other engines fold a key's rows at commit time
+    if engine == DEDUPLICATE:  # other engines fold a key's rows at commit time
         rows = dedup_keys(rows, schema.primary_keys, schema.table_options.sequence_field)
     writer = target.new_writer()
     with writer:

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 
 import lakefmt
-from lakefmt.errors import SchemaEvolutionError
+from lakefmt.errors import SchemaEvolutionError, SchemaMismatchError
 
 SCHEMA = pa.schema(
     [("id", pa.int64()), ("total", pa.int64()), ("hits", pa.int64()), ("top", pa.float64()), ("name", pa.string())]
@@ -85,12 +85,23 @@ def test_partial_update_through_upsert_and_append(tmp_path: Path) -> None:
     )
     table.upsert(batch([1, 2], total=[1, 2], name=["a", "b"]))
     table.append(batch([1, 1, 4], total=[None, 10, None], top=[0.5, None, 4.0]))
-    table.upsert(batch([2], name=["B"]))
+    table.upsert(pa.table({"id": [2], "name": ["B"]}))  # a partial row: the columns left out keep their values
     assert live(table) == {
         1: {"id": 1, "total": 10, "hits": None, "top": 0.5, "name": "a"},
         2: {"id": 2, "total": 2, "hits": None, "top": None, "name": "B"},
         4: {"id": 4, "total": None, "hits": None, "top": 4.0, "name": None},
     }
+
+
+def test_only_merging_engines_take_partial_rows(tmp_path: Path) -> None:
+    table = agg_table(tmp_path)
+    table.upsert(batch([1], total=[5], name=["a"]))
+    table.upsert(pa.table({"id": [1, 1], "total": [1, 2]}))
+    assert live(table)[1] == {"id": 1, "total": 8, "hits": 0, "top": None, "name": "a"}  # no non-null hits
+    plain = lakefmt.create_table(str(tmp_path / "d"), SCHEMA, primary_key=["id"])
+    with pytest.raises(SchemaMismatchError, match="missing column"):
+        plain.upsert(pa.table({"id": [1], "total": [1]}))
+    assert plain.latest_snapshot() is None
 
 
 def test_first_row_keeps_the_first_row_written(tmp_path: Path) -> None:
