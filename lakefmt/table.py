@@ -237,8 +237,9 @@ class Table:
 
     def upsert(self, data: Any) -> Snapshot | None:
         """Insert or replace rows by primary key on a key table, in one snapshot: see :func:`lakefmt.rewrite.upsert
-        .upsert` (the last row of a key wins, or the largest ``sequence.field``). ``append`` on a key table does
-        the same."""
+        .upsert` (the last row of a key wins, or the largest ``sequence.field``; under the option ``merge-engine``
+        ``partial-update``, ``aggregation`` or ``first-row`` the rows combine instead). ``append`` on a key table
+        does the same."""
         return upsert(self, data)
 
     def delete_keys(self, keys: Any) -> Snapshot | None:

@@ -114,7 +114,10 @@ def test_first_row_keeps_the_first_row_written(tmp_path: Path) -> None:
         1: {"id": 1, "total": 1, "hits": None, "top": None, "name": None},
         2: {"id": 2, "total": 3, "hits": None, "top": None, "name": "b"},
     }
-    table.append(batch([1, 2, 5], total=[9, 9, 5]))
+    snap = table.append(batch([1, 2, 5], total=[9, 9, 5]))
+    assert snap is not None
+    changes = table.changes(from_snapshot=snap.id - 1).to_pylist()  # the rows ignored are no change
+    assert [(r["_change_type"], r["id"]) for r in changes] == [("insert", 5)]
     got = live(table)
     assert got[1] == before[1] and got[2] == before[2] and got[5]["total"] == 5
     # a delete by key ends the first row; the next one written is the key's first row again
