@@ -25,6 +25,7 @@ from lakefmt.meta.store import MetaStore
 from lakefmt.options import TableOptions
 from lakefmt.spec import TableSchema, layout
 from lakefmt.spec.codec import BASE_FORMAT_VERSION, FORMAT_VERSION
+from lakefmt.spec.merge_engine import check_merge_engine
 from lakefmt.spec.types import type_to_json
 
 __all__ = ["create_store", "enclosing_table", "first_schema", "open_store"]
@@ -69,6 +70,7 @@ def first_schema(
                 f"option sequence.field names {parsed.sequence_field!r} of type {t}; it must be an integer, date "
                 "or timestamp column"
             )
+    check_merge_engine(schema, keys, parsed)
     fields = [f.with_nullable(False) if f.name in keys else f for f in schema]
     keyed = bool(keys) or parsed.delete_mode == "merge-on-read"
     return TableSchema(

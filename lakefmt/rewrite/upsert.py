@@ -26,7 +26,8 @@ from lakefmt.rewrite.keys import DeleteKeysPlanner, DeleteWherePlanner, UpsertPl
 from lakefmt.spec import CommitKind, Snapshot, TableSchema
 from lakefmt.spec.filters import check_filter
 from lakefmt.spec.keys import key_hash
-from lakefmt.write.conform import conform
+from lakefmt.spec.merge_engine import DEDUPLICATE
+from lakefmt.write.conform import conform, fill_missing
 from lakefmt.write.discard import discard_written
 from lakefmt.write.writer import as_tables
 
@@ -46,8 +47,11 @@ def _key_schema(table: Targetable, what: str) -> TableSchema:
 def upsert(table: Targetable, data: Any) -> Snapshot | None:
     """Insert or replace rows by primary key, in one snapshot (kind APPEND, ``lakefmt.operation=upsert``). Of the
     rows for one key in ``data``, the last wins (or the largest ``sequence.field``); a key's live row is replaced
-    (marked in its file's deletion vector) unless, with ``sequence.field``, its value is larger. Returns the
-    snapshot, or None for no rows."""
+    (marked in its file's deletion vector) unless, with ``sequence.field``, its value is larger. Under another
+    ``merge-engine`` (``partial-update``, ``aggregation``, ``first-row``) the rows are combined with each other and
+    with the live row instead, at commit time (:mod:`lakefmt.rewrite.engine_planner`); under ``partial-update`` and
+    ``aggregation`` a nullable column that ``data`` leaves out is null in every row (it keeps the old values).
+    Returns the snapshot, or None for no rows."""
     target = as_target(table)
     schema = _key_schema(target, "upsert")
     rows = _new_rows(schema, data)
@@ -68,9 +72,15 @@ def upsert(table: Targetable, data: Any) -> Snapshot | None:
 
 def _new_rows(schema: TableSchema, data: Any) -> pa.Table:
     """The rows of ``data`` to upsert, conformed to the table's columns, one row per key (the last, or the largest
-    ``sequence.field``)."""
-    parts = [conform(t, schema.arrow_schema) for t in as_tables(data)]
+    ``sequence.field``) under the ``deduplicate`` engine; other engines fold a key's rows at commit time."""
+    engine = schema.table_options.merge_engine
+    if engine in ("partial-update", "aggregation"):  # a column left out is a null: it keeps the key's old value
+        parts = [conform(fill_missing(t, schema.arrow_schema), schema.arrow_schema) for t in as_tables(data)]
+    else:
+        parts = [conform(t, schema.arrow_schema) for t in as_tables(data)]
     rows = pa.concat_tables(parts) if parts else schema.arrow_schema.empty_table()
+    if engine != DEDUPLICATE:
+        return rows
     return dedup_keys(rows, schema.primary_keys, schema.table_options.sequence_field)
 
 
@@ -125,6 +135,11 @@ def apply_key_changes(
     nothing is (:class:`CommitStateUnknownError`)."""
     target = as_target(table)
     schema = _key_schema(target, "apply_key_changes")
+    if schema.table_options.merge_engine != DEDUPLICATE:
+        raise KeyTableError(
+            f"apply_key_changes: the table's merge-engine is {schema.table_options.merge_engine}; changes that "
+            "replace and delete whole rows need the deduplicate engine (use upsert, which merges by the engine)"
+        )
     if not isinstance(operation, str) or not operation.strip():
         raise InvalidOptionError(f"apply_key_changes: operation must be a non-empty string, got {operation!r}")
     rows = _new_rows(schema, upserts) if upserts is not None else schema.arrow_schema.empty_table()

@@ -145,15 +145,7 @@ class TableWriter:
 
     def prepare_commit(self) -> CommitMessage:
         """Close every file and write the per-task manifest; return its metadata (nothing is published)."""
-        if self._closed:
-            raise WriterClosedError("this writer has already been committed or aborted")
-        try:
-            for state in self._partitions.values():
-                self._flush(state)
-                self._close_file(state)
-        finally:
-            self._stop_syncer()
-        self._closed = True
+        self.close_files()
         if not self._done:
             return CommitMessage(self.writer_id, ())
         schema = self._schema
@@ -172,6 +164,20 @@ class TableWriter:
             self._on_manifest(name, data)
         meta = manifest_meta(name, len(data), entries, self._schema.id)
         return CommitMessage(self.writer_id, (meta,))
+
+    def close_files(self) -> list[DataFile]:
+        """Close every file and return them all, without writing a manifest (for a caller that lists the files in
+        entries of its own: a key table's merge engine, at commit time); the writer is closed."""
+        if self._closed:
+            raise WriterClosedError("this writer has already been committed or aborted")
+        try:
+            for state in self._partitions.values():
+                self._flush(state)
+                self._close_file(state)
+        finally:
+            self._stop_syncer()
+        self._closed = True
+        return list(self._done)
 
     def abort(self) -> None:
         """Close and delete everything this writer wrote (best effort; orphan-clean removes the rest)."""
