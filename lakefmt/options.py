@@ -27,6 +27,7 @@ __all__ = [
     "DEFAULT_ORPHAN_OLDER_THAN",
     "DEFAULT_ORPHAN_OLDER_THAN_MS",
     "DURATION_FORMS",
+    "ROWKIND_FORMATS",
     "USER_PREFIX",
     "Duration",
     "InvalidOptionError",
@@ -108,6 +109,17 @@ def _delete_mode(text: str, key: str) -> str:
     value = str(text).strip().lower()
     if value not in ("copy-on-write", "merge-on-read"):
         raise InvalidOptionError(f"option {key} is copy-on-write or merge-on-read, got {text!r}")
+    return value
+
+
+#: the values of the table option ``rowkind.format`` (:mod:`lakefmt.spec.rowkind`)
+ROWKIND_FORMATS = ("any", "paimon", "delta", "debezium")
+
+
+def _rowkind_format(text: str, key: str) -> str:
+    value = str(text).strip().lower()
+    if value not in ROWKIND_FORMATS:
+        raise InvalidOptionError(f"option {key} is one of {', '.join(ROWKIND_FORMATS)}, got {text!r}")
     return value
 
 
@@ -252,6 +264,12 @@ class TableOptions:
     #: ``sequence.field``: on a key table, the column that orders the versions of a key: of the rows for one key,
     #: the one with the largest value wins, within an upsert and against the live row (ties: the later row)
     sequence_field: str | None = None
+    #: ``rowkind.field``: on a key table, a string column saying what each written row is, a change of its key
+    #: (insert, update, update's old row, delete: :mod:`lakefmt.spec.rowkind`); Paimon's name
+    rowkind_field: str | None = None
+    #: ``rowkind.format``: the spellings ``rowkind.field`` accepts: ``paimon`` (``+I -U +U -D``), ``delta``
+    #: (``insert update_preimage update_postimage delete``), ``debezium`` (``c r u d``), or ``any`` of them
+    rowkind_format: str = "any"
     #: ``write.delete.mode``: ``copy-on-write`` rewrites the files a row-level delete touches; ``merge-on-read``
     #: marks the deleted rows in deletion vectors (format version 3; always so on a key table). Iceberg's name.
     delete_mode: str = "copy-on-write"
@@ -288,6 +306,8 @@ class TableOptions:
         "write-only": ("write_only", _bool),
         "bucket": ("bucket", _int),
         "sequence.field": ("sequence_field", _text),
+        "rowkind.field": ("rowkind_field", _text),
+        "rowkind.format": ("rowkind_format", _rowkind_format),
         "write.delete.mode": ("delete_mode", _delete_mode),
         "num-sorted-run.compaction-trigger": ("sorted_run_compaction_trigger", _int),
         "num-sorted-run.stop-trigger": ("sorted_run_stop_trigger", _int),

@@ -26,6 +26,7 @@ from lakefmt.rewrite.keys import DeleteKeysPlanner, DeleteWherePlanner, UpsertPl
 from lakefmt.spec import CommitKind, Snapshot, TableSchema
 from lakefmt.spec.filters import check_filter
 from lakefmt.spec.keys import key_hash
+from lakefmt.spec.rowkind import drop_ignored
 from lakefmt.write.conform import conform
 from lakefmt.write.discard import discard_written
 from lakefmt.write.writer import as_tables
@@ -67,10 +68,11 @@ def upsert(table: Targetable, data: Any) -> Snapshot | None:
 
 
 def _new_rows(schema: TableSchema, data: Any) -> pa.Table:
-    """The rows of ``data`` to upsert, conformed to the table's columns, one row per key (the last, or the largest
-    ``sequence.field``)."""
+    """The rows of ``data`` to upsert, conformed to the table's columns, the rows to ignore (``rowkind.field``)
+    left out, then one row per key (the last, or the largest ``sequence.field``)."""
     parts = [conform(t, schema.arrow_schema) for t in as_tables(data)]
     rows = pa.concat_tables(parts) if parts else schema.arrow_schema.empty_table()
+    rows = drop_ignored(rows, schema.table_options)  # before the dedup: an update's old row never wins
     return dedup_keys(rows, schema.primary_keys, schema.table_options.sequence_field)
 
 
@@ -115,9 +117,10 @@ def apply_key_changes(
     delete by key). Either may be None. Returns the snapshot, or None when there was nothing to change.
 
     ``upserts`` are settled as by :func:`upsert` (of the rows for one key, the last wins, or the largest
-    ``sequence.field``; a live row with a larger ``sequence.field`` stays); a key of ``deletes`` without a live
-    row is skipped. A key in both is refused (:class:`KeyTableError`, nothing written): which of the two was
-    meant is not for lakefmt to guess (give each key once).
+    ``sequence.field``; a live row with a larger ``sequence.field`` stays; on a table with ``rowkind.field`` they
+    are changes, deletes among them); a key of ``deletes`` without a live row is skipped. A key in both is
+    refused (:class:`KeyTableError`, nothing written): which of the two was meant is not for lakefmt to guess
+    (give the key once, or as a change row with ``rowkind.field``).
 
     Both are planned together on the snapshot the commit lands on: after a lost race to a commit that changed a
     bucket they touch, they are planned again (:class:`~lakefmt.commit.kinds.KeyedProducer`), so a key never
