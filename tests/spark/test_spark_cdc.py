@@ -7,6 +7,7 @@ is recognised and skipped."""
 
 from __future__ import annotations
 
+import os
 import random
 from pathlib import Path
 from typing import Any
@@ -75,8 +76,9 @@ def test_a_stream_of_changes_is_applied_exactly_once(spark: Any, tmp_path: Path)
     log = change_log(seed=8, batches=3, per_batch=50)
     for i, batch in enumerate(log):
         rows = flatten(batch)
-        pq.write_table(rows.take(pa.array(random.Random(i).sample(range(rows.num_rows), rows.num_rows))),
-                       source / f"part-{i:04d}.parquet")  # fmt: skip
+        path = source / f"part-{i:04d}.parquet"
+        pq.write_table(rows.take(pa.array(random.Random(i).sample(range(rows.num_rows), rows.num_rows))), path)
+        os.utime(path, (1_800_000_000 + i, 1_800_000_000 + i))  # Spark takes the oldest file first: log order
 
     def run() -> Any:
         query = (
