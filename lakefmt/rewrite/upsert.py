@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -114,7 +114,8 @@ def apply_key_changes(
     """Upsert the rows of ``upserts`` and delete the live rows of the keys of ``deletes`` (rows holding at least
     the primary-key columns; other columns are ignored) on a key table, in one snapshot with the property
     ``lakefmt.operation=<operation>`` (kind APPEND, as an upsert; OVERWRITE when there is nothing to upsert, as a
-    delete by key). Either may be None. Returns the snapshot, or None when there was nothing to change.
+    delete by key). Either may be None; each is Arrow data (a table, batches, a reader), a dict of columns or a
+    list of row dicts. Returns the snapshot, or None when there was nothing to change.
 
     ``upserts`` are settled as by :func:`upsert` (of the rows for one key, the last wins, or the largest
     ``sequence.field``; a live row with a larger ``sequence.field`` stays; on a table with ``rowkind.field`` they
@@ -130,8 +131,8 @@ def apply_key_changes(
     schema = _key_schema(target, "apply_key_changes")
     if not isinstance(operation, str) or not operation.strip():
         raise InvalidOptionError(f"apply_key_changes: operation must be a non-empty string, got {operation!r}")
-    rows = _new_rows(schema, upserts) if upserts is not None else schema.arrow_schema.empty_table()
-    keys = _key_rows(schema, deletes, "apply_key_changes deletes") if deletes is not None else None
+    rows = _new_rows(schema, _arrow(upserts)) if upserts is not None else schema.arrow_schema.empty_table()
+    keys = _key_rows(schema, _arrow(deletes), "apply_key_changes deletes") if deletes is not None else None
     if rows.num_rows == 0 and keys is None:
         return None
     if keys is not None and rows.num_rows:
@@ -163,6 +164,16 @@ def apply_key_changes(
         discard_written(target.io, message, writer)  # nothing to commit: no snapshot references them
         return None
     return result.snapshot
+
+
+def _arrow(data: Any) -> Any:
+    """Rows as Arrow: a dict of columns (``{"k": [1, 2]}``) or a list of row dicts becomes a table; anything else
+    is left to the writer's reading of Arrow data."""
+    if isinstance(data, Mapping):
+        return pa.table(dict(data))
+    if isinstance(data, list | tuple) and data and all(isinstance(r, Mapping) for r in data):
+        return pa.Table.from_pylist(list(data))
+    return data
 
 
 def _check_disjoint(rows: pa.Table, keys: pa.Table, key_names: Sequence[str]) -> None:
