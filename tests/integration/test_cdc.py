@@ -80,6 +80,26 @@ def test_debezium_change_log_replays_to_the_source_state(local_store: Any, path:
     assert len(t.snapshots()) == 4
 
 
+def test_changes_on_every_store(store: Any) -> None:
+    """Local disk, memory and S3 (moto): two batches of changes through a committer of two writers, the changes of
+    one key split between them (as Spark tasks split them), settled by ``sequence.field``."""
+    options = {"bucket": "2", "rowkind.field": "op", "sequence.field": "lsn"}
+    t = create_table_in(store, SCHEMA, primary_key=list(KEY), options=options)
+    state: dict[Key, Row] = {}
+    for i, batch in enumerate(change_log(seed=3, batches=2, per_batch=30, keys=8)):
+        rows = flatten(batch)
+        messages = []
+        for half in (rows.filter(pa.array([j % 2 == i for j in range(rows.num_rows)])),
+                     rows.filter(pa.array([j % 2 != i for j in range(rows.num_rows)]))):  # fmt: skip
+            with t.new_writer() as writer:
+                writer.write(half)
+                messages.append(writer.prepare_commit())
+        t.new_committer("cdc-job").commit(messages, identifier=i)
+        state = replay(state, batch)
+        assert live(t) == state
+    assert t.new_committer("cdc-job").commit([], identifier=1) is None  # a replay of the last batch: skipped
+
+
 @pytest.mark.parametrize("row_kinds", [False, True], ids=["delta-spelling", "paimon-spelling"])
 def test_a_table_fed_from_another_tables_change_feed_mirrors_it(local_store: Any, row_kinds: bool) -> None:
     """The change feed of a key table, written into another key table whose ``rowkind.field`` is the feed's kind
