@@ -28,6 +28,7 @@ __all__ = [
     "InvalidOptionError",
     "InvalidPartitionError",
     "InvalidPredicateError",
+    "InvalidRowKindError",
     "InvalidSnapshotIdError",
     "InvalidStorageOptionError",
     "InvalidTagNameError",
@@ -248,3 +249,8 @@ class KeyTableError(LakefmtError, ValueError):
 class DeletionVectorsError(LakefmtError, ValueError):
     """A form of read that cannot apply deletion vectors was asked for a snapshot that has them (``Scan.to_dataset``
     on a key table's snapshot, say); the message names the reads that do."""
+
+
+class InvalidRowKindError(LakefmtError, ValueError):
+    """A row of change-data input (a key table with ``rowkind.field``) whose row kind is null or not one the table
+    accepts (``rowkind.format``); nothing was written."""

@@ -29,6 +29,7 @@ __all__ = [
     "DEFAULT_ORPHAN_OLDER_THAN_MS",
     "DURATION_FORMS",
     "MERGE_ENGINES",
+    "ROWKIND_FORMATS",
     "USER_PREFIX",
     "Duration",
     "InvalidOptionError",
@@ -134,6 +135,17 @@ def _aggregate_function(text: str, key: str) -> str:
         raise InvalidOptionError(
             f"option {key}: unknown aggregate function {text!r} (known: {', '.join(AGGREGATE_FUNCTIONS)})"
         )
+    return value
+
+
+#: the values of the table option ``rowkind.format`` (:mod:`lakefmt.spec.rowkind`)
+ROWKIND_FORMATS = ("any", "paimon", "delta", "debezium")
+
+
+def _rowkind_format(text: str, key: str) -> str:
+    value = str(text).strip().lower()
+    if value not in ROWKIND_FORMATS:
+        raise InvalidOptionError(f"option {key} is one of {', '.join(ROWKIND_FORMATS)}, got {text!r}")
     return value
 
 
@@ -278,6 +290,12 @@ class TableOptions:
     #: ``sequence.field``: on a key table, the column that orders the versions of a key: of the rows for one key,
     #: the one with the largest value wins, within an upsert and against the live row (ties: the later row)
     sequence_field: str | None = None
+    #: ``rowkind.field``: on a key table, a string column saying what each written row is, a change of its key
+    #: (insert, update, update's old row, delete: :mod:`lakefmt.spec.rowkind`); Paimon's name
+    rowkind_field: str | None = None
+    #: ``rowkind.format``: the spellings ``rowkind.field`` accepts: ``paimon`` (``+I -U +U -D``), ``delta``
+    #: (``insert update_preimage update_postimage delete``), ``debezium`` (``c r u d``), or ``any`` of them
+    rowkind_format: str = "any"
     #: ``write.delete.mode``: ``copy-on-write`` rewrites the files a row-level delete touches; ``merge-on-read``
     #: marks the deleted rows in deletion vectors (format version 3; always so on a key table). Iceberg's name.
     delete_mode: str = "copy-on-write"
@@ -323,6 +341,8 @@ class TableOptions:
         "write-only": ("write_only", _bool),
         "bucket": ("bucket", _int),
         "sequence.field": ("sequence_field", _text),
+        "rowkind.field": ("rowkind_field", _text),
+        "rowkind.format": ("rowkind_format", _rowkind_format),
         "write.delete.mode": ("delete_mode", _delete_mode),
         "num-sorted-run.compaction-trigger": ("sorted_run_compaction_trigger", _int),
         "num-sorted-run.stop-trigger": ("sorted_run_stop_trigger", _int),
@@ -387,6 +407,11 @@ class TableOptions:
             raise InvalidOptionError(
                 f"compaction.min.file-num ({self.compaction_min_file_num}) must not be larger than "
                 f"compaction.max.file-num ({self.compaction_max_file_num})"
+            )
+        if self.rowkind_field is not None and self.merge_engine != "deduplicate":
+            raise InvalidOptionError(
+                f"rowkind.field needs merge-engine=deduplicate, got {self.merge_engine}: a change stream's deletes "
+                "remove whole rows, which the other engines do not fold"
             )
         stop = self.sorted_run_stop_trigger
         if stop is not None and stop < self.sorted_run_compaction_trigger:

@@ -447,6 +447,14 @@ class SchemaEditor:
                 f"column {seq!r} is the table's sequence.field, which orders the versions of a key: it cannot be "
                 "dropped or renamed"
             )
+        kind = self.base.table_options.rowkind_field
+        if kind is not None and kind in self.base.column_ids and (
+            kind not in by_name or (new_ids and new_ids.get(kind) != self.base.column_ids[kind])
+        ):
+            raise SchemaEvolutionError(
+                f"column {kind!r} is the table's rowkind.field, which says what each written row is: it cannot be "
+                "dropped or renamed"
+            )
         _check_engine_columns(self.base, fields, by_name, new_ids)
 
 

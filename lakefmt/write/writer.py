@@ -27,6 +27,7 @@ from lakefmt.spec import CommitMessage, DataFile, FileKind, TableSchema, layout
 from lakefmt.spec.keys import bucket_of
 from lakefmt.spec.manifest import encode_manifest, entries_table, manifest_meta
 from lakefmt.spec.partition import partition_path
+from lakefmt.spec.rowkind import drop_ignored
 from lakefmt.write.conform import conform
 from lakefmt.write.encoding import dictionary_columns
 from lakefmt.write.stats import StatsCollector
@@ -129,14 +130,18 @@ class TableWriter:
 
     # -- public -----------------------------------------------------------------------------------------
     def write(self, data: Any) -> None:
-        """Buffer and write rows (Table, RecordBatch, RecordBatchReader or an iterable of them)."""
+        """Buffer and write rows (Table, RecordBatch, RecordBatchReader or an iterable of them). On a key table
+        with ``rowkind.field`` every row's kind is checked (:class:`InvalidRowKindError` before anything of the
+        batch is buffered) and updates' old rows are left out (:mod:`lakefmt.spec.rowkind`)."""
         if self._closed:
             raise WriterClosedError("this writer has already been committed or aborted")
         for table in as_tables(data):
             if table.num_rows == 0:
                 conform(table, self._schema.arrow_schema)
                 continue
-            table = conform(table, self._schema.arrow_schema)
+            table = drop_ignored(conform(table, self._schema.arrow_schema), self._options)  # rowkind.field
+            if table.num_rows == 0:
+                continue
             for values, part in self._split(table):
                 self._buffer(values, part)
             while self._buffered_bytes > self._options.write_buffer_size:
