@@ -28,6 +28,7 @@ __all__ = [
     "InvalidOptionError",
     "InvalidPartitionError",
     "InvalidPredicateError",
+    "InvalidRowKindError",
     "InvalidSnapshotIdError",
     "InvalidStorageOptionError",
     "InvalidTagNameError",
@@ -260,3 +261,8 @@ class MergeError(LakefmtError, ValueError):
 class MergeMultipleMatchesError(MergeError):
     """A MERGE found a target row matched by more than one source row, where a matched clause would change it
     (SQL MERGE refuses to pick one); nothing was committed."""
+
+
+class InvalidRowKindError(LakefmtError, ValueError):
+    """A row of change-data input (a key table with ``rowkind.field``) whose row kind is null or not one the table
+    accepts (``rowkind.format``); nothing was written."""

@@ -24,9 +24,12 @@ from typing import Any, ClassVar
 from lakefmt.errors import InvalidOptionError, UnknownOptionError
 
 __all__ = [
+    "AGGREGATE_FUNCTIONS",
     "DEFAULT_ORPHAN_OLDER_THAN",
     "DEFAULT_ORPHAN_OLDER_THAN_MS",
     "DURATION_FORMS",
+    "MERGE_ENGINES",
+    "ROWKIND_FORMATS",
     "USER_PREFIX",
     "Duration",
     "InvalidOptionError",
@@ -108,6 +111,41 @@ def _delete_mode(text: str, key: str) -> str:
     value = str(text).strip().lower()
     if value not in ("copy-on-write", "merge-on-read"):
         raise InvalidOptionError(f"option {key} is copy-on-write or merge-on-read, got {text!r}")
+    return value
+
+
+#: ``merge-engine``: how the rows written for one key of a key table combine (Paimon's names)
+MERGE_ENGINES = ("deduplicate", "partial-update", "aggregation", "first-row")
+#: ``fields.<f>.aggregate-function``: the functions of the ``aggregation`` merge engine (Paimon's names)
+AGGREGATE_FUNCTIONS = ("sum", "min", "max", "count", "last_value", "last_non_null_value")
+_FIELD_FUNCTION = re.compile(r"^fields\.(?P<field>.+)\.aggregate-function$")
+_DEFAULT_FUNCTION = "fields.default-aggregate-function"
+
+
+def _merge_engine(text: str, key: str) -> str:
+    value = str(text).strip().lower()
+    if value not in MERGE_ENGINES:
+        raise InvalidOptionError(f"option {key}: unknown merge engine {text!r} (known: {', '.join(MERGE_ENGINES)})")
+    return value
+
+
+def _aggregate_function(text: str, key: str) -> str:
+    value = str(text).strip().lower()
+    if value not in AGGREGATE_FUNCTIONS:
+        raise InvalidOptionError(
+            f"option {key}: unknown aggregate function {text!r} (known: {', '.join(AGGREGATE_FUNCTIONS)})"
+        )
+    return value
+
+
+#: the values of the table option ``rowkind.format`` (:mod:`lakefmt.spec.rowkind`)
+ROWKIND_FORMATS = ("any", "paimon", "delta", "debezium")
+
+
+def _rowkind_format(text: str, key: str) -> str:
+    value = str(text).strip().lower()
+    if value not in ROWKIND_FORMATS:
+        raise InvalidOptionError(f"option {key} is one of {', '.join(ROWKIND_FORMATS)}, got {text!r}")
     return value
 
 
@@ -252,6 +290,12 @@ class TableOptions:
     #: ``sequence.field``: on a key table, the column that orders the versions of a key: of the rows for one key,
     #: the one with the largest value wins, within an upsert and against the live row (ties: the later row)
     sequence_field: str | None = None
+    #: ``rowkind.field``: on a key table, a string column saying what each written row is, a change of its key
+    #: (insert, update, update's old row, delete: :mod:`lakefmt.spec.rowkind`); Paimon's name
+    rowkind_field: str | None = None
+    #: ``rowkind.format``: the spellings ``rowkind.field`` accepts: ``paimon`` (``+I -U +U -D``), ``delta``
+    #: (``insert update_preimage update_postimage delete``), ``debezium`` (``c r u d``), or ``any`` of them
+    rowkind_format: str = "any"
     #: ``write.delete.mode``: ``copy-on-write`` rewrites the files a row-level delete touches; ``merge-on-read``
     #: marks the deleted rows in deletion vectors (format version 3; always so on a key table). Iceberg's name.
     delete_mode: str = "copy-on-write"
@@ -261,6 +305,15 @@ class TableOptions:
     #: ``num-sorted-run.stop-trigger``: past this many files in a bucket, a commit through a Table compacts the
     #: bucket in place before returning (writes slow down rather than reads); default: the trigger plus 3
     sorted_run_stop_trigger: int | None = None
+    #: ``merge-engine``: how the rows written for one key combine: ``deduplicate`` (the last row wins),
+    #: ``partial-update`` (a new row's non-null fields replace the old row's), ``aggregation`` (per field,
+    #: ``fields.<f>.aggregate-function``) or ``first-row`` (the first row of a key stays). Paimon's names.
+    merge_engine: str = "deduplicate"
+    #: ``fields.default-aggregate-function``: the function of the ``aggregation`` engine for a field that names
+    #: none (Paimon's key; unset: ``last_non_null_value``)
+    default_aggregate_function: str | None = None
+    #: ``fields.<f>.aggregate-function``: per field, the function of the ``aggregation`` engine, as (field, name)
+    aggregate_functions: tuple[tuple[str, str], ...] = ()
 
     _KEYS: ClassVar[dict[str, tuple[str, Callable[[str, str], Any]]]] = {
         "target-file-size": ("target_file_size", parse_size),
@@ -288,9 +341,13 @@ class TableOptions:
         "write-only": ("write_only", _bool),
         "bucket": ("bucket", _int),
         "sequence.field": ("sequence_field", _text),
+        "rowkind.field": ("rowkind_field", _text),
+        "rowkind.format": ("rowkind_format", _rowkind_format),
         "write.delete.mode": ("delete_mode", _delete_mode),
         "num-sorted-run.compaction-trigger": ("sorted_run_compaction_trigger", _int),
         "num-sorted-run.stop-trigger": ("sorted_run_stop_trigger", _int),
+        "merge-engine": ("merge_engine", _merge_engine),
+        _DEFAULT_FUNCTION: ("default_aggregate_function", _aggregate_function),
     }
     #: keys whose value may be 0 (sizes, never negative; every other integer must be positive)
     _ZERO_ALLOWED: ClassVar[frozenset[str]] = frozenset({"write.sync-ahead-bytes"})
@@ -307,12 +364,13 @@ class TableOptions:
             spec = cls._KEYS.get(key)
             if spec is not None and spec[1] is _stored_duration_ms:
                 parse_duration_ms(value, f"option {key}")
-            if key in cls._KEYS or key.startswith(USER_PREFIX):
+            if key in cls._KEYS or key.startswith(USER_PREFIX) or _FIELD_FUNCTION.match(key):
                 continue
             close = difflib.get_close_matches(key, list(cls._KEYS), n=1, cutoff=0.6)
             hint = f" (did you mean {close[0]}?)" if close else ""
             raise UnknownOptionError(
-                f"unknown table option {key!r}{hint}. Known options: {', '.join(cls._KEYS)}; keys under "
+                f"unknown table option {key!r}{hint}. Known options: {', '.join(cls._KEYS)}, "
+                "fields.<field>.aggregate-function; keys under "
                 f"{USER_PREFIX!r} are free for your own use"
             )
 
@@ -321,8 +379,13 @@ class TableOptions:
         """Parse the options lakefmt knows (unknown keys are skipped: see :meth:`check_keys`);
         :class:`InvalidOptionError` names a bad key and value."""
         values: dict[str, Any] = {}
+        functions: list[tuple[str, str]] = []
         for key, raw in options.items():
             spec = cls._KEYS.get(key)
+            field_function = _FIELD_FUNCTION.match(key) if spec is None and key != _DEFAULT_FUNCTION else None
+            if field_function is not None:
+                functions.append((field_function.group("field"), _aggregate_function(raw, key)))
+                continue
             if spec is None:
                 continue
             attr, parse = spec
@@ -330,7 +393,7 @@ class TableOptions:
             if isinstance(value, int) and not isinstance(value, bool) and value < 1 and key not in cls._ZERO_ALLOWED:
                 raise InvalidOptionError(f"option {key} must be positive, got {raw!r}")
             values[attr] = value
-        return cls(**values)
+        return cls(**values, aggregate_functions=tuple(sorted(functions)))
 
     def check(self) -> TableOptions:
         """Refuse options that contradict each other (checked when a table is created; a table whose options
@@ -344,6 +407,11 @@ class TableOptions:
             raise InvalidOptionError(
                 f"compaction.min.file-num ({self.compaction_min_file_num}) must not be larger than "
                 f"compaction.max.file-num ({self.compaction_max_file_num})"
+            )
+        if self.rowkind_field is not None and self.merge_engine != "deduplicate":
+            raise InvalidOptionError(
+                f"rowkind.field needs merge-engine=deduplicate, got {self.merge_engine}: a change stream's deletes "
+                "remove whole rows, which the other engines do not fold"
             )
         stop = self.sorted_run_stop_trigger
         if stop is not None and stop < self.sorted_run_compaction_trigger:

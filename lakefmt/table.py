@@ -33,7 +33,7 @@ from lakefmt.rewrite.base import RewriteTarget
 from lakefmt.rewrite.compact import compact
 from lakefmt.rewrite.compact_types import CompactionReport
 from lakefmt.rewrite.delete import delete_rows
-from lakefmt.rewrite.keys import UpsertPlanner
+from lakefmt.rewrite.engine_planner import MergePlanner
 from lakefmt.rewrite.merge import TableMerger, merge
 from lakefmt.rewrite.upsert import delete_keys, delete_marking, upsert
 from lakefmt.spec import CommitMessage, Consumer, Snapshot, TableSchema
@@ -178,7 +178,7 @@ class Table:
         wants False. ``clock`` (seconds since the epoch) is for tests."""
         clock = clock if clock is not None else self._clock
         after = functools.partial(self._after_commit, compact=not write_only, background=compact_in_background)
-        planner = functools.partial(UpsertPlanner, self.io, self._store, self._store.latest_schema())
+        planner = functools.partial(MergePlanner, self.io, self._store, self._store.latest_schema())
         return Committer(self.io, self._store, commit_user, after_commit=after, clock=clock, planner=planner)
 
     def wait_for_compaction(self, timeout: float | None = None) -> bool:
@@ -241,8 +241,9 @@ class Table:
 
     def upsert(self, data: Any) -> Snapshot | None:
         """Insert or replace rows by primary key on a key table, in one snapshot: see :func:`lakefmt.rewrite.upsert
-        .upsert` (the last row of a key wins, or the largest ``sequence.field``). ``append`` on a key table does
-        the same."""
+        .upsert` (the last row of a key wins, or the largest ``sequence.field``; under the option ``merge-engine``
+        ``partial-update``, ``aggregation`` or ``first-row`` the rows combine instead). ``append`` on a key table
+        does the same."""
         return upsert(self, data)
 
     def merge(self, source: Any, predicate: str, *, source_alias: str | None = None, target_alias: str | None = None

@@ -25,6 +25,7 @@ from lakefmt.meta.store import MetaStore
 from lakefmt.options import TableOptions
 from lakefmt.spec import TableSchema, layout
 from lakefmt.spec.codec import BASE_FORMAT_VERSION, FORMAT_VERSION
+from lakefmt.spec.merge_engine import check_merge_engine
 from lakefmt.spec.types import type_to_json
 
 __all__ = ["create_store", "enclosing_table", "first_schema", "open_store"]
@@ -41,8 +42,8 @@ def first_schema(
     (:class:`UnknownOptionError`: a typo never silently leaves a default in force; :class:`InvalidOptionError`).
 
     With ``primary_key`` a key table (format version 3): its key columns are made non-null, and the options
-    ``bucket`` and ``sequence.field`` are checked against the columns. ``write.delete.mode=merge-on-read`` on a
-    table without a key makes it version 3 too (deletion vectors)."""
+    ``bucket``, ``sequence.field`` and ``rowkind.field`` are checked against the columns.
+    ``write.delete.mode=merge-on-read`` on a table without a key makes it version 3 too (deletion vectors)."""
     if not isinstance(schema, pa.Schema):
         raise TypeError(f"schema must be a pyarrow.Schema, got {type(schema).__name__}")
     for f in schema:
@@ -54,10 +55,12 @@ def first_schema(
         primary_key = [primary_key]
     keys = tuple(str(k) for k in (primary_key or ()))
     if not keys:
-        for key in ("bucket", "sequence.field"):
+        for key in ("bucket", "sequence.field", "rowkind.field", "rowkind.format"):
             if key in opts:
                 raise InvalidOptionError(f"option {key} is for key tables: pass primary_key=[...] as well")
-    elif parsed.sequence_field is not None:
+    else:
+        _check_rowkind(schema, keys, parsed, opts)
+    if keys and parsed.sequence_field is not None:
         if parsed.sequence_field not in schema.names:
             raise InvalidOptionError(
                 f"option sequence.field names {parsed.sequence_field!r}, which is not a column "
@@ -69,6 +72,7 @@ def first_schema(
                 f"option sequence.field names {parsed.sequence_field!r} of type {t}; it must be an integer, date "
                 "or timestamp column"
             )
+    check_merge_engine(schema, keys, parsed)
     fields = [f.with_nullable(False) if f.name in keys else f for f in schema]
     keyed = bool(keys) or parsed.delete_mode == "merge-on-read"
     return TableSchema(
@@ -80,6 +84,26 @@ def first_schema(
         format_version=FORMAT_VERSION if keyed else BASE_FORMAT_VERSION,
         primary_keys=keys,
     )
+
+
+def _check_rowkind(schema: pa.Schema, keys: Sequence[str], parsed: TableOptions, opts: Mapping[str, str]) -> None:
+    """``rowkind.field`` names a string column that is not a key column; ``rowkind.format`` comes with it."""
+    field = parsed.rowkind_field
+    if field is None:
+        if "rowkind.format" in opts:
+            raise InvalidOptionError("option rowkind.format says how rowkind.field spells row kinds: set rowkind.field")
+        return
+    if field not in schema.names:
+        raise InvalidOptionError(
+            f"option rowkind.field names {field!r}, which is not a column (columns: {', '.join(schema.names)})"
+        )
+    t = schema.field(field).type
+    if not (pa.types.is_string(t) or pa.types.is_large_string(t)):
+        raise InvalidOptionError(f"option rowkind.field names {field!r} of type {t}; it must be a string column")
+    if field in keys:
+        raise InvalidOptionError(
+            f"option rowkind.field names {field!r}, a primary-key column; a row's kind must not be part of its key"
+        )
 
 
 def create_store(uri: str, schema: TableSchema, storage_options: Mapping[str, Any] | None) -> MetaStore:

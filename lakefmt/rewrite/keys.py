@@ -39,6 +39,7 @@ from lakefmt.spec.filters import referenced_columns
 from lakefmt.spec.keys import bucket_of, key_hash
 from lakefmt.spec.manifest import FileContent, entries_table
 from lakefmt.spec.partition import partition_path
+from lakefmt.spec.rowkind import DELETE, IGNORE, row_kinds
 
 __all__ = ["DeleteKeysPlanner", "DeleteWherePlanner", "UpsertPlanner", "dedup_keys", "key_cache_clear"]
 
@@ -367,7 +368,10 @@ class UpsertPlanner(_Planner):
 
     ``against_live=False`` (an overwrite of a key table, which replaces the old rows anyway) only settles the
     new rows among themselves. ``deletes``: keys whose live rows the same commit marks deleted.
-"""
+
+    With the table option ``rowkind.field`` (:mod:`lakefmt.spec.rowkind`) the new rows are changes: a key's
+    winning row that is a delete marks the key's live row as an upsert would, and is marked deleted itself (no
+    delete row is ever live); a row to ignore (an update's before-image) takes no part and is marked deleted."""
 
     def __init__(
         self,
@@ -391,7 +395,8 @@ class UpsertPlanner(_Planner):
         seq = schema.table_options.sequence_field
         if seq in schema.primary_keys:  # the same value for every version of a key: ties alone, the later wins
             seq = None
-        columns = list(dict.fromkeys([*schema.primary_keys, *([seq] if seq else [])]))
+        rowkind = schema.table_options.rowkind_field
+        columns = list(dict.fromkeys([*schema.primary_keys, *([seq] if seq else []), *([rowkind] if rowkind else [])]))
         new_bks = _bucket_keys(new, schema)
         deleting = _key_buckets(self.deletes, schema) if self.deletes is not None else []
         self.buckets = set(new_bks) | set(deleting)
@@ -414,6 +419,10 @@ class UpsertPlanner(_Planner):
                     )
                 )
             incoming = pa.concat_tables(rows).combine_chunks()
+            if rowkind:  # an update's before-image is no version of its key: out of the settling, and never live
+                kinds = row_kinds(incoming.column(rowkind), schema.table_options)
+                self._mark_rows(mark, incoming.filter(pa.array(kinds == IGNORE)), new_paths)
+                incoming = incoming.filter(pa.array(kinds != IGNORE))
             order = pa.array(np.arange(incoming.num_rows, dtype=np.int64))
             incoming = incoming.append_column(_ORDER, order)
             probe = probe_of(incoming, schema.primary_keys)
@@ -427,6 +436,9 @@ class UpsertPlanner(_Planner):
                 probe = probe_of(winners, schema.primary_keys)
             else:
                 winners = incoming  # every key once: each new row wins among the new ones
+            if rowkind:  # a winning delete is never live; it still replaces (deletes) the key's live row below
+                dead = row_kinds(winners.column(rowkind), schema.table_options) == DELETE
+                self._mark_rows(mark, winners.filter(pa.array(dead)), new_paths)
             if live is None:
                 continue
             found = self._find(live, bk, probe, schema, extra)

@@ -24,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakefmt.errors import MergeError, RewriteConflictError, SchemaMismatchError
+from lakefmt.errors import KeyTableError, MergeError, RewriteConflictError, SchemaMismatchError
 from lakefmt.meta import entries as ents
 from lakefmt.read.masks import deleted_positions, load_vectors
 from lakefmt.read.plan import prune_entries
@@ -109,6 +109,7 @@ class TableMerger:
         if source_alias is not None and target_alias is not None and source_alias.lower() == target_alias.lower():
             raise MergeError(f"source_alias and target_alias are both {source_alias!r}")
         self._target = as_target(table)
+        _check_table(self._target.schema())
         self._source = _source_table(source)
         self._predicate, self._aliases = predicate, (source_alias, target_alias)
         self._clauses: list[Clause] = []
@@ -185,6 +186,15 @@ def merge(table: Targetable, source: Any, predicate: str, *, source_alias: str |
     return TableMerger(table, source, predicate, source_alias=source_alias, target_alias=target_alias)
 
 
+def _check_table(schema: TableSchema) -> None:
+    engine = schema.table_options.merge_engine
+    if schema.has_primary_key and engine != "deduplicate":
+        raise KeyTableError(
+            f"merge on a key table needs merge-engine=deduplicate, this table has merge-engine={engine}: a MERGE "
+            "writes whole rows, which the table's engine would fold again; use upsert"
+        )
+
+
 def _source_table(source: Any) -> pa.Table:
     if hasattr(source, "to_arrow") and not isinstance(source, pa.Table):
         source = source.to_arrow()  # polars, a lakefmt scan
@@ -231,6 +241,7 @@ def _prune_filter(spec: MergeSpec, source: pa.Table, schema: pa.Schema) -> pc.Ex
 
 def _run(target: RewriteTarget, spec: MergeSpec, source: pa.Table, latest: Snapshot | None) -> MergeReport:
     schema = target.store.schema_for(latest) if latest is not None else target.schema()
+    _check_table(schema)
     arrow = schema.arrow_schema
     live = ents.live_entries(target.store, latest) if latest is not None else ents.empty_entries_for(schema)
     data = ents.data_files(live)

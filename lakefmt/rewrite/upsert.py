@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -26,7 +26,9 @@ from lakefmt.rewrite.keys import DeleteKeysPlanner, DeleteWherePlanner, UpsertPl
 from lakefmt.spec import CommitKind, Snapshot, TableSchema
 from lakefmt.spec.filters import check_filter
 from lakefmt.spec.keys import key_hash
-from lakefmt.write.conform import conform
+from lakefmt.spec.merge_engine import DEDUPLICATE
+from lakefmt.spec.rowkind import drop_ignored
+from lakefmt.write.conform import conform, fill_missing
 from lakefmt.write.discard import discard_written
 from lakefmt.write.writer import as_tables
 
@@ -46,8 +48,11 @@ def _key_schema(table: Targetable, what: str) -> TableSchema:
 def upsert(table: Targetable, data: Any) -> Snapshot | None:
     """Insert or replace rows by primary key, in one snapshot (kind APPEND, ``lakefmt.operation=upsert``). Of the
     rows for one key in ``data``, the last wins (or the largest ``sequence.field``); a key's live row is replaced
-    (marked in its file's deletion vector) unless, with ``sequence.field``, its value is larger. Returns the
-    snapshot, or None for no rows."""
+    (marked in its file's deletion vector) unless, with ``sequence.field``, its value is larger. Under another
+    ``merge-engine`` (``partial-update``, ``aggregation``, ``first-row``) the rows are combined with each other and
+    with the live row instead, at commit time (:mod:`lakefmt.rewrite.engine_planner`); under ``partial-update`` and
+    ``aggregation`` a nullable column that ``data`` leaves out is null in every row (it keeps the old values).
+    Returns the snapshot, or None for no rows."""
     target = as_target(table)
     schema = _key_schema(target, "upsert")
     rows = _new_rows(schema, data)
@@ -67,10 +72,18 @@ def upsert(table: Targetable, data: Any) -> Snapshot | None:
 
 
 def _new_rows(schema: TableSchema, data: Any) -> pa.Table:
-    """The rows of ``data`` to upsert, conformed to the table's columns, one row per key (the last, or the largest
-    ``sequence.field``)."""
-    parts = [conform(t, schema.arrow_schema) for t in as_tables(data)]
+    """The rows of ``data`` to upsert, conformed to the table's columns, the rows to ignore (``rowkind.field``)
+    left out, then one row per key (the last, or the largest ``sequence.field``) under the ``deduplicate`` engine;
+    other engines fold a key's rows at commit time."""
+    engine = schema.table_options.merge_engine
+    if engine in ("partial-update", "aggregation"):  # a column left out is a null: it keeps the key's old value
+        parts = [conform(fill_missing(t, schema.arrow_schema), schema.arrow_schema) for t in as_tables(data)]
+    else:
+        parts = [conform(t, schema.arrow_schema) for t in as_tables(data)]
     rows = pa.concat_tables(parts) if parts else schema.arrow_schema.empty_table()
+    rows = drop_ignored(rows, schema.table_options)  # before the dedup: an update's old row never wins
+    if engine != DEDUPLICATE:
+        return rows
     return dedup_keys(rows, schema.primary_keys, schema.table_options.sequence_field)
 
 
@@ -112,12 +125,14 @@ def apply_key_changes(
     """Upsert the rows of ``upserts`` and delete the live rows of the keys of ``deletes`` (rows holding at least
     the primary-key columns; other columns are ignored) on a key table, in one snapshot with the property
     ``lakefmt.operation=<operation>`` (kind APPEND, as an upsert; OVERWRITE when there is nothing to upsert, as a
-    delete by key). Either may be None. Returns the snapshot, or None when there was nothing to change.
+    delete by key). Either may be None; each is Arrow data (a table, batches, a reader), a dict of columns or a
+    list of row dicts. Returns the snapshot, or None when there was nothing to change.
 
     ``upserts`` are settled as by :func:`upsert` (of the rows for one key, the last wins, or the largest
-    ``sequence.field``; a live row with a larger ``sequence.field`` stays); a key of ``deletes`` without a live
-    row is skipped. A key in both is refused (:class:`KeyTableError`, nothing written): which of the two was
-    meant is not for lakefmt to guess (give each key once).
+    ``sequence.field``; a live row with a larger ``sequence.field`` stays; on a table with ``rowkind.field`` they
+    are changes, deletes among them); a key of ``deletes`` without a live row is skipped. A key in both is
+    refused (:class:`KeyTableError`, nothing written): which of the two was meant is not for lakefmt to guess
+    (give the key once, or as a change row with ``rowkind.field``).
 
     Both are planned together on the snapshot the commit lands on: after a lost race to a commit that changed a
     bucket they touch, they are planned again (:class:`~lakefmt.commit.kinds.KeyedProducer`), so a key never
@@ -125,10 +140,15 @@ def apply_key_changes(
     nothing is (:class:`CommitStateUnknownError`)."""
     target = as_target(table)
     schema = _key_schema(target, "apply_key_changes")
+    if schema.table_options.merge_engine != DEDUPLICATE:
+        raise KeyTableError(
+            f"apply_key_changes: the table's merge-engine is {schema.table_options.merge_engine}; changes that "
+            "replace and delete whole rows need the deduplicate engine (use upsert, which merges by the engine)"
+        )
     if not isinstance(operation, str) or not operation.strip():
         raise InvalidOptionError(f"apply_key_changes: operation must be a non-empty string, got {operation!r}")
-    rows = _new_rows(schema, upserts) if upserts is not None else schema.arrow_schema.empty_table()
-    keys = _key_rows(schema, deletes, "apply_key_changes deletes") if deletes is not None else None
+    rows = _new_rows(schema, _arrow(upserts)) if upserts is not None else schema.arrow_schema.empty_table()
+    keys = _key_rows(schema, _arrow(deletes), "apply_key_changes deletes") if deletes is not None else None
     if rows.num_rows == 0 and keys is None:
         return None
     if keys is not None and rows.num_rows:
@@ -160,6 +180,16 @@ def apply_key_changes(
         discard_written(target.io, message, writer)  # nothing to commit: no snapshot references them
         return None
     return result.snapshot
+
+
+def _arrow(data: Any) -> Any:
+    """Rows as Arrow: a dict of columns (``{"k": [1, 2]}``) or a list of row dicts becomes a table; anything else
+    is left to the writer's reading of Arrow data."""
+    if isinstance(data, Mapping):
+        return pa.table(dict(data))
+    if isinstance(data, list | tuple) and data and all(isinstance(r, Mapping) for r in data):
+        return pa.Table.from_pylist(list(data))
+    return data
 
 
 def _check_disjoint(rows: pa.Table, keys: pa.Table, key_names: Sequence[str]) -> None:

@@ -31,8 +31,9 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from lakefmt.errors import SchemaEvolutionError, UnsupportedTypeError
+from lakefmt.errors import InvalidOptionError, SchemaEvolutionError, UnsupportedTypeError
 from lakefmt.spec.fields import FieldNode, assign_ids, child_fields, walk, with_children
+from lakefmt.spec.merge_engine import check_merge_engine
 from lakefmt.spec.schema import TableSchema
 from lakefmt.spec.types import DOC_KEY, type_to_json
 
@@ -446,6 +447,36 @@ class SchemaEditor:
                 f"column {seq!r} is the table's sequence.field, which orders the versions of a key: it cannot be "
                 "dropped or renamed"
             )
+        kind = self.base.table_options.rowkind_field
+        if kind is not None and kind in self.base.column_ids and (
+            kind not in by_name or (new_ids and new_ids.get(kind) != self.base.column_ids[kind])
+        ):
+            raise SchemaEvolutionError(
+                f"column {kind!r} is the table's rowkind.field, which says what each written row is: it cannot be "
+                "dropped or renamed"
+            )
+        _check_engine_columns(self.base, fields, by_name, new_ids)
+
+
+def _check_engine_columns(
+    base: TableSchema, fields: list[pa.Field], by_name: dict[str, pa.Field], new_ids: dict[str, int]
+) -> None:
+    """A column that names an aggregate function (``fields.<f>.aggregate-function``) keeps its name, and the new
+    schema still suits the table's merge engine (a column added under ``fields.default-aggregate-function=sum``
+    must be a number)."""
+    options = base.table_options
+    for column, _ in options.aggregate_functions:
+        if column in base.column_ids and (
+            column not in by_name or (new_ids and new_ids.get(column) != base.column_ids[column])
+        ):
+            raise SchemaEvolutionError(
+                f"column {column!r} has the option fields.{column}.aggregate-function: it cannot be dropped or "
+                "renamed"
+            )
+    try:
+        check_merge_engine(pa.schema(fields), base.primary_keys, options)
+    except InvalidOptionError as exc:
+        raise SchemaEvolutionError(f"the change does not suit the table's merge engine: {exc}") from None
 
 
 def _show(path: Path) -> str:

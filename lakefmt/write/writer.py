@@ -27,6 +27,7 @@ from lakefmt.spec import CommitMessage, DataFile, FileKind, TableSchema, layout
 from lakefmt.spec.keys import bucket_of
 from lakefmt.spec.manifest import encode_manifest, entries_table, manifest_meta
 from lakefmt.spec.partition import partition_path
+from lakefmt.spec.rowkind import drop_ignored
 from lakefmt.write.conform import conform
 from lakefmt.write.encoding import dictionary_columns
 from lakefmt.write.stats import StatsCollector
@@ -129,14 +130,18 @@ class TableWriter:
 
     # -- public -----------------------------------------------------------------------------------------
     def write(self, data: Any) -> None:
-        """Buffer and write rows (Table, RecordBatch, RecordBatchReader or an iterable of them)."""
+        """Buffer and write rows (Table, RecordBatch, RecordBatchReader or an iterable of them). On a key table
+        with ``rowkind.field`` every row's kind is checked (:class:`InvalidRowKindError` before anything of the
+        batch is buffered) and updates' old rows are left out (:mod:`lakefmt.spec.rowkind`)."""
         if self._closed:
             raise WriterClosedError("this writer has already been committed or aborted")
         for table in as_tables(data):
             if table.num_rows == 0:
                 conform(table, self._schema.arrow_schema)
                 continue
-            table = conform(table, self._schema.arrow_schema)
+            table = drop_ignored(conform(table, self._schema.arrow_schema), self._options)  # rowkind.field
+            if table.num_rows == 0:
+                continue
             for values, part in self._split(table):
                 self._buffer(values, part)
             while self._buffered_bytes > self._options.write_buffer_size:
@@ -145,15 +150,7 @@ class TableWriter:
 
     def prepare_commit(self) -> CommitMessage:
         """Close every file and write the per-task manifest; return its metadata (nothing is published)."""
-        if self._closed:
-            raise WriterClosedError("this writer has already been committed or aborted")
-        try:
-            for state in self._partitions.values():
-                self._flush(state)
-                self._close_file(state)
-        finally:
-            self._stop_syncer()
-        self._closed = True
+        self.close_files()
         if not self._done:
             return CommitMessage(self.writer_id, ())
         schema = self._schema
@@ -172,6 +169,20 @@ class TableWriter:
             self._on_manifest(name, data)
         meta = manifest_meta(name, len(data), entries, self._schema.id)
         return CommitMessage(self.writer_id, (meta,))
+
+    def close_files(self) -> list[DataFile]:
+        """Close every file and return them all, without writing a manifest (for a caller that lists the files in
+        entries of its own: a key table's merge engine, at commit time); the writer is closed."""
+        if self._closed:
+            raise WriterClosedError("this writer has already been committed or aborted")
+        try:
+            for state in self._partitions.values():
+                self._flush(state)
+                self._close_file(state)
+        finally:
+            self._stop_syncer()
+        self._closed = True
+        return list(self._done)
 
     def abort(self) -> None:
         """Close and delete everything this writer wrote (best effort; orphan-clean removes the rest)."""

@@ -85,6 +85,16 @@ def test_deletes_alone_and_nothing_to_do(table: lakefmt.Table) -> None:
     assert len(table.snapshots()) == count and live(table) == model
 
 
+def test_rows_as_dicts(table: lakefmt.Table) -> None:
+    model = live(table)
+    upserts = [{"k": 1, "dt": "b", "v": "dict", "seq": 4}]
+    snap = apply_key_changes(table, upserts, {"k": [0, 2], "dt": ["a", "a"]}, operation="dicts")
+    assert snap is not None and snap.properties["lakefmt.operation"] == "dicts"
+    model[(1, "b")] = ("dict", 4)
+    del model[(0, "a")], model[(2, "a")]
+    assert live(table) == model
+
+
 def test_sequence_field_decides_upserts_but_not_deletes(local_store: Any) -> None:
     t = create_table_in(local_store, SCHEMA, primary_key=list(KEYS), options={"sequence.field": "seq"})
     t.upsert(rows((1, "a", "v1", 10), (2, "a", "v2", 10), (3, "a", "v3", 10)))

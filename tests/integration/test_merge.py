@@ -15,7 +15,13 @@ import pytest
 from helpers import create_table_in
 
 import lakefmt
-from lakefmt.errors import InvalidPredicateError, MergeError, MergeMultipleMatchesError, RewriteConflictError
+from lakefmt.errors import (
+    InvalidPredicateError,
+    KeyTableError,
+    MergeError,
+    MergeMultipleMatchesError,
+    RewriteConflictError,
+)
 from lakefmt.rewrite import merge as merge_mod
 
 SCHEMA = pa.schema([("id", pa.int64()), ("x", pa.int64()), ("dt", pa.string())])
@@ -187,6 +193,9 @@ def test_bad_input_is_refused(tmp_path: Path) -> None:
     with pytest.raises(lakefmt.SchemaMismatchError, match="no column 'dt'"):
         merger(t, pa.table({"id": [5], "x": [1]})).when_not_matched_insert_all().execute()
     assert content(t) == [(1, 1, "a")] and len(t.snapshots()) == 1
+    k = lakefmt.create_table(str(tmp_path / "k"), SCHEMA, primary_key=["id"], options={"merge-engine": "first-row"})
+    with pytest.raises(KeyTableError, match="merge-engine=deduplicate"):
+        merger(k, src)
 
 
 def test_sources_of_any_arrow_kind(tmp_path: Path) -> None:
