@@ -18,10 +18,10 @@ import pyarrow.compute as pc
 from lakefmt.commit.kinds import KeyedProducer, VectorPlanner
 from lakefmt.commit.types import CommitOutcome, CommitRequest
 from lakefmt.errors import KeyTableError, SchemaMismatchError
-from lakefmt.rewrite.base import OPERATION, Targetable, as_target
+from lakefmt.rewrite.base import Targetable, as_target
 from lakefmt.rewrite.keys import DeleteKeysPlanner, DeleteWherePlanner, dedup_keys
-from lakefmt.spec import CommitKind, Snapshot, TableSchema
-from lakefmt.spec.filters import check_filter
+from lakefmt.spec import CommitKind, Snapshot, TableSchema, operations
+from lakefmt.spec.filters import check_filter, show
 from lakefmt.write.conform import conform
 from lakefmt.write.discard import discard_written
 from lakefmt.write.writer import as_tables
@@ -93,13 +93,15 @@ def delete_marking(table: Targetable, filter: str | pc.Expression) -> Snapshot |
     marked, in one snapshot (kind OVERWRITE, ``lakefmt.operation=delete``); None when no row matched."""
     target = as_target(table)
     schema = target.schema()
+    predicate = filter if isinstance(filter, str) else show(filter) if isinstance(filter, pc.Expression) else ""
     filter = check_filter(filter, schema.arrow_schema, "delete filter")
     planner = DeleteWherePlanner(target.io, target.store, schema, filter)
-    return _commit_marks(target, planner)
+    return _commit_marks(target, planner, {"predicate": predicate})
 
 
-def _commit_marks(target: Any, planner: VectorPlanner) -> Snapshot | None:
-    request = CommitRequest(None, f"delete-{uuid.uuid4().hex}", 0, [], properties={OPERATION: "delete"})
+def _commit_marks(target: Any, planner: VectorPlanner, parameters: dict[str, str] | None = None) -> Snapshot | None:
+    props = operations.properties(operations.DELETE, **(parameters or {}))
+    request = CommitRequest(None, f"delete-{uuid.uuid4().hex}", 0, [], properties=props)
     run = KeyedProducer(
         target.io,
         target.store,
