@@ -43,7 +43,7 @@ from lakefmt.spec.instants import Instant
 from lakefmt.spec.scope import OverwriteScope, check_partition_given
 from lakefmt.spec.tag import Tag
 from lakefmt.write.discard import discard_messages
-from lakefmt.write.source import differences, schema_of
+from lakefmt.write.source import check_same_table, schema_of
 from lakefmt.write.writer import TableWriter, writer_schema
 
 __all__ = ["Table", "create_table", "open_table"]
@@ -85,16 +85,7 @@ def create_table(
         if not exist_ok:
             raise
         table = open_table(uri, storage_options)
-        asked = TableSchema.from_json(asked.to_json())  # as the table would have stored it
-        diff = differences(
-            table.table_schema(), columns=asked.arrow_schema, partition_by=asked.partition_keys,
-            primary_key=asked.primary_keys, options=options,
-        )
-        if diff:
-            raise TableAlreadyExistsError(
-                f"a table already exists at {uri} and is not the one asked for ({'; '.join(diff)}): open it with "
-                "open_table, or create the new one elsewhere"
-            ) from None
+        check_same_table(uri, table.table_schema(), asked, options)
         return table
     return Table(store.io, store)
 

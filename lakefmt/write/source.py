@@ -10,10 +10,10 @@ from typing import Any
 
 import pyarrow as pa
 
-from lakefmt.errors import SchemaMismatchError
+from lakefmt.errors import SchemaMismatchError, TableAlreadyExistsError
 from lakefmt.spec import TableSchema
 
-__all__ = ["as_arrow", "differences", "schema_of"]
+__all__ = ["as_arrow", "check_same_table", "differences", "schema_of"]
 
 
 def _is_pandas(data: Any) -> bool:
@@ -119,6 +119,21 @@ def differences(
         if existing.options.get(str(key)) != str(value):
             out.append(f"option {key}: the table has {existing.options.get(str(key))!r}, asked for {str(value)!r}")
     return out
+
+
+def check_same_table(uri: str, existing: TableSchema, asked: TableSchema, options: Mapping[str, str] | None) -> None:
+    """``create_table(exist_ok=True)``: :class:`TableAlreadyExistsError` naming what differs unless the table at
+    ``uri`` is the one asked for (``asked``: schema 0 as ``create_table`` would have published it)."""
+    asked = TableSchema.from_json(asked.to_json())  # as the table would have stored it
+    diff = differences(
+        existing, columns=asked.arrow_schema, partition_by=asked.partition_keys, primary_key=asked.primary_keys,
+        options=options,
+    )
+    if diff:
+        raise TableAlreadyExistsError(
+            f"a table already exists at {uri} and is not the one asked for ({'; '.join(diff)}): open it with "
+            "open_table, or create the new one elsewhere"
+        )
 
 
 def _show(columns: list[tuple[str, str, bool]]) -> str:
