@@ -5,6 +5,7 @@
 ...                          partition_by=["dt"])
 >>> t.append(pa.table({"id": [1, 2], "dt": ["2026-11-01", "2026-11-02"]}))
 >>> t.scan().to_arrow()
+>>> lakefmt.write_table("/tmp/other", pa.table({"id": [1, 2]}))  # creates the table from the data's schema
 """
 
 from lakefmt.commit.committer import Committer
@@ -56,6 +57,7 @@ from lakefmt.errors import (
     UnsupportedTypeError,
 )
 from lakefmt.io.paths import normalize_uri
+from lakefmt.oneliner import write_table
 from lakefmt.read.scan import FileTask, ReadTask, Scan
 from lakefmt.rewrite.compact import commit_compaction, rewrite_group
 from lakefmt.rewrite.compact_plan import plan_compaction
@@ -141,4 +143,5 @@ __all__ = [
     "open_table",
     "plan_compaction",
     "rewrite_group",
+    "write_table",
 ]

@@ -14,6 +14,7 @@ from lakefmt.commit.committer import Committer
 from lakefmt.commit.restore import RestorePlan, commit_shown_plan, plan_restore
 from lakefmt.commit.restore import restore as restore_to
 from lakefmt.commit.schema_change import UpdateSchema
+from lakefmt.errors import TableAlreadyExistsError
 from lakefmt.io import FileIO
 from lakefmt.io.storage import explains_storage_errors
 from lakefmt.maintenance import MaintenanceReport, Progress, expire_snapshots, remove_orphan_files
@@ -21,13 +22,14 @@ from lakefmt.maintenance import background as background_compaction
 from lakefmt.maintenance.after_commit import after_commit
 from lakefmt.meta import consumers as cons
 from lakefmt.meta import tags as tags_store
+from lakefmt.meta.history import history as table_history
 from lakefmt.meta.location import create_store, first_schema, open_store
 from lakefmt.meta.store import MetaStore
 from lakefmt.meta.versions import version
 from lakefmt.options import DEFAULT_ORPHAN_OLDER_THAN, Duration, duration_ms  # also importable here
 from lakefmt.read.changes import table_changes
 from lakefmt.read.files import read_planned
-from lakefmt.read.scan import FileTask, Scan, check_snapshot_id
+from lakefmt.read.scan import FileTask, Scan, check_snapshot_id, split_scan_kwargs
 from lakefmt.rewrite.append import write_and_commit
 from lakefmt.rewrite.base import RewriteTarget
 from lakefmt.rewrite.compact import compact
@@ -42,6 +44,7 @@ from lakefmt.spec.instants import Instant
 from lakefmt.spec.scope import OverwriteScope, check_partition_given
 from lakefmt.spec.tag import Tag
 from lakefmt.write.discard import discard_messages
+from lakefmt.write.source import check_same_table, schema_of
 from lakefmt.write.writer import TableWriter, writer_schema
 
 __all__ = ["Table", "create_table", "open_table"]
@@ -51,23 +54,40 @@ Snap = Snapshot | None  #: what a write returns: its snapshot, or None when noth
 
 def create_table(
     uri: str,
-    schema: pa.Schema,
+    schema: Any,
     partition_by: Sequence[str] | None = None,
     options: Mapping[str, str] | None = None,
     storage_options: Mapping[str, Any] | None = None,
     *,
     primary_key: Sequence[str] | None = None,
+    exist_ok: bool = False,
 ) -> Table:
     """Create an empty table at ``uri`` (a path, ``file://``, ``s3://``, ``memory://`` or any fsspec URL).
-    ``primary_key`` makes a key table (format version 3: :meth:`Table.upsert`, :meth:`Table.delete_keys`; options
-    ``bucket``, ``sequence.field``): its columns become non-null and must include the partition keys.
+    ``schema``: a ``pyarrow.Schema``, or data that has one (a pyarrow Table, RecordBatch or RecordBatchReader, a
+    pandas or Polars DataFrame, anything with ``__arrow_c_stream__`` or ``__arrow_c_schema__``): only its schema is
+    taken, its rows are not written (:func:`lakefmt.write_table` writes them too). ``primary_key`` makes a key
+    table (format version 3: :meth:`Table.upsert`, :meth:`Table.delete_keys`; options ``bucket``,
+    ``sequence.field``): its columns become non-null and must include the partition keys.
+
+    ``exist_ok=True`` (pyiceberg's ``create_table_if_not_exists``): if a table already exists at ``uri``, return
+    it, provided it is the table asked for: the same columns (names, order, types, nullability, as this call would
+    create them), partition keys, primary key and the ``options`` given; otherwise
+    :class:`TableAlreadyExistsError` says what differs (a table whose schema evolved since differs too).
 
     Refuses a location that already holds a table (:class:`TableAlreadyExistsError`) or any other files
     (:class:`LocationNotEmptyError`: maintenance deletes unreferenced files under a table root, so a table
     must own its folder). The schema, its types and ``options`` are checked before anything is written
     (:func:`lakefmt.meta.location.first_schema`).
     """
-    store = create_store(uri, first_schema(schema, partition_by, options, primary_key), storage_options)
+    asked = first_schema(schema_of(schema), partition_by, options, primary_key)
+    try:
+        store = create_store(uri, asked, storage_options)
+    except TableAlreadyExistsError:
+        if not exist_ok:
+            raise
+        table = open_table(uri, storage_options)
+        check_same_table(uri, table.table_schema(), asked, options)
+        return table
     return Table(store.io, store)
 
 
@@ -208,6 +228,7 @@ class Table:
         *,
         where: str | pc.Expression | None = None,
         dynamic: bool = False,
+        schema_mode: Literal["merge"] | None = None,
     ) -> Snapshot | None:
         """Replace rows with ``data`` in one snapshot: the whole table (nothing given), one partition
         (``partition={"dt": "2026-11-01"}``), the partitions matching a predicate on partition columns
@@ -216,10 +237,11 @@ class Table:
 
         A row of ``data`` outside a ``partition`` or ``where`` scope is refused (:class:`InvalidPartitionError`)
         before it is written, and nothing is committed; a predicate on a data column is refused
-        (:class:`InvalidPredicateError`: row-level deletes do not exist yet)."""
+        (:class:`InvalidPredicateError`: row-level deletes do not exist yet). ``schema_mode="merge"``: as in
+        :meth:`append`."""
         check_partition_given(partition)
         scope = {"partition": partition or None, "where": where, "dynamic": dynamic}
-        return self._write_and_commit(data, scope)
+        return self._write_and_commit(data, scope, schema_mode)
 
     def delete(self, filter: str | pc.Expression) -> Snapshot | None:
         """Delete the rows where ``filter`` is true, in one snapshot of kind OVERWRITE with the property
@@ -331,8 +353,19 @@ class Table:
         return read_planned(self.io, self._store, files, target, columns=columns, filter=filter)
 
     def to_arrow(self, **kwargs: Any) -> pa.Table:
-        """Shorthand for ``scan(**kwargs).to_arrow()``."""
+        """Shorthand for ``scan(**kwargs).to_arrow()`` (``filter``, ``columns``, ``snapshot_id``, ``as_of``, ``tag``,
+        ...)."""
         return self.scan(**kwargs).to_arrow()
+
+    def to_pandas(self, **kwargs: Any) -> Any:
+        """Shorthand for ``scan(**kwargs).to_pandas()``; keywords :meth:`scan` does not take go to
+        ``pyarrow.Table.to_pandas``. Needs ``lakefmt[pandas]``."""
+        scan_kwargs, rest = split_scan_kwargs(kwargs)
+        return self.scan(**scan_kwargs).to_pandas(**rest)
+
+    def to_polars(self, **kwargs: Any) -> Any:
+        """Shorthand for ``scan(**kwargs).to_polars()``: a Polars ``LazyFrame``. Needs ``lakefmt[polars]``."""
+        return self.scan(**kwargs).to_polars()
 
     def __arrow_c_stream__(self, requested_schema: object | None = None) -> object:
         """The latest snapshot's rows as an Arrow PyCapsule stream, so ``polars.DataFrame(table)``,
@@ -351,6 +384,20 @@ class Table:
         return self.scan(snapshot_id=snapshot_id).files()
 
     # -- history ---------------------------------------------------------------------------------------
+    def history(self, limit: int | None = None) -> list[dict[str, Any]]:
+        """The table's history, newest first: a dict per retained snapshot (at most ``limit``), as deltalake's
+        ``history()``: ``version`` (the snapshot id), ``timestamp`` (epoch ms), ``operation`` (``WRITE``,
+        ``OVERWRITE``, ``DELETE``, ``COMPACT``, ``RESTORE``, ``SCHEMA CHANGE``, ``UPSERT``, ``MERGE``, ``UPGRADE``),
+        ``operation_parameters`` (``predicate``, ``partition``, ``mode``), ``rows_added``/``rows_removed``,
+        ``files_added``/``files_removed``, ``commit_user``, ``commit_identifier``, and more
+        (:func:`lakefmt.meta.history.history_record`)."""
+        return table_history(self._store, limit)
+
+    def version(self) -> int | None:
+        """The latest snapshot's id, or None for a table without commits."""
+        latest = self._store.latest_snapshot()
+        return None if latest is None else latest.id
+
     def snapshots(self) -> list[Snapshot]:
         """Every retained snapshot, oldest first."""
         return self._store.retained_snapshots()

@@ -15,7 +15,7 @@ from typing import Any, NoReturn
 import lakefmt
 from lakefmt.cli.changes import cmd_changes, start_id
 from lakefmt.cli.compact import cmd_compact, parse_partition, parse_sort_by, parse_target_size
-from lakefmt.cli.inspect import cmd_describe, cmd_files, cmd_snapshots
+from lakefmt.cli.inspect import cmd_describe, cmd_files, cmd_history, cmd_snapshots
 from lakefmt.cli.maintain import (
     cmd_consumers,
     cmd_expire,
@@ -58,7 +58,8 @@ __all__ = ["build_parser", "main"]
 
 EPILOG = """\
 examples:
-  lakefmt snapshots /data/events              history of a table on local disk
+  lakefmt snapshots /data/events              snapshots of a table on local disk
+  lakefmt history /data/events --limit 10     what the last 10 commits did
   lakefmt expire /data/events --retain-min 10 --older-than 7d --dry-run
   lakefmt orphan-clean /data/events --older-than 2d --json
   lakefmt compact /data/events --partition dt=2026-11-01 --dry-run
@@ -138,6 +139,15 @@ _COMMANDS: tuple[_Command, ...] = (
         cmd_snapshots,
         help="snapshot history as a table",
         description="List every retained snapshot, oldest first.",
+    ),
+    _Command(
+        "history",
+        cmd_history,
+        help="what each snapshot did, newest first",
+        description="List the retained snapshots newest first with their operation (WRITE, OVERWRITE, DELETE,\n"
+        "COMPACT, RESTORE, SCHEMA CHANGE, UPSERT, MERGE, UPGRADE), its parameters (predicate, partition,\n"
+        "mode), the rows and data files each added and removed, and who committed it.",
+        args=(_arg("--limit", type=positive, default=None, metavar="N", help="the N newest snapshots only"),),
     ),
     _Command(
         "describe",

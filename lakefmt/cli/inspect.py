@@ -20,7 +20,7 @@ from lakefmt.spec import Snapshot
 from lakefmt.spec.manifest import FileContent
 from lakefmt.spec.partition import describe_partition
 
-__all__ = ["cmd_describe", "cmd_files", "cmd_snapshots"]
+__all__ = ["cmd_describe", "cmd_files", "cmd_history", "cmd_snapshots"]
 
 
 def cmd_snapshots(table: lakefmt.Table, args: argparse.Namespace) -> None:
@@ -31,6 +31,7 @@ def cmd_snapshots(table: lakefmt.Table, args: argparse.Namespace) -> None:
             d = {
                 "id": s.id,
                 "kind": s.commit_kind.value,
+                "operation": s.operation.value,
                 "committed": _when(s.time_millis),
                 "commit_user": s.commit_user,
                 "identifier": s.commit_identifier,
@@ -39,6 +40,28 @@ def cmd_snapshots(table: lakefmt.Table, args: argparse.Namespace) -> None:
                 "files": f"{s.total_file_count:,}",
             }
         rows.append(d)
+    _emit(rows, args.json)
+
+
+def cmd_history(table: lakefmt.Table, args: argparse.Namespace) -> None:
+    rows = []
+    for h in table.history(limit=args.limit):
+        if args.json:  # the record as Table.history() gives it, the time also in ISO-8601
+            rows.append(_beside(h, "timestamp", "time", _iso(h["timestamp"])))
+            continue
+        params = h["operation_parameters"]
+        rows.append({
+            "version": h["version"],
+            "committed": _when(h["timestamp"]),
+            "operation": h["operation"],
+            "parameters": ", ".join(f"{k}={v}" for k, v in params.items()),
+            "rows_added": f"{h['rows_added']:,}",
+            "rows_removed": f"{h['rows_removed']:,}",
+            "files_added": h["files_added"],
+            "files_removed": h["files_removed"],
+            "commit_user": h["commit_user"],
+            "identifier": h["commit_identifier"],
+        })
     _emit(rows, args.json)
 
 

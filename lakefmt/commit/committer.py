@@ -25,7 +25,8 @@ from lakefmt.commit.users import already_committed
 from lakefmt.errors import InvalidCommitError, KeyTableError
 from lakefmt.io import FileIO
 from lakefmt.meta.store import MetaStore
-from lakefmt.spec import CommitMessage, ManifestFileMeta, Snapshot
+from lakefmt.spec import CommitKind, CommitMessage, ManifestFileMeta, Snapshot, operations
+from lakefmt.spec.filters import show
 from lakefmt.spec.scope import check_partition_given
 
 __all__ = ["CommitOutcome", "CommitResult", "Committer"]
@@ -94,9 +95,10 @@ class Committer:
                     "a key table's commits mark the old rows of their keys: use the committer of "
                     "Table.new_committer(), which knows how"
                 )
-            props = {"lakefmt.operation": "upsert", **dict(properties or {})}
+            props = _with_operation(properties, operations.UPSERT, mode="append")
             return self._run(KeyedProducer, messages, identifier, watermark, props, planner=self._planner())
-        return self._run(AppendProducer, messages, identifier, watermark, properties)
+        props = _with_operation(properties, operations.WRITE, mode="append")
+        return self._run(AppendProducer, messages, identifier, watermark, props)
 
     def overwrite(
         self,
@@ -123,12 +125,17 @@ class Committer:
             if self._planner is None:
                 raise KeyTableError("a key table's overwrites are committed by the committer of Table.new_committer()")
             kind, keyed = KeyedOverwriteProducer, {"planner": self._planner(against_live=False)}
+        props = _with_operation(
+            properties, operations.OVERWRITE, mode="dynamic" if dynamic else "overwrite",
+            partition=operations.show_partition(partition) if partition else None,
+            predicate=None if where is None else where if isinstance(where, str) else show(where),
+        )
         return self._run(
             kind,
             messages,
             identifier,
             watermark,
-            properties,
+            props,
             partition=partition or {},
             where=where,
             dynamic=dynamic,
@@ -153,7 +160,9 @@ class Committer:
         rewritten files; appends never conflict with a rewrite."""
         if not (isinstance(producer, type) and issubclass(producer, RewriteProducer)):
             raise TypeError(f"producer must be a RewriteProducer subclass, got {producer!r}")
-        return self._run(producer, messages, identifier, watermark, properties, rewritten=rewritten)
+        token = operations.COMPACT if producer.kind is CommitKind.COMPACT else operations.OVERWRITE
+        props = _with_operation(properties, token)
+        return self._run(producer, messages, identifier, watermark, props, rewritten=rewritten)
 
     def already_committed(self, identifier: int, latest: Snapshot | None = None) -> bool:
         """Whether this user has committed ``identifier`` (or a later one) according to the latest snapshot."""
@@ -181,6 +190,15 @@ class Committer:
         )
         self.last_result = self._producer.commit()
         return self.last_result.snapshot
+
+
+def _with_operation(properties: Mapping[str, str] | None, token: str, **parameters: Any) -> dict[str, str]:
+    """``properties`` with the operation ``token`` and its ``parameters`` recorded, unless they name an operation
+    already (a caller that knows better: a delete, a restore, a merge)."""
+    props = dict(properties or {})
+    if operations.OPERATION_PROPERTY in props:
+        return props
+    return {**operations.properties(token, **parameters), **props}
 
 
 def _wall_clock() -> float:

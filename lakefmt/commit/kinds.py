@@ -27,7 +27,7 @@ from lakefmt.commit.producer import SnapshotProducer
 from lakefmt.errors import CommitConflictError, InvalidPartitionError, LakefmtError, RewriteConflictError
 from lakefmt.meta import entries
 from lakefmt.meta.store import MetaStore
-from lakefmt.spec import CommitKind, ManifestFileMeta, Snapshot, TableSchema
+from lakefmt.spec import CommitKind, ManifestFileMeta, Snapshot, TableSchema, operations
 from lakefmt.spec.manifest import ColumnStats
 from lakefmt.spec.scope import OverwriteScope
 
@@ -152,7 +152,7 @@ class RewriteProducer(SnapshotProducer):
         gone = sorted(set(wanted) - live_paths(self.store, latest, self.rewritten))
         if gone:
             # name the operation the caller ran (a delete or a restore commits as kind OVERWRITE)
-            what = self.request.properties.get("lakefmt.operation") or self.kind.value.lower()
+            what = self.request.properties.get(operations.OPERATION_PROPERTY) or self.kind.value.lower()
             raise RewriteConflictError(
                 f"{len(gone)} of the {len(wanted)} file(s) this {what} rewrites were removed by a "
                 f"concurrent commit (the first: {gone[0]}); nothing was committed",

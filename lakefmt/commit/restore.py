@@ -52,7 +52,7 @@ from lakefmt.meta import entries
 from lakefmt.meta.store import MetaStore
 from lakefmt.meta.tags import delete_pin, read_tag, write_pin
 from lakefmt.options import DEFAULT_ORPHAN_OLDER_THAN_MS
-from lakefmt.spec import CommitKind, ManifestFileMeta, Snapshot, TableSchema, Tag, layout
+from lakefmt.spec import CommitKind, ManifestFileMeta, Snapshot, TableSchema, Tag, layout, operations
 from lakefmt.spec.manifest import encode_manifest, manifest_meta
 
 __all__ = [
@@ -70,10 +70,10 @@ __all__ = [
     "restore_replans",
 ]
 
-OPERATION_KEY = "lakefmt.operation"  #: the snapshot property naming what an OVERWRITE did
-RESTORE = "restore"  #: its value for a restore
-RESTORED_SNAPSHOT_KEY = "lakefmt.restored-snapshot"  #: the id of the snapshot a restore brought back
-RESTORED_TAG_KEY = "lakefmt.restored-tag"  #: the tag it came from, if any
+OPERATION_KEY = operations.OPERATION_PROPERTY  #: the snapshot property naming what an OVERWRITE did
+RESTORE = operations.RESTORE  #: its value for a restore
+RESTORED_SNAPSHOT_KEY = operations.RESTORED_SNAPSHOT_PROPERTY  #: the id of the snapshot a restore brought back
+RESTORED_TAG_KEY = operations.RESTORED_TAG_PROPERTY  #: the tag it came from, if any
 #: how long a pin keeps its target if the restore that wrote it dies before deleting it: the orphan age, which
 #: a commit must publish within anyway (format §17)
 PIN_RETAIN_MS = DEFAULT_ORPHAN_OLDER_THAN_MS
@@ -103,6 +103,14 @@ class RestorePlan:
     def noop(self) -> bool:
         """Whether the table already holds exactly the target's files (then a restore commits nothing)."""
         return bool(self.removed.num_rows == 0 and self.added.num_rows == 0)
+
+    def __repr__(self) -> str:
+        tag = f" (tag {self.tag!r})" if self.tag is not None else ""
+        return (
+            f"RestorePlan(target={self.target.id}{tag}, base={self.base.id if self.base else None}, "
+            f"remove {self.removed.num_rows} file(s) / {self.rows_removed} rows, add {self.added.num_rows} "
+            f"file(s) / {self.rows_added} rows)"
+        )
 
     @property
     def rows_removed(self) -> int:

@@ -41,7 +41,7 @@ from lakefmt.errors import (
 from lakefmt.io import FileIO
 from lakefmt.meta.store import MetaStore
 from lakefmt.retry import backoff
-from lakefmt.spec import CommitKind, Snapshot, TableSchema, layout
+from lakefmt.spec import CommitKind, Snapshot, TableSchema, layout, operations
 from lakefmt.spec.evolution import SchemaEditor
 
 __all__ = [
@@ -55,10 +55,10 @@ __all__ = [
 
 log = logging.getLogger("lakefmt.schema")
 
-#: the snapshot property that names what a snapshot did, when its kind does not say it all
-OPERATION_PROPERTY = "lakefmt.operation"
-UPGRADE_OPERATION = "upgrade"
-SCHEMA_CHANGE_OPERATION = "schema-change"
+# the snapshot property that names what a snapshot did, and its values here (lakefmt.spec.operations owns them)
+OPERATION_PROPERTY = operations.OPERATION_PROPERTY
+UPGRADE_OPERATION = operations.UPGRADE
+SCHEMA_CHANGE_OPERATION = operations.SCHEMA_CHANGE
 
 
 class SchemaChangeProducer(SnapshotProducer):
@@ -307,7 +307,7 @@ class UpdateSchema:
         """Publish the snapshot that records ``new`` (best effort: the change has landed already)."""
         upgrade_only = not self._ops and base.format_version < new.format_version
         operation = UPGRADE_OPERATION if upgrade_only else SCHEMA_CHANGE_OPERATION
-        request = CommitRequest(None, f"oneoff-{uuid.uuid4().hex}", 0, (), None, {OPERATION_PROPERTY: operation})
+        request = CommitRequest(None, f"oneoff-{uuid.uuid4().hex}", 0, (), None, operations.properties(operation))
         producer = SchemaChangeProducer(
             self._io,
             self._store,

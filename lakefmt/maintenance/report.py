@@ -82,6 +82,13 @@ class MaintenanceReport:
     def paths(self) -> list[str]:
         return sorted(p for v in self.deleted.values() for p, _ in v)
 
+    def __repr__(self) -> str:
+        what = f"{self.operation}{' (dry run)' if self.dry_run else ''}"
+        expired = f", expired_snapshots={len(self.expired_snapshots)}" if self.operation == "expire" else ""
+        kept = f", kept={self.kept_snapshots[0]}..{self.kept_snapshots[1]}" if self.kept_snapshots else ""
+        verb = "would delete" if self.dry_run else "deleted"
+        return f"MaintenanceReport({what}{expired}{kept}, {verb} {self.total_files} file(s), {self.total_bytes} bytes)"
+
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready summary (``--json``)."""
         out: dict[str, Any] = {

@@ -40,7 +40,16 @@ from lakefmt.spec.instants import parse_instant as parse_as_of
 from lakefmt.spec.instants import to_millis as _to_millis
 from lakefmt.spec.snapshot import check_snapshot_id
 
-__all__ = ["FileTask", "ReadTask", "Scan", "check_snapshot_id", "parse_as_of", "snapshot_as_of"]
+__all__ = ["FileTask", "ReadTask", "Scan", "check_snapshot_id", "parse_as_of", "snapshot_as_of", "split_scan_kwargs"]
+
+#: the keywords of a scan (``Table.scan``): the table's shortcuts (``to_pandas``) pass the others on
+SCAN_KEYWORDS = frozenset({"filter", "columns", "snapshot_id", "as_of", "from_snapshot", "to_snapshot", "tag"})
+
+
+def split_scan_kwargs(kwargs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``kwargs`` split into a scan's keywords and the rest."""
+    scan = {k: v for k, v in kwargs.items() if k in SCAN_KEYWORDS}
+    return scan, {k: v for k, v in kwargs.items() if k not in SCAN_KEYWORDS}
 
 
 @dataclass(frozen=True, slots=True)

@@ -39,7 +39,7 @@ from lakefmt.meta import entries as ents
 from lakefmt.meta.store import MetaStore
 from lakefmt.read.files import read_inputs
 from lakefmt.read.masks import Vector, deleted_positions, load_vectors
-from lakefmt.spec import CommitKind, CommitMessage, Snapshot, TableSchema
+from lakefmt.spec import CommitKind, CommitMessage, Snapshot, TableSchema, operations
 from lakefmt.write.writer import TableWriter
 
 __all__ = [
@@ -55,8 +55,8 @@ __all__ = [
     "read_checked",
 ]
 
-#: the snapshot property naming a rewrite's operation (``compact``, ``delete``; restore sets it too)
-OPERATION = "lakefmt.operation"
+#: the snapshot property naming a rewrite's operation (``compact``, ``delete``; :mod:`lakefmt.spec.operations`)
+OPERATION = operations.OPERATION_PROPERTY
 
 
 @dataclass(frozen=True)
@@ -262,6 +262,7 @@ def publish(
     planned_on: int | None = None,
     discard_on_conflict: bool = True,
     extra: Mapping[str, Any] | None = None,
+    parameters: Mapping[str, str] | None = None,
 ) -> Snapshot:
     """Commit one rewrite snapshot of ``producer``'s kind: the files of ``messages`` added, the files of
     ``rewritten`` (ADD entries) removed, each of which must still be live (:class:`RewriteConflictError`
@@ -269,9 +270,10 @@ def publish(
     drops only some of them). Any other failure deletes the written files only when the commit is known not to
     have landed (an unknown outcome, an interrupt during the publish: nothing is deleted). The snapshot carries
     ``lakefmt.operation=<operation>`` and a one-off commit user (a rewrite is never replayed). ``extra``: more
-    keyword arguments for ``producer``."""
+    keyword arguments for ``producer``; ``parameters``: the operation's (``predicate``), recorded with it."""
     added = [meta for m in messages for meta in m.manifests]
-    request = CommitRequest(None, f"{operation}-{uuid.uuid4().hex}", 0, added, properties={OPERATION: operation})
+    props = operations.properties(operation, **dict(parameters or {}))
+    request = CommitRequest(None, f"{operation}-{uuid.uuid4().hex}", 0, added, properties=props)
     extra = dict(extra or {})
     if planned_on is not None:
         extra["planned_on"] = planned_on

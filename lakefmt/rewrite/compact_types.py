@@ -47,6 +47,12 @@ class CompactionGroup:
     vectors: pa.Table | None = None  #: ADD entries of the bucket's live deletion-vector file (at most one)
     deleted_rows: int = 0
 
+    def __repr__(self) -> str:
+        return (
+            f"CompactionGroup({self.group_id!r}, partition={self.partition}, files={self.entries.num_rows}, "
+            f"deleted_rows={self.deleted_rows})"
+        )
+
     @property
     def paths(self) -> list[str]:
         """The input data files."""
@@ -110,6 +116,13 @@ class CompactionPlan:
     def num_files(self) -> int:
         return sum(g.num_files for g in self.groups)
 
+    def __repr__(self) -> str:
+        return (
+            f"CompactionPlan(snapshot_id={self.snapshot_id}, groups={len(self.groups)}, files={self.num_files} of "
+            f"{self.files_before}, bytes={self.num_bytes} of {self.bytes_before}, target_file_size="
+            f"{self.target_file_size})"
+        )
+
     @property
     def num_bytes(self) -> int:
         return sum(g.num_bytes for g in self.groups)
@@ -144,6 +157,16 @@ class CompactionReport:
     given_up: list[GivenUp] = field(default_factory=list)
     replanned: list[Partition] = field(default_factory=list)  #: partitions re-planned after losing a race
     seconds: float = 0.0
+
+    def __repr__(self) -> str:
+        snap = f"snapshot={self.snapshot.id}, " if self.snapshot else ""
+        after = "" if self.dry_run else f" -> {self.files_after} file(s), {self.bytes_after} bytes"
+        return (
+            f"CompactionReport({'dry run, ' if self.dry_run else ''}{snap}partitions={len(self.partitions)}, "
+            f"{self.files_before} file(s), {self.bytes_before} bytes{after}, rewritten={self.rewritten_files}, "
+            f"written={self.written_files}, rows={self.rows}, given_up={len(self.given_up)}, "
+            f"seconds={self.seconds:.2f})"
+        )
 
     @property
     def files_after(self) -> int:

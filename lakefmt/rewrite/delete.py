@@ -91,6 +91,8 @@ class DeletePlan:
     #: the schema the filter's names were resolved under: the tasks read and write under it (a rename landing
     #: meanwhile must not give a name in the filter another column)
     schema: TableSchema | None = None
+    #: the filter as the user gave it (SQL text, or the expression printed): what history shows
+    predicate: str = ""
 
     @property
     def nothing_to_do(self) -> bool:
@@ -128,9 +130,11 @@ class DeleteResult:
     files_read: int
 
 
-def plan_delete(table: Targetable, filter: pc.Expression) -> DeletePlan:
-    """Plan a delete of the rows matching ``filter`` on the latest snapshot (see the module docstring)."""
+def plan_delete(table: Targetable, filter: str | pc.Expression) -> DeletePlan:
+    """Plan a delete of the rows matching ``filter`` (SQL text or a pyarrow expression) on the latest snapshot
+    (see the module docstring)."""
     target = as_target(table)
+    predicate = filter if isinstance(filter, str) else filters.show(filter) if isinstance(filter, pc.Expression) else ""
     filter = check_filter(filter, target.schema().arrow_schema)
     scan = Scan(target.io, target.store, filter=filter)
     maybe = scan.entries()  # pruned by partition values and min/max, each apart
@@ -138,7 +142,7 @@ def plan_delete(table: Targetable, filter: pc.Expression) -> DeletePlan:
     may_match, every_row = _classify(maybe, filter, scan.schema, target.store.schema)
     proved = pa.array(every_row, pa.bool_())
     read = pa.array([m and not p for m, p in zip(may_match, every_row, strict=True)], pa.bool_())
-    return DeletePlan(filter, scan.snapshot, maybe.filter(proved), maybe.filter(read), scan.schema)
+    return DeletePlan(filter, scan.snapshot, maybe.filter(proved), maybe.filter(read), scan.schema, predicate)
 
 
 def delete_in_files(
@@ -179,14 +183,17 @@ def commit_delete(table: Targetable, plan: DeletePlan, results: Sequence[DeleteR
     if removed.num_rows == 0:
         target.discard(messages)  # nothing matched: nothing was written either
         return None
-    return publish(target, RewriteProducer, messages, removed, operation=OPERATION[1], after_commit=target.after_commit)
+    return publish(
+        target, RewriteProducer, messages, removed, operation=OPERATION[1], after_commit=target.after_commit,
+        parameters={"predicate": plan.predicate} if plan.predicate else None,
+    )
 
 
 #: runs step 2 for a plan (in this process, or in an engine's tasks) and returns what each task did
 Rewriter = Callable[[DeletePlan], Sequence[DeleteResult]]
 
 
-def delete_rows(table: Targetable, filter: pc.Expression, *, rewriter: Rewriter | None = None) -> Snapshot | None:
+def delete_rows(table: Targetable, filter: str | pc.Expression, *, rewriter: Rewriter | None = None) -> Snapshot | None:
     """:meth:`lakefmt.Table.delete`: plan, rewrite (with ``rewriter``; by default in this process, one writer),
     commit.
 

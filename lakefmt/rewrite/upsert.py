@@ -23,8 +23,8 @@ from lakefmt.commit.types import CommitOutcome, CommitRequest
 from lakefmt.errors import InvalidOptionError, KeyTableError, SchemaMismatchError
 from lakefmt.rewrite.base import OPERATION, Targetable, as_target
 from lakefmt.rewrite.keys import DeleteKeysPlanner, DeleteWherePlanner, UpsertPlanner, dedup_keys
-from lakefmt.spec import CommitKind, Snapshot, TableSchema
-from lakefmt.spec.filters import check_filter
+from lakefmt.spec import CommitKind, Snapshot, TableSchema, operations
+from lakefmt.spec.filters import check_filter, show
 from lakefmt.spec.keys import key_hash
 from lakefmt.spec.merge_engine import DEDUPLICATE
 from lakefmt.spec.rowkind import drop_ignored
@@ -214,13 +214,15 @@ def delete_marking(table: Targetable, filter: str | pc.Expression) -> Snapshot |
     marked, in one snapshot (kind OVERWRITE, ``lakefmt.operation=delete``); None when no row matched."""
     target = as_target(table)
     schema = target.schema()
+    predicate = filter if isinstance(filter, str) else show(filter) if isinstance(filter, pc.Expression) else ""
     filter = check_filter(filter, schema.arrow_schema, "delete filter")
     planner = DeleteWherePlanner(target.io, target.store, schema, filter)
-    return _commit_marks(target, planner)
+    return _commit_marks(target, planner, {"predicate": predicate})
 
 
-def _commit_marks(target: Any, planner: VectorPlanner) -> Snapshot | None:
-    request = CommitRequest(None, f"delete-{uuid.uuid4().hex}", 0, [], properties={OPERATION: "delete"})
+def _commit_marks(target: Any, planner: VectorPlanner, parameters: dict[str, str] | None = None) -> Snapshot | None:
+    props = operations.properties(operations.DELETE, **(parameters or {}))
+    request = CommitRequest(None, f"delete-{uuid.uuid4().hex}", 0, [], properties=props)
     run = KeyedProducer(
         target.io,
         target.store,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import enum
 import numbers
 from collections.abc import Mapping
@@ -10,6 +11,7 @@ from typing import Any, NamedTuple
 
 from lakefmt.errors import CorruptMetadataError, InvalidSnapshotIdError
 from lakefmt.spec.codec import FORMAT_VERSION, check_version, decode_json, encode_json
+from lakefmt.spec.operations import Operation, operation_of, parameters_of
 
 __all__ = ["CommitKind", "Snapshot", "UserMark"]
 
@@ -114,12 +116,32 @@ class Snapshot:
         except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
             raise CorruptMetadataError(f"{what} is malformed: missing or invalid field {exc}") from exc
 
+    @property
+    def operation(self) -> Operation:
+        """What the snapshot did (``WRITE``, ``DELETE``, ...: :mod:`lakefmt.spec.operations`); a snapshot that does
+        not record it reads as the operation its kind implies."""
+        return operation_of(self.properties, self.commit_kind.value)
+
+    @property
+    def operation_parameters(self) -> dict[str, str]:
+        """The parameters its operation recorded (``predicate``, ``partition``, ``mode``)."""
+        return parameters_of(self.properties)
+
+    def __repr__(self) -> str:
+        when = datetime.datetime.fromtimestamp(self.time_millis / 1000, datetime.UTC).isoformat(timespec="seconds")
+        return (
+            f"Snapshot(id={self.id}, {self.operation.value}, kind={self.commit_kind.value}, "
+            f"time={when.replace('+00:00', 'Z')}, rows={self.total_record_count} ({self.delta_record_count:+d}), "
+            f"files={self.total_file_count}, user={self.commit_user!r}, identifier={self.commit_identifier})"
+        )
+
     def to_dict(self) -> dict[str, Any]:
         """A plain dict (for ``--json`` output and display)."""
         return {
             "id": self.id,
             "schema_id": self.schema_id,
             "commit_kind": self.commit_kind.value,
+            "operation": self.operation.value,
             "commit_user": self.commit_user,
             "commit_identifier": self.commit_identifier,
             "time_millis": self.time_millis,

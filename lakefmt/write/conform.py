@@ -98,9 +98,11 @@ def _coercible(src: pa.DataType, dst: pa.DataType) -> bool:
 def conform(data: pa.Table, schema: pa.Schema) -> pa.Table:
     """Return ``data`` with exactly the table's columns, order and types, or raise SchemaMismatchError.
 
-    Columns are matched by name (order may differ). Representation-only type differences are cast, and so are
-    values that fit the table's type exactly (see the module docstring); anything else (a missing, extra or
-    mistyped column, a value that does not fit, nulls in a non-nullable column) is refused.
+    Columns are matched by name (order may differ). A nullable column (or struct field) the data lacks is written
+    as nulls (a producer that predates a column added by schema evolution); one that is not nullable is refused,
+    named. Representation-only type differences are cast, and so are values that fit the table's type exactly
+    (see the module docstring); anything else (an extra or mistyped column, a value that does not fit, nulls in a
+    non-nullable column) is refused.
     """
     if data.schema.equals(schema, check_metadata=False):
         # Arrow lets a table declare a column not null and still hold nulls in it
@@ -109,13 +111,14 @@ def conform(data: pa.Table, schema: pa.Schema) -> pa.Table:
         if nulls:
             raise SchemaMismatchError("data does not match the table schema: " + "; ".join(nulls))
         return data
+    data = fill_missing(data, schema)
     have = set(data.column_names)
     want = set(schema.names)
     problems = []
     missing = [n for n in schema.names if n not in have]
     extra = [n for n in data.column_names if n not in want]
     if missing:
-        problems.append(f"missing column(s) {', '.join(missing)}")
+        problems.append(f"missing column(s) {', '.join(missing)} (not nullable: every row must have a value)")
     if extra:
         problems.append(f"extra column(s) {', '.join(extra)} not in the table")
     if len(set(data.column_names)) != data.num_columns:

@@ -81,7 +81,7 @@ def delete(
             raise RewriteConflictError(lost[0][0], gone=[p for _, gone in lost for p in gone])
         return results
 
-    return delete_rows(table, filter, rewriter=on_executors)
+    return delete_rows(table, predicate, rewriter=on_executors)  # the text as given: history shows it
 
 
 #: what a task returns instead of raising :class:`lakefmt.RewriteConflictError` for input files that are gone (a

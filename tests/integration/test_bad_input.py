@@ -127,7 +127,8 @@ def mfx(tmp_path: Any) -> Iterator[Fixture]:
 # -- schema mismatch -------------------------------------------------------------------------------
 
 MISMATCHES: dict[str, tuple[Callable[[], pa.Table], str]] = {
-    "missing": (lambda: _data([5]).drop_columns(["v"]), "v"),
+    # a missing nullable column is written as nulls; a missing column that is not nullable is refused, named
+    "missing": (lambda: _data([5]).drop_columns(["id"]), r"missing column\(s\) id \(not nullable"),
     "extra": (lambda: _data([5]).append_column("surprise", pa.array([1])), "surprise"),
     "wrong-type": (lambda: _data([5]).set_column(2, "v", pa.array(["1.0"])), "v"),
     # a narrower integer is written (safe coercion); a value the table's type cannot hold is not

@@ -96,7 +96,9 @@ def test_delete_drops_rewrites_and_leaves_files(store: Any) -> None:
 
     snap = t.delete((pc.field("dt") == "a") | (pc.field("id") == 5))
     assert snap is not None and snap.commit_kind is CommitKind.OVERWRITE
-    assert snap.properties == {"lakefmt.operation": "delete"}
+    assert snap.properties == {
+        "lakefmt.operation": "delete", "lakefmt.operation.predicate": '((dt == "a") or (id == 5))'
+    }
     assert snap.delta_record_count == -4 and snap.total_record_count == 5
     assert ids(t) == [4, 6, 7, 8, 9]
     after = {f.partition["dt"]: f.path for f in t.files()}

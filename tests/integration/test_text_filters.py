@@ -160,13 +160,13 @@ def test_text_filters_select_what_sql_selects(tmp_path_factory: Any, parts: list
         assert t.latest_snapshot() == before
 
 
-def test_text_and_expression_select_the_same_rows(store: Any) -> None:
-    """Over each storage: a text filter, its pyarrow expression and a delete by text, on a partitioned table
+def test_text_and_expression_select_the_same_rows(local_store: Any) -> None:
+    """A text filter, its pyarrow expression and a delete by text, on a partitioned table
     (partition pruning by text) and on a key table (a delete that marks deletion vectors)."""
     schema = pa.schema([("id", pa.int64()), ("dt", pa.string()), ("v", pa.float64())])
     data = pa.table({"id": list(range(10)), "dt": ["2026-11-01"] * 5 + ["2026-11-02"] * 5,
                      "v": [0.5 * i for i in range(9)] + [None]}, schema=schema)
-    t = lakefmt.create_table(store.uri(), schema, partition_by=["dt"], storage_options=store.storage_options)
+    t = lakefmt.create_table(local_store.uri(), schema, partition_by=["dt"])
     t.append(data)
     text = "dt = '2026-11-02' AND (v >= 3 OR id IN (5, 9))"
     expr = (pc.field("dt") == "2026-11-02") & ((pc.field("v") >= 3.0) | pc.field("id").isin([5, 9]))
@@ -175,7 +175,7 @@ def test_text_and_expression_select_the_same_rows(store: Any) -> None:
     assert t.delete("id > 7") is not None
     assert sorted(t.to_arrow().column("id").to_pylist()) == list(range(8))
 
-    keyed = lakefmt.create_table(store.uri(), schema, primary_key=["id"], storage_options=store.storage_options)
+    keyed = lakefmt.create_table(local_store.uri(), schema, primary_key=["id"])
     keyed.append(data)
     keyed.delete("v < 1 OR v IS NULL")
     assert sorted(keyed.to_arrow().column("id").to_pylist()) == [2, 3, 4, 5, 6, 7, 8]

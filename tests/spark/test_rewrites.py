@@ -50,7 +50,9 @@ def test_delete_with_a_sql_predicate_rewrites_in_spark_tasks(spark: Any, tmp_pat
     try:
         snap = pyspark_lakefmt.delete(spark, t.uri, "dt < '2026-01-01' AND x >= 2")
         assert snap is not None and snap.commit_kind is CommitKind.OVERWRITE
-        assert snap.properties == {"lakefmt.operation": "delete"}
+        assert snap.properties == {
+            "lakefmt.operation": "delete", "lakefmt.operation.predicate": "dt < '2026-01-01' AND x >= 2"
+        }
         # x >= 2 is true for ids 2, 3, 10, 11 and 12; null for ids 1 and 13 (x is null), which stay, as in SQL
         gone = {(dt, i) for dt in DAYS[:2] for i in (2, 3, 10, 11, 12)}
         assert _rows(t) == sorted(set(before) - gone)

@@ -29,6 +29,8 @@ BENCHMARKS = REPO / "benchmarks"
 ABOVE = ("pyspark", "pyspark_lakefmt", "benchmarks")
 #: modules under lakefmt/ that belong to no layer package: below everything (they import no other layer)
 NEUTRAL = {"errors", "options", "retry", "binpack", "progress"}
+#: modules beside ``table`` in its layer (the one-line writes, on the public face)
+TABLE_LEVEL = {"oneliner"}
 #: a layer -> the lakefmt layers it must not import (directly or through other lakefmt modules)
 FORBIDDEN: dict[str, set[str]] = {
     "spec": {"io", "meta", "commit", "read", "write", "rewrite", "maintenance", "table", "api", "cli"},
@@ -66,6 +68,8 @@ def layer_of(module: str) -> str:
         return "api"
     if parts[1] in NEUTRAL:
         return "neutral"
+    if parts[1] in TABLE_LEVEL:
+        return "table"
     return parts[1]
 
 
