@@ -22,6 +22,12 @@ Rewrites from PySpark, planned on the driver and run in Spark tasks (:mod:`pyspa
     pyspark_lakefmt.delete(spark, "s3://bucket/events", "dt < '2026-01-01'")
     pyspark_lakefmt.compact(spark, "s3://bucket/events", target_file_size=128 << 20)
 
+SQL functions (:mod:`pyspark_lakefmt.sql_tables`, :mod:`pyspark_lakefmt.sql_procedures`), after one
+``pyspark_lakefmt.register(spark)``::
+
+    SELECT * FROM lakefmt_history('s3://bucket/events')
+    SELECT * FROM lakefmt_delete('s3://bucket/events', 'dt < ''2026-01-01''')
+
 Of the session conf, only ``spark.sql.sources.partitionOverwriteMode`` counts, and only the write tasks see it:
 a batch overwrite that names no scope replaces the partitions written when the tasks saw ``dynamic``, else the
 whole table (:func:`pyspark_lakefmt.writer.session_overwrite`).
@@ -31,8 +37,9 @@ from __future__ import annotations
 
 from .rewrites import compact, delete
 from .source import LakefmtDataSource
+from .sql_register import register
 
-__all__ = ["DefaultSource", "LakefmtDataSource", "compact", "delete"]
+__all__ = ["DefaultSource", "LakefmtDataSource", "compact", "delete", "register"]
 
 #: the name pyspark's data source lookup looks for in a ``pyspark_*`` module
 DefaultSource = LakefmtDataSource
