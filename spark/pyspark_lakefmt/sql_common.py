@@ -3,19 +3,21 @@ checking the other arguments, and turning a failure into one line Spark shows.
 
 A Python UDTF runs in a Python worker Spark starts (an executor's for ``eval``, a planner's for ``analyze``), and
 Spark shows whatever that worker raises as ``PythonException`` (or ``AnalysisException`` at analysis) with the
-worker's Python traceback. :func:`reported` keeps that traceback to the function's own frame and the message to
-``lakefmt_<name>('uri', ...): <ErrorType>: <what is wrong>``: lakefmt's errors and bad arguments (``ValueError``,
-``TypeError``) are raised again that way; anything else (a bug) passes unchanged, whole traceback included.
+worker's Python traceback. :class:`reported` cuts that traceback to the line that raised and prefixes the message
+with the call, so Spark shows ``lakefmt.errors.<ErrorType>: lakefmt_<name>('uri', ...): <what is wrong>`` under one
+frame: lakefmt's errors and bad
+arguments (``ValueError``, ``TypeError``); anything else (a bug) passes unchanged, whole traceback included.
 """
 
 from __future__ import annotations
 
 import datetime
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
-from typing import Any, ClassVar
+from collections.abc import Mapping
+from types import TracebackType
+from typing import Any, ClassVar, Literal
 
 import lakefmt
+from lakefmt.spec.snapshot import check_snapshot_id
 
 __all__ = ["TableFunction", "check_count", "check_snapshot", "check_text", "open_uri", "reported", "timestamp_ms"]
 
@@ -27,19 +29,30 @@ class TableFunction:
     storage_options: ClassVar[Mapping[str, str]] = {}
 
 
-def _call(function: str, args: tuple[Any, ...]) -> str:
-    return f"{function}({', '.join(repr(a) for a in args)})"
+class reported:
+    """``with reported(function, *args):`` a lakefmt error, a ``ValueError`` or a ``TypeError`` raised inside leaves
+    with its message prefixed by the call (``lakefmt_files('/data/t', 9): ...``) and its traceback cut to the line
+    that raised it: the exception keeps its type, and Spark shows that line, the type and the message. (pyspark hides
+    its worker's frames above the first frame outside ``.../pyspark``, a prefix that ``.../pyspark_lakefmt`` shares:
+    an error raised in lakefmt shows one frame; one raised here, the worker's frames too.) Anything else passes
+    untouched."""
 
+    def __init__(self, function: str, *args: Any) -> None:
+        self.call = f"{function}({', '.join(repr(a) for a in args)})"
 
-@contextmanager
-def reported(function: str, *args: Any) -> Iterator[None]:
-    """Raise a lakefmt error, a ``ValueError`` or a ``TypeError`` inside as one :class:`lakefmt.LakefmtError` naming
-    the call (``function`` and its ``args``), the error's type and its message, without the frames below."""
-    try:
-        yield
-    except (lakefmt.LakefmtError, ValueError, TypeError) as exc:
-        kind = type(exc).__name__
-        raise lakefmt.LakefmtError(f"{_call(function, args)}: {kind}: {exc}") from None
+    def __enter__(self) -> reported:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> Literal[False]:
+        if isinstance(exc, lakefmt.LakefmtError | ValueError | TypeError):
+            exc.args = (f"{self.call}: {exc}",)
+            while tb is not None and tb.tb_next is not None:
+                tb = tb.tb_next
+            exc.with_traceback(tb)  # the line that raised it alone: lakefmt's frames in between are not the user's
+            exc.__suppress_context__ = True
+        return False
 
 
 def check_text(value: Any, what: str) -> str:
@@ -60,12 +73,12 @@ def check_count(value: Any, what: str, *, minimum: int = 0) -> int | None:
     return value
 
 
-def check_snapshot(value: Any, what: str) -> int:
-    """``value`` as a snapshot id (a whole number from 1; ``'3'`` too); ``ValueError`` otherwise."""
-    checked = check_count(value, what, minimum=1)
-    if checked is None:
-        raise ValueError(f"{what} must be a snapshot id (a whole number from 1), got NULL")
-    return checked
+def check_snapshot(value: Any, what: str, *, minimum: int = 1) -> int:
+    """``value`` as a snapshot id (``'3'`` too), checked by lakefmt (:class:`lakefmt.InvalidSnapshotIdError` below
+    ``minimum``, ``TypeError`` for what is not a whole number)."""
+    if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
+        value = int(value.strip())
+    return check_snapshot_id(value, what, minimum=minimum)
 
 
 def open_uri(uri: Any, storage_options: Mapping[str, str] | None) -> lakefmt.Table:

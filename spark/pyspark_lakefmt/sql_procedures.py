@@ -130,8 +130,8 @@ class Delete(TableFunction):
         with reported("lakefmt_delete", *shown):
             table = open_uri(uri, self.storage_options)
             snap = table.delete(delete_filter(table, check_text(predicate, "predicate")))
-            if snap is None:
-                latest = table.latest_snapshot()
-                yield None, 0, latest.total_record_count if latest else 0
-                return
-        yield snap.id, -snap.delta_record_count, snap.total_record_count
+            latest = snap or table.latest_snapshot()
+        if snap is None:
+            yield None, 0, latest.total_record_count if latest else 0
+        else:
+            yield snap.id, -snap.delta_record_count, snap.total_record_count

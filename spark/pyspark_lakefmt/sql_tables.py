@@ -26,7 +26,7 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType, Tim
 
 import lakefmt
 
-from .sql_common import TableFunction, check_count, check_snapshot, open_uri, reported, timestamp_ms
+from .sql_common import TableFunction, check_snapshot, open_uri, reported, timestamp_ms
 
 __all__ = [
     "CHANGE_COLUMNS",
@@ -175,10 +175,8 @@ class TableChanges(TableFunction):
 
 
 def _range(start: Any, end: Any) -> tuple[int, int | None]:
-    first = check_count(start, "from_snapshot", minimum=0)
-    if first is None:
-        raise ValueError("from_snapshot must be a snapshot id or 0 (from the first commit), got NULL")
-    return first, None if end is None else check_snapshot(end, "to_snapshot")
+    last = None if end is None else check_snapshot(end, "to_snapshot")
+    return check_snapshot(start, "from_snapshot", minimum=0), last
 
 
 def _tuples(batch: pa.RecordBatch) -> Iterator[tuple[Any, ...]]:
