@@ -126,7 +126,7 @@ class Files(TableFunction):
         with reported("lakefmt_files", uri, *([] if snapshot_id is None else [snapshot_id])):
             table = open_uri(uri, self.storage_options)
             sid = None if snapshot_id is None else check_snapshot(snapshot_id, "snapshot_id")
-            files = table.files(sid) if table.latest_snapshot() is not None else []
+            files = table.files(sid)
         for f in files:
             part = {k: None if v is None else str(v) for k, v in f.partition.items()}
             deleted = f.deletion_vector.cardinality if f.deletion_vector else 0
