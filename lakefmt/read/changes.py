@@ -48,6 +48,7 @@ __all__ = [
     "ROW_KINDS",
     "change_batches",
     "change_range",
+    "change_schema",
     "read_changes",
     "table_changes",
 ]
@@ -149,11 +150,12 @@ def read_changes(
     """The change rows of snapshots ``start+1 .. end`` as one table (see the module's docstring)."""
     schema = store.latest_schema()
     parts = list(change_batches(io, store, start, end, columns=columns, filter=filter, row_kinds=row_kinds))
-    return pa.concat_tables(parts) if parts else output_schema(schema, columns, row_kinds).empty_table()
+    return pa.concat_tables(parts) if parts else change_schema(schema, columns, row_kinds).empty_table()
 
 
-def output_schema(schema: TableSchema, columns: Sequence[str] | None, row_kinds: bool) -> pa.Schema:
-    """The change feed's columns: the table's (or ``columns``), then the change type and the commit."""
+def change_schema(schema: TableSchema, columns: Sequence[str] | None = None, row_kinds: bool = False) -> pa.Schema:
+    """The change feed's columns for a table of ``schema``: the table's (or ``columns``), then the change type
+    (``_change_type``, or ``_row_kind`` with ``row_kinds``), ``_commit_snapshot`` and ``_commit_timestamp``."""
     fields = [schema.arrow_schema.field(c) for c in (columns or schema.arrow_schema.names)]
     kind = ROW_KIND if row_kinds else CHANGE_TYPE
     extra = [pa.field(kind, pa.string(), False), pa.field(COMMIT_SNAPSHOT, pa.int64(), False)]
@@ -183,14 +185,19 @@ def change_batches(
     if filter is not None:
         check_filter(filter, schema.arrow_schema, "change feed filter")
     snaps = []
-    for sid in range(start + 1, end + 1):
+    # snapshot ``start`` too: the changes of ``start+1`` read the files it replaced (old vectors, removed files),
+    # which expiration deletes with the last snapshot holding them
+    for sid in range(max(start, 1) if end > start else start + 1, end + 1):
         try:
-            snaps.append(store.snapshot(sid))
+            snap = store.snapshot(sid)
         except SnapshotNotFoundError as exc:
             raise SnapshotNotFoundError(
-                f"the changes of snapshots {start + 1}..{end} need snapshot {sid}: {exc}"
+                f"the changes of snapshots {start + 1}..{end} need snapshot {sid}"
+                f"{' (the files its successor replaced)' if sid == start else ''}: {exc}"
             ) from exc
-    full = output_schema(schema, None, row_kinds)
+        if sid > start:
+            snaps.append(snap)
+    full = change_schema(schema, None, row_kinds)
     names = [*(columns or schema.arrow_schema.names), *full.names[len(schema.arrow_schema) :]]
     walker = _Walker(io, store, schema)
     for snap in snaps:
