@@ -20,7 +20,6 @@ field id), with ``_change_type``, ``_commit_snapshot`` and ``_commit_timestamp``
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 
 import numpy as np
@@ -35,6 +34,7 @@ from lakefmt.meta.tags import tagged_snapshot
 from lakefmt.meta.versions import snapshot_as_of
 from lakefmt.read.files import read_entries
 from lakefmt.read.masks import Vector, deleted_positions, load_vectors
+from lakefmt.read.rows_at import RowReader, RowRequest
 from lakefmt.spec import CommitKind, Snapshot, TableSchema
 from lakefmt.spec.filters import check_filter
 from lakefmt.spec.instants import Instant
@@ -61,7 +61,6 @@ INSERT, PREIMAGE, POSTIMAGE, DELETE = "insert", "update_preimage", "update_posti
 #: Delta's change types -> Paimon's row kinds
 ROW_KINDS = {INSERT: "+I", PREIMAGE: "-U", POSTIMAGE: "+U", DELETE: "-D"}
 _TIMESTAMP = pa.timestamp("ms", tz="UTC")
-_CACHE_BYTES = 256 << 20  # whole data files kept per read, for later snapshots deleting from the same files
 
 
 def change_range(
@@ -222,9 +221,8 @@ class _Walker:
     def __init__(self, io: FileIO, store: MetaStore, schema: TableSchema) -> None:
         self.io, self.store, self.schema = io, store, schema
         self.live: dict[str, int | None] | None = None  # live data path -> its schema id, once a vector needs it
-        self.cache: OrderedDict[str, pa.Table] = OrderedDict()
-        self.cached_bytes = 0
-        self.decoded: dict[Vector, np.ndarray] = {}  # the positions of the vectors the last snapshot read
+        self.rows = RowReader(io, store, schema)
+        self.decoded: dict[str, tuple[Vector, np.ndarray]] = {}  # data path -> its last vector decoded
 
     def changes(self, snap: Snapshot) -> tuple[pa.Table, pa.Array] | None:
         """The rows ``snap`` changed, with their change types; None when it changed none."""
@@ -249,37 +247,39 @@ class _Walker:
         touched = set(added_paths) | set(removed_paths)
         # a commit other than a restore only adds marks: a vector as long as the previous one is the same vector
         forward = snap.properties.get("lakefmt.operation") != "restore"
-        decoded, self.decoded = self.decoded, {}
         changed: list[tuple[str, np.ndarray, np.ndarray]] = []
         for path in sorted((set(new) | set(old)) - touched):
             now, before = new.get(path), old.get(path)
             if now == before or (forward and now and before and now.cardinality == before.cardinality):
                 continue
-            now_pos, before_pos = self._positions(now, decoded), self._positions(before, decoded)
+            before_pos = self._positions(path, before, forward)  # the older first: the newer one is kept
+            now_pos = self._positions(path, now, forward)
             newly, again = _differences(now_pos, before_pos)
             if len(newly) or len(again):
                 changed.append((path, newly, again))
-        if changed:  # the rows at those positions, taken from the files' rows at once
-            files = [self._file_rows(snap, path) for path, _, _ in changed]
-            starts = np.cumsum([0, *(f.num_rows for f in files)])[:-1]
-            whole = pa.concat_tables(files)
-            for side, out in ((1, deleted), (2, inserted)):
-                at = np.concatenate([c[side] + start for c, start in zip(changed, starts, strict=True)])
-                out.append(whole.take(pa.array(at, pa.int64())))
+        if changed:  # the rows at those positions, each file's needed row groups read once
+            sids = [self._schema_id(snap, path) for path, _, _ in changed]
+            gone = [RowRequest(p, sid, newly) for (p, newly, _), sid in zip(changed, sids, strict=True) if len(newly)]
+            back = [RowRequest(p, sid, again) for (p, _, again), sid in zip(changed, sids, strict=True) if len(again)]
+            deleted.append(self.rows.take(gone))
+            inserted.append(self.rows.take(back))
         return _label(
             pa.concat_tables(deleted) if deleted else inserted[0].slice(0, 0),
             pa.concat_tables(inserted),
             self.schema.primary_keys,
         )
 
-    def _positions(self, vector: Vector | None, decoded: dict[Vector, np.ndarray]) -> np.ndarray:
-        """The positions ``vector`` deletes (those of the previous snapshot's vectors are decoded already)."""
+    def _positions(self, path: str, vector: Vector | None, forward: bool) -> np.ndarray:
+        """The positions ``vector`` (of data file ``path``) deletes; the last one decoded per file is kept, as the
+        next snapshot that changes the file compares its new vector with it (in a ``forward`` commit, one that only
+        adds marks, a vector as long as the kept one is the same vector, copied into another vector file)."""
         if vector is None:
             return np.zeros(0, np.int64)
-        out = decoded.get(vector)
-        if out is None:
-            out = deleted_positions(self.io, vector)
-        self.decoded[vector] = out
+        hit = self.decoded.get(path)
+        if hit is not None and (hit[0] == vector or (forward and hit[0].cardinality == vector.cardinality)):
+            return hit[1]
+        out = deleted_positions(self.io, vector)
+        self.decoded[path] = (vector, out)
         return out
 
     def _read(self, entries: pa.Table, vectors: Mapping[str, Vector]) -> pa.Table:
@@ -295,12 +295,8 @@ class _Walker:
             self.live.pop(path, None)
         self.live.update(zip(ents.paths(added), _schema_ids(added), strict=True))
 
-    def _file_rows(self, snap: Snapshot, path: str) -> pa.Table:
-        """Every row of data file ``path`` (live in ``snap``), read whole (a vector's positions index it)."""
-        hit = self.cache.get(path)
-        if hit is not None:
-            self.cache.move_to_end(path)
-            return hit
+    def _schema_id(self, snap: Snapshot, path: str) -> int | None:
+        """The schema id of data file ``path`` (live in ``snap``), whose rows a vector's positions index."""
         if self.live is None or path not in self.live:  # the first need, or a file this walk has not seen added
             live = ents.data_files(ents.live_entries(self.store, snap))
             self.live = dict(zip(ents.paths(live), _schema_ids(live), strict=True))
@@ -308,17 +304,7 @@ class _Walker:
             raise CorruptMetadataError(
                 f"snapshot {snap.id} has a deletion vector for {path}, a data file it does not hold"
             )
-        columns: dict[str, pa.Array] = {ents.PATH: pa.array([path], pa.string())}
-        sid = self.live[path]
-        if sid is not None:
-            columns[ents.SCHEMA_ID] = pa.array([sid], pa.int64())
-        rows = self._read(pa.table(columns), {})
-        self.cache[path] = rows
-        self.cached_bytes += rows.nbytes
-        while self.cached_bytes > _CACHE_BYTES and len(self.cache) > 1:
-            _, old = self.cache.popitem(last=False)
-            self.cached_bytes -= old.nbytes
-        return rows
+        return self.live[path]
 
 
 def _schema_ids(entries: pa.Table) -> list[int | None]:
