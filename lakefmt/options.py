@@ -24,6 +24,7 @@ from typing import Any, ClassVar
 from lakefmt.errors import InvalidOptionError, UnknownOptionError
 
 __all__ = [
+    "CHANGELOG_PRODUCERS",
     "DEFAULT_ORPHAN_OLDER_THAN",
     "DEFAULT_ORPHAN_OLDER_THAN_MS",
     "DURATION_FORMS",
@@ -108,6 +109,23 @@ def _delete_mode(text: str, key: str) -> str:
     value = str(text).strip().lower()
     if value not in ("copy-on-write", "merge-on-read"):
         raise InvalidOptionError(f"option {key} is copy-on-write or merge-on-read, got {text!r}")
+    return value
+
+
+#: ``changelog-producer`` values (Paimon's names) that lakefmt takes, and those it refuses for now
+CHANGELOG_PRODUCERS = ("none", "lookup")
+_CHANGELOG_LATER = ("input", "full-compaction")
+
+
+def _changelog_producer(text: str, key: str) -> str:
+    value = str(text).strip().lower()
+    if value in _CHANGELOG_LATER:
+        raise InvalidOptionError(
+            f"option {key}: {value} is not supported yet; use none or lookup (the change feed is computed from the "
+            "deletion vectors each commit writes, see docs/changes.md)"
+        )
+    if value not in CHANGELOG_PRODUCERS:
+        raise InvalidOptionError(f"option {key} is none or lookup, got {text!r}")
     return value
 
 
@@ -261,6 +279,11 @@ class TableOptions:
     #: ``num-sorted-run.stop-trigger``: past this many files in a bucket, a commit through a Table compacts the
     #: bucket in place before returning (writes slow down rather than reads); default: the trigger plus 3
     sorted_run_stop_trigger: int | None = None
+    #: ``changelog-producer`` (Paimon's name): what a commit stores for the change feed. ``none`` (the default) and
+    #: ``lookup`` store no changelog file: the writer's key lookup already records each replaced row's position in
+    #: the deletion vector it commits, and :meth:`lakefmt.Table.changes` reads the pre-images at those positions.
+    #: ``input`` and ``full-compaction`` are refused (not built).
+    changelog_producer: str = "none"
 
     _KEYS: ClassVar[dict[str, tuple[str, Callable[[str, str], Any]]]] = {
         "target-file-size": ("target_file_size", parse_size),
@@ -291,6 +314,7 @@ class TableOptions:
         "write.delete.mode": ("delete_mode", _delete_mode),
         "num-sorted-run.compaction-trigger": ("sorted_run_compaction_trigger", _int),
         "num-sorted-run.stop-trigger": ("sorted_run_stop_trigger", _int),
+        "changelog-producer": ("changelog_producer", _changelog_producer),
     }
     #: keys whose value may be 0 (sizes, never negative; every other integer must be positive)
     _ZERO_ALLOWED: ClassVar[frozenset[str]] = frozenset({"write.sync-ahead-bytes"})
