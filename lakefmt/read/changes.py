@@ -364,19 +364,42 @@ def _label(deleted: pa.Table, inserted: pa.Table, keys: Sequence[str]) -> tuple[
     (a key deleted and inserted, on a key table), then the inserts."""
     if deleted.num_rows == 0 and inserted.num_rows == 0:
         return None
-    pairs: list[tuple[int, int]] = []
-    if keys and deleted.num_rows and inserted.num_rows:
+    n_del, n_ins = deleted.num_rows, inserted.num_rows
+    pre, post = np.zeros(0, np.int64), np.zeros(0, np.int64)
+    if keys and n_del and n_ins:
+        pre, post = _pairs(deleted, inserted, keys)
+    only_del = np.ones(n_del, dtype=bool)
+    only_del[pre] = False
+    only_ins = np.ones(n_ins, dtype=bool)
+    only_ins[post] = False
+    paired = np.empty(2 * len(pre), np.int64)
+    paired[0::2], paired[1::2] = pre, n_del + post
+    dels, inss = np.nonzero(only_del)[0], np.nonzero(only_ins)[0]
+    order = np.concatenate([dels, paired, n_del + inss])
+    codes = np.concatenate([np.zeros(len(dels), np.int8), np.tile(np.array([1, 2], np.int8), len(pre)),
+                            np.full(len(inss), 3, np.int8)])  # fmt: skip
+    types = pa.array([DELETE, PREIMAGE, POSTIMAGE, INSERT], pa.string()).take(pa.array(codes))
+    both = pa.concat_tables([deleted, inserted]).combine_chunks()
+    return both.take(pa.array(order, pa.int64())), types
+
+
+def _pairs(deleted: pa.Table, inserted: pa.Table, keys: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """The updates of a snapshot: the rows of ``deleted`` (in order) whose key a row of ``inserted`` has, and that
+    row (the last one with the key). A hash join; keys of a type Arrow cannot join are matched in Python."""
+    at, of = "__lakefmt_deleted", "__lakefmt_inserted"
+    try:
+        ins = inserted.select(list(keys)).append_column(of, pa.array(np.arange(inserted.num_rows, dtype=np.int64)))
+        last = ins.group_by(list(keys), use_threads=False).aggregate([(of, "max")])
+        dels = deleted.select(list(keys)).append_column(at, pa.array(np.arange(deleted.num_rows, dtype=np.int64)))
+        joined = dels.join(last, keys=list(keys), join_type="inner", use_threads=False)
+    except (pa.ArrowNotImplementedError, pa.ArrowTypeError, pa.ArrowInvalid):
         ins_at = {k: i for i, k in enumerate(_key_tuples(inserted, keys))}
-        pairs = [(i, ins_at[k]) for i, k in enumerate(_key_tuples(deleted, keys)) if k in ins_at]
-    pre = {i for i, _ in pairs}
-    post = {j for _, j in pairs}
-    only_del = [i for i in range(deleted.num_rows) if i not in pre]
-    only_ins = [j for j in range(inserted.num_rows) if j not in post]
-    n_del = deleted.num_rows
-    both = pa.concat_tables([deleted, inserted])
-    order = only_del + [x for i, j in pairs for x in (i, n_del + j)] + [n_del + j for j in only_ins]
-    types = [DELETE] * len(only_del) + [PREIMAGE, POSTIMAGE] * len(pairs) + [INSERT] * len(only_ins)
-    return both.take(pa.array(order, pa.int64())), pa.array(types, pa.string())
+        found = [(i, ins_at[k]) for i, k in enumerate(_key_tuples(deleted, keys)) if k in ins_at]
+        return np.array([i for i, _ in found], np.int64), np.array([j for _, j in found], np.int64)
+    i = joined.column(at).to_numpy()
+    j = joined.column(f"{of}_max").to_numpy()
+    order = np.argsort(i, kind="stable")
+    return i[order].astype(np.int64), j[order].astype(np.int64)
 
 
 def _key_tuples(rows: pa.Table, keys: Sequence[str]) -> list[tuple[object, ...]]:

@@ -4,8 +4,7 @@ newly deletes), read without reading each file whole.
 A file written under the schema being read is opened with ``pyarrow.parquet`` and only the row groups holding the
 positions are read (the footer says how many rows each holds); a file of another schema goes through
 :func:`lakefmt.read.files.read_entries`, which matches its columns by field id, and is read whole. Row groups read
-are kept in a per-reader cache (a later snapshot often deletes more rows of the same file), and the rows of many
-files are taken in one ``take``.
+are kept in a per-reader cache (a later snapshot often deletes more rows of the same file).
 """
 
 from __future__ import annotations
@@ -51,37 +50,34 @@ class RowReader:
 
     def take(self, requests: Sequence[RowRequest]) -> pa.Table:
         """The rows of every request, request after request, each in its positions' order: the row groups needed
-        are gathered (read once, then cached) and the rows taken from them in one ``take``."""
-        tables: list[pa.Table] = []
-        offset_of: dict[tuple[str, int], int] = {}
-        total = 0
-        picks: list[np.ndarray] = []
-
-        def add(key: tuple[str, int], rows: pa.Table) -> int:
-            nonlocal total
-            if key not in offset_of:
-                offset_of[key] = total
-                tables.append(rows)
-                total += rows.num_rows
-            return offset_of[key]
-
+        are read once (then cached), and each request's rows taken from its own groups (one chunk each: a take
+        across many chunks is slow), then combined into one chunk."""
+        parts: list[pa.Table] = []
         for request in requests:
             if request.schema_id != self.schema.id:  # matched by field id: read whole
                 whole = self._whole(request)
                 _check_positions(request, whole.num_rows)
-                picks.append(request.positions + add((request.path, -1), whole))
+                parts.append(whole.take(pa.array(request.positions, pa.int64())))
                 continue
             starts = self._row_groups(request.path)
             _check_positions(request, int(starts[-1]))
             groups = np.searchsorted(starts, request.positions, side="right") - 1
+            first, last = int(groups[0]), int(groups[-1])  # positions are sorted
+            if first == last:
+                got = self._groups(request.path, [first], starts)
+                local = request.positions - starts[first]
+                parts.append(got[first].take(pa.array(local, pa.int64())))
+                continue
             wanted = np.unique(groups)
             got = self._groups(request.path, wanted.tolist(), starts)
-            base = np.array([add((request.path, g), got[g]) for g in wanted.tolist()], np.int64)
-            picks.append(request.positions - starts[groups] + base[np.searchsorted(wanted, groups)])
-        if not tables:
+            sizes = np.array([got[g].num_rows for g in wanted.tolist()], np.int64)
+            base = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+            local = request.positions - starts[groups] + base[np.searchsorted(wanted, groups)]
+            rows = pa.concat_tables([got[g] for g in wanted.tolist()]).combine_chunks()
+            parts.append(rows.take(pa.array(local, pa.int64())))
+        if not parts:
             return self.schema.arrow_schema.empty_table()
-        rows = pa.concat_tables(tables)
-        return rows.take(pa.array(np.concatenate(picks), pa.int64()))
+        return pa.concat_tables(parts).combine_chunks()
 
     def _groups(self, path: str, wanted: list[int], starts: np.ndarray) -> dict[int, pa.Table]:
         """Row groups ``wanted`` of data file ``path``, from the cache or read (together) and cached."""
