@@ -4,7 +4,8 @@ file source, a lakefmt -> lakefmt streaming chain's latency against Spark's file
 delete against pyarrow rewriting the same files, DuckDB and Polars over a scan against the same engine over the
 files listed by hand, the change data feed of upserts against an incremental read of the same snapshots), each
 measured side by side with its baseline in the same run. ``commit_speed`` also runs lakefmt's peers (pypaimon,
-deltalake, pyiceberg) from virtualenvs of their own: ``bash tools/bench-setup.sh`` creates them (see ``benchmarks/peers``).
+deltalake, pyiceberg) from virtualenvs of their own: ``bash tools/bench-setup.sh`` creates them (see
+``benchmarks/peers``).
 
 Run ``python -m benchmarks [--quick] [--only NAME] [--skip NAME] [--out DIR]``. Each benchmark writes one JSON file into
 ``benchmarks/results/`` (``<name>.json`` for the full mode, ``<name>-quick.json`` for ``--quick``) and the run
