@@ -58,6 +58,7 @@ from lakefmt.errors import (
 )
 from lakefmt.io.paths import normalize_uri
 from lakefmt.oneliner import write_table
+from lakefmt.read.changes import CHANGE_TYPE, COMMIT_SNAPSHOT, COMMIT_TIMESTAMP, ROW_KIND, change_schema
 from lakefmt.read.scan import FileTask, ReadTask, Scan
 from lakefmt.rewrite.compact import commit_compaction, rewrite_group
 from lakefmt.rewrite.compact_plan import plan_compaction
@@ -72,7 +73,11 @@ from lakefmt.write.writer import TableWriter
 __version__ = "0.1.0"
 
 __all__ = [
+    "CHANGE_TYPE",
+    "COMMIT_SNAPSHOT",
+    "COMMIT_TIMESTAMP",
     "FORMAT_VERSION",
+    "ROW_KIND",
     "BucketNotFoundError",
     "CommitConflictError",
     "CommitError",
@@ -137,6 +142,7 @@ __all__ = [
     "UnsupportedFormatVersionError",
     "UnsupportedTypeError",
     "UpdateSchema",
+    "change_schema",
     "commit_compaction",
     "create_table",
     "normalize_uri",

@@ -25,6 +25,7 @@ from lakefmt.errors import InvalidOptionError, UnknownOptionError
 
 __all__ = [
     "AGGREGATE_FUNCTIONS",
+    "CHANGELOG_PRODUCERS",
     "DEFAULT_ORPHAN_OLDER_THAN",
     "DEFAULT_ORPHAN_OLDER_THAN_MS",
     "DURATION_FORMS",
@@ -146,6 +147,23 @@ def _rowkind_format(text: str, key: str) -> str:
     value = str(text).strip().lower()
     if value not in ROWKIND_FORMATS:
         raise InvalidOptionError(f"option {key} is one of {', '.join(ROWKIND_FORMATS)}, got {text!r}")
+    return value
+
+
+#: ``changelog-producer`` values (Paimon's names) that lakefmt takes, and those it refuses for now
+CHANGELOG_PRODUCERS = ("none", "lookup")
+_CHANGELOG_LATER = ("input", "full-compaction")
+
+
+def _changelog_producer(text: str, key: str) -> str:
+    value = str(text).strip().lower()
+    if value in _CHANGELOG_LATER:
+        raise InvalidOptionError(
+            f"option {key}: {value} is not supported yet; use none or lookup (the change feed is computed from the "
+            "deletion vectors each commit writes, see docs/changes.md)"
+        )
+    if value not in CHANGELOG_PRODUCERS:
+        raise InvalidOptionError(f"option {key} is none or lookup, got {text!r}")
     return value
 
 
@@ -314,6 +332,11 @@ class TableOptions:
     default_aggregate_function: str | None = None
     #: ``fields.<f>.aggregate-function``: per field, the function of the ``aggregation`` engine, as (field, name)
     aggregate_functions: tuple[tuple[str, str], ...] = ()
+    #: ``changelog-producer`` (Paimon's name): what a commit stores for the change feed. ``none`` (the default) and
+    #: ``lookup`` store no changelog file: the writer's key lookup already records each replaced row's position in
+    #: the deletion vector it commits, and :meth:`lakefmt.Table.changes` reads the pre-images at those positions.
+    #: ``input`` and ``full-compaction`` are refused (not built).
+    changelog_producer: str = "none"
 
     _KEYS: ClassVar[dict[str, tuple[str, Callable[[str, str], Any]]]] = {
         "target-file-size": ("target_file_size", parse_size),
@@ -348,6 +371,7 @@ class TableOptions:
         "num-sorted-run.stop-trigger": ("sorted_run_stop_trigger", _int),
         "merge-engine": ("merge_engine", _merge_engine),
         _DEFAULT_FUNCTION: ("default_aggregate_function", _aggregate_function),
+        "changelog-producer": ("changelog_producer", _changelog_producer),
     }
     #: keys whose value may be 0 (sizes, never negative; every other integer must be positive)
     _ZERO_ALLOWED: ClassVar[frozenset[str]] = frozenset({"write.sync-ahead-bytes"})

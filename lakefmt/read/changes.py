@@ -20,7 +20,6 @@ field id), with ``_change_type``, ``_commit_snapshot`` and ``_commit_timestamp``
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 
 import numpy as np
@@ -35,6 +34,7 @@ from lakefmt.meta.tags import tagged_snapshot
 from lakefmt.meta.versions import snapshot_as_of
 from lakefmt.read.files import read_entries
 from lakefmt.read.masks import Vector, deleted_positions, load_vectors
+from lakefmt.read.rows_at import RowReader, RowRequest
 from lakefmt.spec import CommitKind, Snapshot, TableSchema
 from lakefmt.spec.filters import check_filter
 from lakefmt.spec.instants import Instant
@@ -48,6 +48,7 @@ __all__ = [
     "ROW_KINDS",
     "change_batches",
     "change_range",
+    "change_schema",
     "read_changes",
     "table_changes",
 ]
@@ -60,7 +61,6 @@ INSERT, PREIMAGE, POSTIMAGE, DELETE = "insert", "update_preimage", "update_posti
 #: Delta's change types -> Paimon's row kinds
 ROW_KINDS = {INSERT: "+I", PREIMAGE: "-U", POSTIMAGE: "+U", DELETE: "-D"}
 _TIMESTAMP = pa.timestamp("ms", tz="UTC")
-_CACHE_BYTES = 256 << 20  # whole data files kept per read, for later snapshots deleting from the same files
 
 
 def change_range(
@@ -149,11 +149,12 @@ def read_changes(
     """The change rows of snapshots ``start+1 .. end`` as one table (see the module's docstring)."""
     schema = store.latest_schema()
     parts = list(change_batches(io, store, start, end, columns=columns, filter=filter, row_kinds=row_kinds))
-    return pa.concat_tables(parts) if parts else output_schema(schema, columns, row_kinds).empty_table()
+    return pa.concat_tables(parts) if parts else change_schema(schema, columns, row_kinds).empty_table()
 
 
-def output_schema(schema: TableSchema, columns: Sequence[str] | None, row_kinds: bool) -> pa.Schema:
-    """The change feed's columns: the table's (or ``columns``), then the change type and the commit."""
+def change_schema(schema: TableSchema, columns: Sequence[str] | None = None, row_kinds: bool = False) -> pa.Schema:
+    """The change feed's columns for a table of ``schema``: the table's (or ``columns``), then the change type
+    (``_change_type``, or ``_row_kind`` with ``row_kinds``), ``_commit_snapshot`` and ``_commit_timestamp``."""
     fields = [schema.arrow_schema.field(c) for c in (columns or schema.arrow_schema.names)]
     kind = ROW_KIND if row_kinds else CHANGE_TYPE
     extra = [pa.field(kind, pa.string(), False), pa.field(COMMIT_SNAPSHOT, pa.int64(), False)]
@@ -181,16 +182,21 @@ def change_batches(
                 f"unknown column(s) {', '.join(unknown)}; the table has {', '.join(schema.arrow_schema.names)}"
             )
     if filter is not None:
-        filter = check_filter(filter, output_schema(schema, None, row_kinds), "change feed filter")
+        filter = check_filter(filter, change_schema(schema, None, row_kinds), "change feed filter")
     snaps = []
-    for sid in range(start + 1, end + 1):
+    # snapshot ``start`` too: the changes of ``start+1`` read the files it replaced (old vectors, removed files),
+    # which expiration deletes with the last snapshot holding them
+    for sid in range(max(start, 1) if end > start else start + 1, end + 1):
         try:
-            snaps.append(store.snapshot(sid))
+            snap = store.snapshot(sid)
         except SnapshotNotFoundError as exc:
             raise SnapshotNotFoundError(
-                f"the changes of snapshots {start + 1}..{end} need snapshot {sid}: {exc}"
+                f"the changes of snapshots {start + 1}..{end} need snapshot {sid}"
+                f"{' (the files its successor replaced)' if sid == start else ''}: {exc}"
             ) from exc
-    full = output_schema(schema, None, row_kinds)
+        if sid > start:
+            snaps.append(snap)
+    full = change_schema(schema, None, row_kinds)
     names = [*(columns or schema.arrow_schema.names), *full.names[len(schema.arrow_schema) :]]
     walker = _Walker(io, store, schema)
     for snap in snaps:
@@ -215,9 +221,8 @@ class _Walker:
     def __init__(self, io: FileIO, store: MetaStore, schema: TableSchema) -> None:
         self.io, self.store, self.schema = io, store, schema
         self.live: dict[str, int | None] | None = None  # live data path -> its schema id, once a vector needs it
-        self.cache: OrderedDict[str, pa.Table] = OrderedDict()
-        self.cached_bytes = 0
-        self.decoded: dict[Vector, np.ndarray] = {}  # the positions of the vectors the last snapshot read
+        self.rows = RowReader(io, store, schema)
+        self.decoded: dict[str, tuple[Vector, np.ndarray]] = {}  # data path -> its last vector decoded
 
     def changes(self, snap: Snapshot) -> tuple[pa.Table, pa.Array] | None:
         """The rows ``snap`` changed, with their change types; None when it changed none."""
@@ -242,37 +247,39 @@ class _Walker:
         touched = set(added_paths) | set(removed_paths)
         # a commit other than a restore only adds marks: a vector as long as the previous one is the same vector
         forward = snap.properties.get("lakefmt.operation") != "restore"
-        decoded, self.decoded = self.decoded, {}
         changed: list[tuple[str, np.ndarray, np.ndarray]] = []
         for path in sorted((set(new) | set(old)) - touched):
             now, before = new.get(path), old.get(path)
             if now == before or (forward and now and before and now.cardinality == before.cardinality):
                 continue
-            now_pos, before_pos = self._positions(now, decoded), self._positions(before, decoded)
+            before_pos = self._positions(path, before, forward)  # the older first: the newer one is kept
+            now_pos = self._positions(path, now, forward)
             newly, again = _differences(now_pos, before_pos)
             if len(newly) or len(again):
                 changed.append((path, newly, again))
-        if changed:  # the rows at those positions, taken from the files' rows at once
-            files = [self._file_rows(snap, path) for path, _, _ in changed]
-            starts = np.cumsum([0, *(f.num_rows for f in files)])[:-1]
-            whole = pa.concat_tables(files)
-            for side, out in ((1, deleted), (2, inserted)):
-                at = np.concatenate([c[side] + start for c, start in zip(changed, starts, strict=True)])
-                out.append(whole.take(pa.array(at, pa.int64())))
+        if changed:  # the rows at those positions, each file's needed row groups read once
+            sids = [self._schema_id(snap, path) for path, _, _ in changed]
+            gone = [RowRequest(p, sid, newly) for (p, newly, _), sid in zip(changed, sids, strict=True) if len(newly)]
+            back = [RowRequest(p, sid, again) for (p, _, again), sid in zip(changed, sids, strict=True) if len(again)]
+            deleted.append(self.rows.take(gone))
+            inserted.append(self.rows.take(back))
         return _label(
             pa.concat_tables(deleted) if deleted else inserted[0].slice(0, 0),
             pa.concat_tables(inserted),
             self.schema.primary_keys,
         )
 
-    def _positions(self, vector: Vector | None, decoded: dict[Vector, np.ndarray]) -> np.ndarray:
-        """The positions ``vector`` deletes (those of the previous snapshot's vectors are decoded already)."""
+    def _positions(self, path: str, vector: Vector | None, forward: bool) -> np.ndarray:
+        """The positions ``vector`` (of data file ``path``) deletes; the last one decoded per file is kept, as the
+        next snapshot that changes the file compares its new vector with it (in a ``forward`` commit, one that only
+        adds marks, a vector as long as the kept one is the same vector, copied into another vector file)."""
         if vector is None:
             return np.zeros(0, np.int64)
-        out = decoded.get(vector)
-        if out is None:
-            out = deleted_positions(self.io, vector)
-        self.decoded[vector] = out
+        hit = self.decoded.get(path)
+        if hit is not None and (hit[0] == vector or (forward and hit[0].cardinality == vector.cardinality)):
+            return hit[1]
+        out = deleted_positions(self.io, vector)
+        self.decoded[path] = (vector, out)
         return out
 
     def _read(self, entries: pa.Table, vectors: Mapping[str, Vector]) -> pa.Table:
@@ -288,12 +295,8 @@ class _Walker:
             self.live.pop(path, None)
         self.live.update(zip(ents.paths(added), _schema_ids(added), strict=True))
 
-    def _file_rows(self, snap: Snapshot, path: str) -> pa.Table:
-        """Every row of data file ``path`` (live in ``snap``), read whole (a vector's positions index it)."""
-        hit = self.cache.get(path)
-        if hit is not None:
-            self.cache.move_to_end(path)
-            return hit
+    def _schema_id(self, snap: Snapshot, path: str) -> int | None:
+        """The schema id of data file ``path`` (live in ``snap``), whose rows a vector's positions index."""
         if self.live is None or path not in self.live:  # the first need, or a file this walk has not seen added
             live = ents.data_files(ents.live_entries(self.store, snap))
             self.live = dict(zip(ents.paths(live), _schema_ids(live), strict=True))
@@ -301,17 +304,7 @@ class _Walker:
             raise CorruptMetadataError(
                 f"snapshot {snap.id} has a deletion vector for {path}, a data file it does not hold"
             )
-        columns: dict[str, pa.Array] = {ents.PATH: pa.array([path], pa.string())}
-        sid = self.live[path]
-        if sid is not None:
-            columns[ents.SCHEMA_ID] = pa.array([sid], pa.int64())
-        rows = self._read(pa.table(columns), {})
-        self.cache[path] = rows
-        self.cached_bytes += rows.nbytes
-        while self.cached_bytes > _CACHE_BYTES and len(self.cache) > 1:
-            _, old = self.cache.popitem(last=False)
-            self.cached_bytes -= old.nbytes
-        return rows
+        return self.live[path]
 
 
 def _schema_ids(entries: pa.Table) -> list[int | None]:
@@ -371,19 +364,42 @@ def _label(deleted: pa.Table, inserted: pa.Table, keys: Sequence[str]) -> tuple[
     (a key deleted and inserted, on a key table), then the inserts."""
     if deleted.num_rows == 0 and inserted.num_rows == 0:
         return None
-    pairs: list[tuple[int, int]] = []
-    if keys and deleted.num_rows and inserted.num_rows:
+    n_del, n_ins = deleted.num_rows, inserted.num_rows
+    pre, post = np.zeros(0, np.int64), np.zeros(0, np.int64)
+    if keys and n_del and n_ins:
+        pre, post = _pairs(deleted, inserted, keys)
+    only_del = np.ones(n_del, dtype=bool)
+    only_del[pre] = False
+    only_ins = np.ones(n_ins, dtype=bool)
+    only_ins[post] = False
+    paired = np.empty(2 * len(pre), np.int64)
+    paired[0::2], paired[1::2] = pre, n_del + post
+    dels, inss = np.nonzero(only_del)[0], np.nonzero(only_ins)[0]
+    order = np.concatenate([dels, paired, n_del + inss])
+    codes = np.concatenate([np.zeros(len(dels), np.int8), np.tile(np.array([1, 2], np.int8), len(pre)),
+                            np.full(len(inss), 3, np.int8)])  # fmt: skip
+    types = pa.array([DELETE, PREIMAGE, POSTIMAGE, INSERT], pa.string()).take(pa.array(codes))
+    both = pa.concat_tables([deleted, inserted]).combine_chunks()
+    return both.take(pa.array(order, pa.int64())), types
+
+
+def _pairs(deleted: pa.Table, inserted: pa.Table, keys: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """The updates of a snapshot: the rows of ``deleted`` (in order) whose key a row of ``inserted`` has, and that
+    row (the last one with the key). A hash join; keys of a type Arrow cannot join are matched in Python."""
+    at, of = "__lakefmt_deleted", "__lakefmt_inserted"
+    try:
+        ins = inserted.select(list(keys)).append_column(of, pa.array(np.arange(inserted.num_rows, dtype=np.int64)))
+        last = ins.group_by(list(keys), use_threads=False).aggregate([(of, "max")])
+        dels = deleted.select(list(keys)).append_column(at, pa.array(np.arange(deleted.num_rows, dtype=np.int64)))
+        joined = dels.join(last, keys=list(keys), join_type="inner", use_threads=False)
+    except (pa.ArrowNotImplementedError, pa.ArrowTypeError, pa.ArrowInvalid):
         ins_at = {k: i for i, k in enumerate(_key_tuples(inserted, keys))}
-        pairs = [(i, ins_at[k]) for i, k in enumerate(_key_tuples(deleted, keys)) if k in ins_at]
-    pre = {i for i, _ in pairs}
-    post = {j for _, j in pairs}
-    only_del = [i for i in range(deleted.num_rows) if i not in pre]
-    only_ins = [j for j in range(inserted.num_rows) if j not in post]
-    n_del = deleted.num_rows
-    both = pa.concat_tables([deleted, inserted])
-    order = only_del + [x for i, j in pairs for x in (i, n_del + j)] + [n_del + j for j in only_ins]
-    types = [DELETE] * len(only_del) + [PREIMAGE, POSTIMAGE] * len(pairs) + [INSERT] * len(only_ins)
-    return both.take(pa.array(order, pa.int64())), pa.array(types, pa.string())
+        found = [(i, ins_at[k]) for i, k in enumerate(_key_tuples(deleted, keys)) if k in ins_at]
+        return np.array([i for i, _ in found], np.int64), np.array([j for _, j in found], np.int64)
+    i = joined.column(at).to_numpy()
+    j = joined.column(f"{of}_max").to_numpy()
+    order = np.argsort(i, kind="stable")
+    return i[order].astype(np.int64), j[order].astype(np.int64)
 
 
 def _key_tuples(rows: pa.Table, keys: Sequence[str]) -> list[tuple[object, ...]]:

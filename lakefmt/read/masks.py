@@ -21,7 +21,7 @@ import pyarrow as pa
 from lakefmt.errors import CorruptMetadataError
 from lakefmt.io import FileIO
 from lakefmt.meta import entries as ents
-from lakefmt.spec.deletion_vector import decode_framed, puffin_blobs
+from lakefmt.spec.deletion_vector import decode_framed_positions, puffin_blobs
 
 __all__ = ["Vector", "apply_vector", "deleted_count", "deleted_positions", "keep_mask", "load_vectors", "vectors_of"]
 
@@ -127,14 +127,13 @@ def deleted_positions(io: FileIO, vector: Vector) -> np.ndarray:
     data = _read(io, vector.file)
     if vector.offset < 0 or vector.offset + vector.length > len(data):
         raise CorruptMetadataError(f"deletion vector at {vector.offset} of {vector.file} is outside the file")
-    positions = decode_framed(data[vector.offset : vector.offset + vector.length])
+    positions = decode_framed_positions(data[vector.offset : vector.offset + vector.length])
     if len(positions) != vector.cardinality:
         raise CorruptMetadataError(
             f"deletion vector at {vector.offset} of {vector.file} holds {len(positions)} positions, its footer says "
             f"{vector.cardinality}"
         )
-    out: np.ndarray = positions.to_numpy()
-    return out
+    return positions
 
 
 def keep_mask(num_rows: int, positions: np.ndarray, what: str) -> pa.BooleanArray:

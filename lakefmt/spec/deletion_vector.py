@@ -36,6 +36,8 @@ __all__ = [
     "PUFFIN_MAGIC",
     "PuffinBlob",
     "decode_framed",
+    "decode_framed_positions",
+    "decode_positions",
     "decode_puffin",
     "decode_vector",
     "encode_framed",
@@ -92,12 +94,18 @@ def encode_vector(positions: Iterable[int] | pa.Array) -> bytes:
 
 def decode_vector(data: bytes) -> pa.Array:
     """The sorted row positions (int64) of a portable 64-bit Roaring bitmap."""
+    return pa.array(decode_positions(data), pa.int64())
+
+
+def decode_positions(data: bytes) -> np.ndarray:
+    """:func:`decode_vector` as a NumPy int64 array (no Arrow conversion: the change feed decodes many vectors)."""
     roaring = _bitmap_module()
     if len(data) < 8:
         raise CorruptMetadataError(f"a deletion vector of {len(data)} bytes is truncated (no key count)")
     (count,) = struct.unpack_from("<Q", data, 0)
     at, last = 8, -1
-    parts: list[pa.Array] = []
+    view = memoryview(data)
+    parts: list[np.ndarray] = []
     for _ in range(count):
         if at + 4 > len(data):
             raise CorruptMetadataError("a deletion vector is truncated (a key is missing)")
@@ -106,16 +114,18 @@ def decode_vector(data: bytes) -> pa.Array:
             raise CorruptMetadataError(f"a deletion vector's keys are out of order or too large (key {key})")
         at += 4
         try:
-            bitmap = roaring.BitMap.deserialize(data[at:])  # type: ignore[attr-defined]
-        except (ValueError, OverflowError) as exc:
+            bitmap = roaring.BitMap.deserialize(view[at:])  # type: ignore[attr-defined]
+        except (ValueError, OverflowError, TypeError) as exc:
             raise CorruptMetadataError(f"a deletion vector's bitmap for key {key} does not decode: {exc}") from None
         at += len(bitmap.serialize())
-        low = pa.array(np.asarray(bitmap.to_array(), dtype=np.uint32).astype(np.int64))
-        parts.append(pc.add(low, key << 32))
+        low = np.asarray(bitmap.to_array(), dtype=np.uint32).astype(np.int64)
+        parts.append(low + (key << 32) if key else low)
         last = key
     if at != len(data):
         raise CorruptMetadataError(f"a deletion vector has {len(data) - at} bytes past its last bitmap")
-    return pa.concat_arrays(parts) if parts else pa.array([], pa.int64())
+    if not parts:
+        return np.zeros(0, np.int64)
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
 def encode_framed(positions: Iterable[int] | pa.Array) -> bytes:
@@ -127,6 +137,11 @@ def encode_framed(positions: Iterable[int] | pa.Array) -> bytes:
 
 def decode_framed(data: bytes) -> pa.Array:
     """The positions of a framed vector, its length, magic and CRC checked."""
+    return pa.array(decode_framed_positions(data), pa.int64())
+
+
+def decode_framed_positions(data: bytes) -> np.ndarray:
+    """:func:`decode_framed` as a NumPy int64 array."""
     if len(data) < 12:
         raise CorruptMetadataError(f"a framed deletion vector of {len(data)} bytes is truncated")
     (length,) = struct.unpack_from(">I", data, 0)
@@ -138,7 +153,7 @@ def decode_framed(data: bytes) -> pa.Array:
     (crc,) = struct.unpack_from(">I", data, 4 + length)
     if zlib.crc32(body) != crc:
         raise CorruptMetadataError("a framed deletion vector fails its CRC-32 (corrupt)")
-    return decode_vector(body[4:])
+    return decode_positions(body[4:])
 
 
 def encode_puffin(

@@ -27,6 +27,12 @@ MERGE of a DataFrame, collected to Arrow on the driver (:mod:`pyspark_lakefmt.me
     pyspark_lakefmt.merge(spark, uri, df, "t.id = s.id", source_alias="s", target_alias="t") \
         .when_matched_update_all().when_not_matched_insert_all().execute()
 
+SQL functions (:mod:`pyspark_lakefmt.sql_tables`, :mod:`pyspark_lakefmt.sql_procedures`), after one
+``pyspark_lakefmt.register(spark)``::
+
+    SELECT * FROM lakefmt_history('s3://bucket/events')
+    SELECT * FROM lakefmt_delete('s3://bucket/events', 'dt < ''2026-01-01''')
+
 Of the session conf, only ``spark.sql.sources.partitionOverwriteMode`` counts, and only the write tasks see it:
 a batch overwrite that names no scope replaces the partitions written when the tasks saw ``dynamic``, else the
 whole table (:func:`pyspark_lakefmt.writer.session_overwrite`).
@@ -37,8 +43,9 @@ from __future__ import annotations
 from .merge import merge
 from .rewrites import compact, delete
 from .source import LakefmtDataSource
+from .sql_register import register
 
-__all__ = ["DefaultSource", "LakefmtDataSource", "compact", "delete", "merge"]
+__all__ = ["DefaultSource", "LakefmtDataSource", "compact", "delete", "merge", "register"]
 
 #: the name pyspark's data source lookup looks for in a ``pyspark_*`` module
 DefaultSource = LakefmtDataSource

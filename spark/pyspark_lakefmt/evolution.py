@@ -24,9 +24,11 @@ A schema change is committed on the driver, before the data commit and once: lat
 add. A replayed micro-batch (same batch id, after a crash) is skipped by the commit's dedup whatever schema its new
 files were written under.
 
-**Reads.** A batch read returns the current schema, or with ``snapshotId``/``asOf`` (and Delta's spellings) the
-schema that snapshot was committed under (:func:`read_schema`, what ``DataSource.schema()`` returns); its files
-are matched to that schema by field id on the executors (``Table.read_files``). A DataFrame defined before the
+**Reads.** A batch read returns the table's current schema, also with ``snapshotId``/``asOf``/``tag`` (and Delta's
+spellings): an older snapshot's files are matched to it by field id on the executors (``Table.read_files``), so a
+column added since reads as nulls and a renamed one under its new name (:func:`read_schema`, what
+``DataSource.schema()`` returns). A SQL table's catalog keeps the current columns, and ``SELECT ... WITH
+('snapshotId' = '1')`` reads that way too. A DataFrame defined before the
 table's schema changed is refused when it runs (:func:`check_spark_schema`): load it again. A streaming read keeps
 the schema it started with; files of a later schema are read into it while that loses nothing (columns added
 since are left out, a renamed column keeps its old name), and a change it cannot show (a column it returns was
@@ -89,11 +91,13 @@ def write_schema(table: lakefmt.Table, incoming: pa.Schema, *, merge: bool) -> l
 
 # -- reads ----------------------------------------------------------------------------------------------------
 def read_schema(table: lakefmt.Table, options: Mapping[str, str]) -> lakefmt.TableSchema:
-    """The schema a batch read with ``options`` returns: the snapshot's that ``snapshotId``/``asOf`` (or Delta's
-    ``versionAsOf``/``timestampAsOf``) or ``tag`` names, else the current one."""
+    """The schema a batch read with ``options`` returns: the table's current one, also for a snapshot that
+    ``snapshotId``/``asOf`` (or Delta's ``versionAsOf``/``timestampAsOf``) or ``tag`` names, which is looked up
+    now so that a snapshot that does not exist fails when the DataFrame is defined."""
     chosen = {k: v for k, v in options.items() if str(k).lower() in TIME_TRAVEL_OPTIONS}
+    current = table.table_schema()
     if not chosen:
-        return table.table_schema()
+        return current
     opts = parse_options(chosen, "read")
     given = [opts.spelled(k) for k in ("snapshotId", "asOf", "tag") if opts.get(k) is not None]
     if len(given) > 1:  # the reader's own message (see Reader._scan)
@@ -101,8 +105,10 @@ def read_schema(table: lakefmt.Table, options: Mapping[str, str]) -> lakefmt.Tab
             f"options {' and '.join(given)}: give one: a snapshot id, a time or a tag, not two"
         )
     if opts.get("tag") is not None:
-        return table.scan(tag=opts.get("tag")).schema
-    return table.scan(snapshot_id=opts.get("snapshotId"), as_of=opts.get("asOf")).schema
+        table.scan(tag=opts.get("tag"))
+    else:
+        table.scan(snapshot_id=opts.get("snapshotId"), as_of=opts.get("asOf"))
+    return current
 
 
 def _columns(schema: StructType) -> list[tuple[str, object]]:

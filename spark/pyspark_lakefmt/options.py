@@ -188,10 +188,18 @@ OPTIONS: tuple[Option, ...] = (
     _opt("pushFilters", "read", _bool, "true: prune files with Spark's filters (also set "
          "spark.sql.python.filterPushdown.enabled=true)"),
     _opt("tag", "read", _tag, "time travel to a tag (it reads after its snapshot expired)"),
-    _opt("startingSnapshot", "stream-read", _starting_snapshot, "the first snapshot a new stream reads, or latest "
-         "(only what is committed from now on)"),
-    _opt("startingTimestamp", "stream-read", _instant, "a new stream reads the snapshots committed at or after this "
-         "instant (ISO-8601 or epoch ms)"),
+    _opt("readChangeFeed", "read stream-read", _bool, "true: read the change data feed (the rows each snapshot "
+         "inserted, updated and deleted, with _change_type, _commit_snapshot, _commit_version, _commit_timestamp)"),
+    _opt("startingSnapshot", "read stream-read", _starting_snapshot, "the first snapshot a new stream reads, or "
+         "latest (only what is committed from now on); with readChangeFeed, the first snapshot whose changes are read"),
+    _opt("startingVersion", "read stream-read", _starting_snapshot, "Delta's spelling of startingSnapshot",
+         "startingSnapshot"),
+    _opt("endingVersion", "read", _snapshot_id, "with readChangeFeed: the last snapshot whose changes are read"),
+    _opt("endingSnapshot", "read", _snapshot_id, "lakefmt's spelling of endingVersion", "endingVersion"),
+    _opt("startingTimestamp", "read stream-read", _instant, "a new stream reads the snapshots committed at or after "
+         "this instant (ISO-8601 or epoch ms); with readChangeFeed, the changes committed at or after it"),
+    _opt("endingTimestamp", "read", _instant, "with readChangeFeed: the changes committed at or before this "
+         "instant"),
     _opt("maxFilesPerTrigger", "stream-read", _positive_int, "admission control: at most this many files per "
          "micro-batch"),
     _opt("maxBytesPerTrigger", "stream-read", _size, "admission control: about this many bytes per micro-batch"),

@@ -84,23 +84,37 @@ class Reader(DataSourceReader):
         given = [options.spelled(k) for k in ("snapshotId", "asOf", "tag") if options.get(k) is not None]
         self.both = f"options {' and '.join(given)}" if len(given) > 1 else ""
 
-    def _scan(self) -> lakefmt.Scan:
+    def _scan(self, table: lakefmt.Table, current: lakefmt.TableSchema) -> lakefmt.Scan:
+        """The snapshot's files. Spark's pushed filters name the current schema's columns, so they prune only a
+        snapshot committed under it (a column renamed or added since is not the snapshot's); Spark evaluates
+        every filter on the rows anyway."""
         if self.both:  # raised when Spark plans the read, so that the reader itself can be built and inspected
             raise lakefmt.InvalidOptionError(f"{self.both}: give one (a snapshot id, a time or a tag)")
+        pinned = self.tag is not None or self.snapshot_id is not None or self.as_of is not None
+        if self.filter is None or not pinned:
+            return self._snapshot_scan(table, self.filter)
+        scan = self._snapshot_scan(table, None)
+        return self._snapshot_scan(table, self.filter) if scan.schema.id == current.id else scan
+
+    def _snapshot_scan(self, table: lakefmt.Table, filter: pc.Expression | None) -> lakefmt.Scan:
         if self.tag is not None:
-            return self.ref.open().scan(filter=self.filter, tag=self.tag)
-        return self.ref.open().scan(filter=self.filter, snapshot_id=self.snapshot_id, as_of=self.as_of)
+            return table.scan(filter=filter, tag=self.tag)
+        return table.scan(filter=filter, snapshot_id=self.snapshot_id, as_of=self.as_of)
 
     def partitions(self) -> list[_FilesPartition]:
-        """One partition per read task of about ``READ_SPLIT_BYTES`` (one empty partition for no files)."""
-        scan = self._scan()
-        check_spark_schema(self.spark_schema, scan.schema, "this DataFrame")
-        sid = scan.schema.id
+        """One partition per read task of about ``READ_SPLIT_BYTES`` (one empty partition for no files). Every
+        read, time travel included, returns the table's current schema (:func:`.evolution.read_schema`)."""
+        table = self.ref.open()
+        current = table.table_schema()
+        scan = self._scan(table, current)
+        check_spark_schema(self.spark_schema, current, "this DataFrame")
+        sid = current.id
         parts = [_FilesPartition(list(task.files), sid) for task in scan.plan_tasks(READ_SPLIT_BYTES)]
         return parts or [_FilesPartition([], sid)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        """The task's files as the read's schema (the snapshot's, planned on the driver), matched by field id."""
+        """The task's files as the read's schema (the current one when planned on the driver), matched by field
+        id: a column the snapshot's files lack reads as nulls."""
         assert isinstance(partition, _FilesPartition)
         if partition.files:
             yield from self.ref.open().read_files(partition.files, schema=partition.schema_id)

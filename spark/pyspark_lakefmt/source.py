@@ -10,6 +10,7 @@ import lakefmt
 
 from .catalog import check_declaration_options, check_sql_columns, declares_sql_table, sql_schema
 from .evolution import read_schema
+from .feed import FEED_OPTIONS, ChangeFeedReader, ChangeFeedStreamReader, spark_feed_schema
 from .options import SPARK_OPTIONS, TableRef, parse_options
 from .reader import PushdownReader, Reader
 from .writer import BatchWriter, StreamWriter, commit_user, overwrite_from_options, table_for_write
@@ -27,19 +28,35 @@ class LakefmtDataSource(DataSource):
     def schema(self) -> StructType:
         """The table's current schema; for a read with ``snapshotId``/``asOf``/``tag``, that snapshot's."""
         ref = TableRef.from_options(self.options)
+        if self._change_feed():
+            return spark_feed_schema(ref.open())
         schema = from_arrow_schema(read_schema(ref.open(), self.options).arrow_schema)
         if declares_sql_table(self.options):  # CREATE TABLE ... USING lakefmt LOCATION: see .catalog
             check_declaration_options(self.options, SPARK_OPTIONS)
             return sql_schema(schema, ref.path)
         return schema
 
+    def _change_feed(self) -> bool:
+        """Whether the read is of the change feed (``readChangeFeed``, see :mod:`.feed`)."""
+        low = {str(k).lower(): v for k, v in self.options.items()}
+        return str(low.get("readchangefeed", "false")).strip().lower() in ("true", "1", "yes")
+
     def reader(self, schema: StructType) -> DataSourceReader:
         options = parse_options(self.options, "read")
+        if options.get("readChangeFeed"):
+            return ChangeFeedReader(TableRef.from_options(self.options, read_schema=schema), options)
+        given = [options.spelled(k) for k in FEED_OPTIONS if options.get(k) is not None]
+        if given:
+            raise lakefmt.InvalidOptionError(
+                f"option {given[0]} is for a change feed read: add .option('readChangeFeed', 'true')"
+            )
         cls = PushdownReader if options.get("pushFilters") else Reader
         return cls(self._read_ref(schema), options, schema)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        parse_options(self.options, "stream-read")  # an unknown option or a bad value: an error naming it
+        options = parse_options(self.options, "stream-read")  # an unknown option or a bad value: an error naming it
+        if options.get("readChangeFeed"):
+            return ChangeFeedStreamReader(TableRef.from_options(self.options, read_schema=schema), options)
         try:  # imported here: batch reads and the sinks work on pyspark 4.1, which lacks what this needs
             from .stream_reader import StreamReader
         except ImportError as exc:

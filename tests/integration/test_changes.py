@@ -298,3 +298,27 @@ def test_cli_changes(tmp_path: Path, capsys: Any) -> None:
     m.t.expire_snapshots(retain_max=1)
     assert main(["changes", m.t.uri, "--from", "0"]) == 1
     assert "need snapshot 1" in capsys.readouterr().err
+
+
+def test_changelog_producer_option(tmp_path: Path) -> None:
+    """``changelog-producer``: none (the default) and lookup give the same feed (the vectors a commit writes are
+    the lookup's result); input and full-compaction are refused, and a bad value names itself; no table is made."""
+    feeds = []
+    for producer in ("none", "lookup"):
+        t = lakefmt.create_table(
+            str(tmp_path / producer), SCHEMA, primary_key=["id", "dt"],
+            options={**KEYED, "changelog-producer": producer},
+        )  # fmt: skip
+        assert t.table_schema().table_options.changelog_producer == producer
+        t.upsert(_table([(1, "a", 10), (2, "a", 20)]))
+        t.upsert(_table([(1, "a", 11), (3, "b", 30)]))
+        t.delete_keys(_table([(2, "a", None)]))
+        feeds.append(_bag(_feed(t, 0)))
+    assert feeds[0] == feeds[1]
+    assert feeds[1][("update_preimage", 2, (1, "a", 10))] == 1 and feeds[1][("delete", 3, (2, "a", 20))] == 1
+    for value, message in (("input", "input is not supported yet"), ("Lookups", "none or lookup, got 'Lookups'")):
+        with pytest.raises(InvalidOptionError, match=message):
+            lakefmt.create_table(
+                str(tmp_path / "bad"), SCHEMA, primary_key=["id"], options={"changelog-producer": value}
+            )
+        assert not (tmp_path / "bad").exists()
