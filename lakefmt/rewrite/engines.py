@@ -32,6 +32,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakefmt.errors import KeyTableError
 from lakefmt.spec import TableSchema
 from lakefmt.spec.merge_engine import column_functions
 
@@ -107,7 +108,7 @@ def fold(rows: pa.Table, keys: Sequence[str], functions: Mapping[str, str]) -> p
         column = rows.column(name).combine_chunks()
         fn = "first_value" if name in keys else functions[name]
         if fn in _HASHED:
-            out[name] = sums[name].cast(column.type)
+            out[name] = _back(sums[name], column.type, name, fn)
         elif fn == "first_value":
             out[name] = column.take(pa.array(first))
         else:
@@ -119,6 +120,30 @@ def fold(rows: pa.Table, keys: Sequence[str], functions: Mapping[str, str]) -> p
     return pa.table(out, schema=pa.schema([rows.schema.field(c) for c in columns]))
 
 
+def _wide(t: pa.DataType) -> pa.DataType | None:
+    """The type a ``sum`` over a column of type ``t`` is computed in, wide enough never to wrap around (pyarrow's
+    integer sums wrap silently: ``2**62 + 2**62`` is ``-2**63``): 38 decimal digits hold the sum of 10**19 int64
+    or uint64 values, 76 that of any number of 38-digit decimals a table holds. None: sum in ``t`` itself."""
+    if pa.types.is_integer(t):
+        return pa.decimal128(38, 0)
+    if pa.types.is_decimal(t):
+        return pa.decimal256(76, t.scale)
+    return None
+
+
+def _back(result: pa.Array, t: pa.DataType, name: str, fn: str) -> pa.Array:
+    """``result`` (a column's ``sum``/``min``/``max``/``count`` per key) cast back to the column's type ``t``;
+    :class:`KeyTableError` naming the column when a value does not fit (the commit then writes nothing)."""
+    try:
+        return result.cast(t)
+    except (pa.ArrowInvalid, OverflowError) as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise KeyTableError(
+            f"the {fn} of column {name!r} for a key does not fit its type {t} ({reason}): the commit is refused and "
+            "the table is unchanged; widen the column (update_schema) to aggregate larger values"
+        ) from None
+
+
 def _valid(column: pa.Array) -> np.ndarray:
     valid: np.ndarray = pc.is_valid(column).to_numpy(zero_copy_only=False)
     return valid
@@ -126,7 +151,11 @@ def _valid(column: pa.Array) -> np.ndarray:
 
 def _hashed(rows: pa.Table, gid: np.ndarray, count: int, functions: Mapping[str, str]) -> dict[str, pa.Array]:
     """Per column, its ``sum``/``min``/``max``/``count`` over the rows of each group (index: ``gid``)."""
-    table = pa.table({_GID: pa.array(gid), **{c: rows.column(c) for c in functions}})
+    columns = {}
+    for c, fn in functions.items():
+        wide = _wide(rows.schema.field(c).type) if fn == "sum" else None
+        columns[c] = rows.column(c) if wide is None else rows.column(c).cast(wide)
+    table = pa.table({_GID: pa.array(gid), **columns})
     aggregations: list[tuple[str, str, pc.FunctionOptions]] = []
     for name, fn in functions.items():
         if fn == "count":

@@ -1,0 +1,56 @@
+"""Merge engines attacked: sums that overflow their column's type, and the table unchanged after a refused commit."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+import lakefmt
+from lakefmt.errors import KeyTableError
+
+
+def _sum_table(tmp_path: Path, t: pa.DataType) -> tuple[lakefmt.Table, pa.Schema]:
+    schema = pa.schema([("id", pa.int64()), ("v", t)])
+    table = lakefmt.create_table(
+        str(tmp_path / "t"),
+        schema,
+        primary_key=["id"],
+        options={"merge-engine": "aggregation", "fields.v.aggregate-function": "sum"},
+    )
+    return table, schema
+
+
+@pytest.mark.parametrize(
+    ("t", "first", "second"),
+    [
+        (pa.int8(), 100, 100),
+        (pa.int64(), 2**62, 2**62),  # pyarrow's sum wraps around silently to -2**63
+        (pa.uint64(), 2**64 - 1, 1),  # ... and to 0
+        (pa.decimal128(5, 2), Decimal("999.99"), Decimal("0.01")),
+    ],
+)
+def test_a_sum_that_overflows_is_refused_and_the_table_unchanged(
+    tmp_path: Path, t: pa.DataType, first: object, second: object
+) -> None:
+    table, schema = _sum_table(tmp_path, t)
+    # within one commit's rows
+    with pytest.raises(KeyTableError, match=r"sum of column 'v' .* does not fit"):
+        table.upsert(pa.table({"id": [1, 1], "v": [first, second]}, schema=schema))
+    assert table.latest_snapshot() is None
+    # with the key's live row
+    table.upsert(pa.table({"id": [1], "v": [first]}, schema=schema))
+    before = table.latest_snapshot()
+    with pytest.raises(KeyTableError, match=r"sum of column 'v' .* does not fit"):
+        table.upsert(pa.table({"id": [1], "v": [second]}, schema=schema))
+    assert table.latest_snapshot() == before
+    assert table.to_arrow().to_pylist() == [{"id": 1, "v": first}]
+
+
+def test_a_sum_at_the_edge_of_its_type_is_exact(tmp_path: Path) -> None:
+    table, schema = _sum_table(tmp_path, pa.int64())
+    table.upsert(pa.table({"id": [1, 1, 1], "v": [2**62, 2**62 - 1, -5]}, schema=schema))
+    table.upsert(pa.table({"id": [1, 1], "v": [4, None]}, schema=schema))
+    assert table.to_arrow().to_pylist() == [{"id": 1, "v": 2**63 - 2}]
