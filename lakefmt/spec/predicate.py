@@ -343,10 +343,15 @@ def _value(value: Any, f: pa.Field, text: str) -> pa.Scalar:
     try:
         if pa.types.is_boolean(f.type) != isinstance(value, bool):
             raise TypeError
+        if isinstance(value, int) and not isinstance(value, bool) and pa.types.is_integer(f.type):
+            # made in the column's type: inferred first, an int above 2**63 - 1 overflows int64 though uint64's
+            # largest values hold it
+            return pa.scalar(value, f.type)
         return pa.scalar(value).cast(f.type)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, TypeError, OverflowError):
+        outside = " (outside its range)" if isinstance(value, int) and pa.types.is_integer(f.type) else ""
         raise InvalidPredicateError(
-            f"{text!r}: {_show(value)} cannot be compared with column {f.name} of type {f.type}"
+            f"{text!r}: {_show(value)} cannot be compared with column {f.name} of type {f.type}{outside}"
         ) from None
 
 
