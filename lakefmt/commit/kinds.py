@@ -15,6 +15,7 @@ snapshots never fails a writer.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -24,6 +25,7 @@ import pyarrow.compute as pc
 
 from lakefmt.commit.merge import ManifestMerger
 from lakefmt.commit.producer import SnapshotProducer
+from lakefmt.commit.types import CommitOutcome, CommitResult
 from lakefmt.errors import CommitConflictError, InvalidPartitionError, LakefmtError, RewriteConflictError
 from lakefmt.meta import entries
 from lakefmt.meta.store import MetaStore
@@ -330,6 +332,11 @@ class VectorPlanner(Protocol):
         """The live paths of the partitions and buckets the last plan touched, in ``latest``."""
         ...
 
+    @property
+    def written(self) -> list[str]:
+        """The files every plan so far wrote (or began to write), relative to the table root."""
+        ...
+
 
 class KeyedProducer(SnapshotProducer):
     """A commit that marks deletion vectors: an upsert (kind APPEND: its new rows, the old versions of their keys
@@ -345,6 +352,29 @@ class KeyedProducer(SnapshotProducer):
         self.planner = planner
         self.kind = kind  # type: ignore[misc]
         self.changes: VectorChanges | None = None
+
+    def commit(self) -> CommitResult:
+        """The protocol (:meth:`SnapshotProducer.commit`); then the files of plans that are known not to have
+        landed are deleted (best effort; orphan-clean is the backstop): all of them when the commit failed before
+        any publish that may have landed, or ended without one; those of plans dropped after a lost race when it
+        landed. Nothing is deleted while a publish may have landed."""
+        try:
+            result = super().commit()
+        except BaseException:
+            if not self.in_doubt:
+                self._discard_plans(frozenset())
+            raise
+        keep: frozenset[str] = frozenset()
+        if result.outcome is CommitOutcome.COMMITTED and self.changes is not None:
+            keep = frozenset(entries.paths(self.changes.added))
+        self._discard_plans(keep)
+        return result
+
+    def _discard_plans(self, keep: frozenset[str]) -> None:
+        for path in self.planner.written:
+            if path not in keep:
+                with contextlib.suppress(Exception):
+                    self.io.delete(path)
 
     def has_work(self) -> bool:
         return True  # a delete adds no file; whether it changes anything is known once planned

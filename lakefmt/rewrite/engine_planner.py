@@ -151,6 +151,10 @@ class MergePlanner(UpsertPlanner):
     def _write_merged(self, rows: pa.Table, schema: TableSchema) -> list[DataFile]:
         """Write the merged rows to new data files of their buckets (not yet listed in any manifest)."""
         writer = TableWriter(self.io, schema, writer_id=f"{self.writer_id}-merge")
-        with writer:
-            writer.write(rows)
-            return writer.close_files()
+        try:
+            with writer:
+                writer.write(rows)
+                files = writer.close_files()
+        finally:  # the files it began too: a write whose answer was lost may have landed
+            self.written += writer.begun_paths
+        return files
