@@ -36,7 +36,7 @@ from lakefmt.errors import KeyTableError
 from lakefmt.spec import TableSchema
 from lakefmt.spec.merge_engine import column_functions
 
-__all__ = ["fold", "merge_with_live", "reduce_batch"]
+__all__ = ["fold", "merge_rows", "merge_with_live", "reduce_batch"]
 
 _GID = "__lakefmt_group"
 #: a function over a commit's rows -> the function that combines the live row's value with their result
@@ -75,6 +75,41 @@ def merge_with_live(live: pa.Table, reduced: pa.Table, schema: TableSchema) -> p
     joined = merged.join(order, list(schema.primary_keys), join_type="inner", use_threads=False)
     joined = joined.take(pc.sort_indices(joined.column("__lakefmt_want")))
     return joined.select(names).cast(reduced.schema)
+
+
+def merge_rows(live: pa.Table, rows: pa.Table, schema: TableSchema) -> pa.Table:
+    """One row per key of ``rows`` (the new rows one commit writes, in the order written): the key's live row in
+    ``live`` (at most one per key; a key without one starts from nothing) and its new rows folded together, in
+    one pass, as :func:`merge_with_live` of :func:`reduce_batch` but exact under ``sequence.field``: the live row
+    takes its place among the new rows by its sequence value (a null first; on a tie it comes before the new
+    rows, which are later), so a row that arrives late (an older sequence value than the live row's) does not
+    override newer values, as under ``deduplicate`` (format.md §22.5). A ``count`` column counts the new rows'
+    non-null values and adds the live row's count."""
+    names = schema.arrow_schema.names
+    functions = column_functions(schema)
+    rows = rows.select(names)
+    counted = [c for c, f in functions.items() if f == "count"]
+    for c in counted:  # a new row counts 1 where it holds a value; the live row holds its count
+        i = rows.schema.get_field_index(c)
+        ones = pc.is_valid(rows.column(c)).cast(pa.int64()).cast(rows.schema.field(c).type)
+        rows = rows.set_column(i, rows.schema.field(c), ones)
+    live = live.select(names).cast(rows.schema)
+    origin = "__lakefmt_origin"
+    stacked = pa.concat_tables([live, rows]).append_column(
+        origin, pa.array(np.arange(live.num_rows + rows.num_rows, dtype=np.int64))
+    )
+    seq = schema.table_options.sequence_field
+    if seq is not None and stacked.num_rows > 1:
+        valid = "__lakefmt_valid"
+        ordered = stacked.append_column(valid, pc.is_valid(stacked.column(seq)))
+        stacked = stacked.take(
+            pc.sort_indices(ordered, sort_keys=[(valid, "ascending"), (seq, "ascending"), (origin, "ascending")])
+        )
+    functions = {c: _COMBINE.get(f, f) for c, f in functions.items()}
+    merged = fold(stacked.drop_columns([origin]), schema.primary_keys, functions)
+    keys = list(schema.primary_keys)
+    # the keys of ``rows`` only (a live row without new rows is not this commit's), in the order of their first row
+    return merged.join(rows.select(keys), keys, join_type="left semi", use_threads=False).select(names)
 
 
 def fold(rows: pa.Table, keys: Sequence[str], functions: Mapping[str, str]) -> pa.Table:
