@@ -44,3 +44,35 @@ def test_a_literal_outside_the_type_is_refused_by_name(table: lakefmt.Table, tex
     with pytest.raises(InvalidPredicateError, match="outside its range"):
         table.delete(text)
     assert table.latest_snapshot() == before
+
+
+TEXT = pa.schema([("s", pa.string())])
+PATHS = ["C:\\temp", "C:temp", "tab\there", "tabthere", "it's", 'say "hi"', "a\\"]
+
+
+@pytest.fixture
+def texts(tmp_path: Path) -> lakefmt.Table:
+    t = lakefmt.create_table(str(tmp_path / "s"), TEXT)
+    t.append(pa.table({"s": PATHS}, schema=TEXT))
+    return t
+
+
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [
+        ("s = 'C:\\\\temp'", ["C:\\temp"]),  # an escaped backslash is a backslash
+        ("s = 'it\\'s' OR s = 'it''s'", ["it's"]),
+        ('s = "say \\"hi\\""', ['say "hi"']),
+        ("s = 'a\\\\'", ["a\\"]),
+    ],
+)
+def test_backslash_escapes_a_quote_or_a_backslash(texts: lakefmt.Table, text: str, want: list[str]) -> None:
+    assert texts.to_arrow(filter=text).column("s").to_pylist() == want
+
+
+@pytest.mark.parametrize("text", ["s = 'C:\\temp'", "s = 'tab\\there'", "s IN ('x', 'a\\\\\\n')"])
+def test_another_escape_is_refused_not_dropped(texts: lakefmt.Table, text: str) -> None:
+    """``'C:\\temp'`` meant ``C:temp`` (the backslash dropped): a delete removed rows the user never named."""
+    with pytest.raises(InvalidPredicateError, match=r"the escape \\[tn] in the text literal at position \d+"):
+        texts.delete(text)
+    assert sorted(texts.to_arrow().column("s").to_pylist()) == sorted(PATHS)
