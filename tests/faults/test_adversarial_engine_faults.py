@@ -140,3 +140,26 @@ def test_an_aggregation_upsert_on_s3_with_dropped_connections(s3_store: Any) -> 
             landed = after.latest_snapshot().id == 2
             want = {1: (13, 2), 2: (20, 1), 3: (3, 1)} if landed else {1: (10, 1), 2: (20, 1)}
             assert _live(after) == want, f"{kind.value}@{k} {io.log[k - 1] if k <= len(io.log) else ''}"
+
+
+def test_a_commit_that_lost_a_race_deletes_the_files_of_its_dropped_plan(tmp_path: Path) -> None:
+    """An aggregation upsert whose first publish loses to a concurrent upsert of the same key plans again on the
+    winner's snapshot: the sum counts both once, and the merged file and vectors of the dropped plan are deleted."""
+    uri = str(tmp_path / "t")
+    plain = lakefmt.create_table(uri, SCHEMA, primary_key=["id"], options=AGG)
+    plain.upsert(pa.table({"id": [1], "total": [10], "hits": [1]}, schema=SCHEMA))
+    raced = []
+
+    def race(op: str, path: str) -> None:
+        if op == "publish" and not raced:
+            raced.append(path)
+            plain.upsert(pa.table({"id": [1], "total": [100], "hits": [1]}, schema=SCHEMA))
+
+    io = FaultIO(lakefmt.open_table(uri).io, hook=race)
+    lakefmt.Table(io, MetaStore(io)).upsert(pa.table({"id": [1, 1], "total": [1, 2], "hits": [1, 1]}, schema=SCHEMA))
+    assert raced and [op for op, _ in io.log].count("publish") == 2  # lost once, then landed
+    table = lakefmt.open_table(uri)
+    assert _live(table) == {1: (113, 4)}
+    orphans = table.remove_orphan_files(older_than=0, dry_run=True).deleted
+    left = sorted(p for paths in orphans.values() for p, _ in paths if "/manifest/" not in f"/{p}")
+    assert left == [], left
