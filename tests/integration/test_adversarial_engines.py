@@ -10,6 +10,7 @@ import pytest
 
 import lakefmt
 from lakefmt.errors import KeyTableError
+from lakefmt.rewrite.upsert import apply_key_changes
 
 
 def _sum_table(tmp_path: Path, t: pa.DataType) -> tuple[lakefmt.Table, pa.Schema]:
@@ -82,3 +83,9 @@ def test_sequence_field_orders_new_rows_against_the_live_row(
     # one commit with a row older and a row newer than the live row: the newer one's null keeps "b"
     table.upsert(pa.table({"id": [1, 1], "v": [None, "z"], "n": [None, 100], "seq": [30, 15]}, schema=SEQ))
     assert table.to_arrow().to_pylist() == [want]
+
+
+@pytest.mark.parametrize("table", [None, "some/path"])
+def test_apply_key_changes_names_a_table_that_is_not_one(table: object) -> None:
+    with pytest.raises(TypeError, match=r"expected a lakefmt Table \(lakefmt.open_table\(uri\)\), got (NoneType|str)"):
+        apply_key_changes(table, None, None)  # type: ignore[arg-type]
