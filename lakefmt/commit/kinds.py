@@ -15,7 +15,8 @@ snapshots never fails a writer.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import contextlib
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -24,7 +25,9 @@ import pyarrow.compute as pc
 
 from lakefmt.commit.merge import ManifestMerger
 from lakefmt.commit.producer import SnapshotProducer
+from lakefmt.commit.types import CommitOutcome, CommitResult
 from lakefmt.errors import CommitConflictError, InvalidPartitionError, LakefmtError, RewriteConflictError
+from lakefmt.io import FileIO
 from lakefmt.meta import entries
 from lakefmt.meta.store import MetaStore
 from lakefmt.spec import CommitKind, ManifestFileMeta, Snapshot, TableSchema, operations
@@ -330,6 +333,11 @@ class VectorPlanner(Protocol):
         """The live paths of the partitions and buckets the last plan touched, in ``latest``."""
         ...
 
+    @property
+    def written(self) -> list[str]:
+        """The files every plan so far wrote (or began to write), relative to the table root."""
+        ...
+
 
 class KeyedProducer(SnapshotProducer):
     """A commit that marks deletion vectors: an upsert (kind APPEND: its new rows, the old versions of their keys
@@ -345,6 +353,11 @@ class KeyedProducer(SnapshotProducer):
         self.planner = planner
         self.kind = kind  # type: ignore[misc]
         self.changes: VectorChanges | None = None
+
+    def commit(self) -> CommitResult:
+        """The protocol (:meth:`SnapshotProducer.commit`), deleting the files of plans known not to land
+        (:func:`_discarding_plans`)."""
+        return _discarding_plans(self, self.planner, super().commit)
 
     def has_work(self) -> bool:
         return True  # a delete adds no file; whether it changes anything is known once planned
@@ -379,6 +392,10 @@ class KeyedOverwriteProducer(OverwriteProducer):
         self.planner = planner
         self.changes: VectorChanges | None = None
 
+    def commit(self) -> CommitResult:
+        """The protocol, deleting the files of the plan when it is known not to land (:func:`_discarding_plans`)."""
+        return _discarding_plans(self, self.planner, super().commit)
+
     def replaced(self, latest: Snapshot | None, schema: TableSchema) -> pa.Table:
         out = super().replaced(latest, schema)
         if self.changes is None:  # the new files' marks do not depend on the snapshot: planned once
@@ -393,3 +410,30 @@ class KeyedOverwriteProducer(OverwriteProducer):
         if not parts:
             return []
         return merger.write_entries(entries.concat_entries(parts), 100.0)
+
+
+def _discarding_plans(
+    producer: KeyedProducer | KeyedOverwriteProducer, planner: VectorPlanner, run: Callable[[], CommitResult]
+) -> CommitResult:
+    """``run()`` (the commit protocol); then delete, best effort (orphan-clean is the backstop), the files the
+    planner wrote (deletion vectors, merged rows) that no snapshot will reference: all of them when the commit
+    failed before any publish that may have landed, or ended without publishing; those of plans dropped after a
+    lost race when it landed. Nothing is deleted while a publish may have landed (``producer.in_doubt``)."""
+    try:
+        result = run()
+    except BaseException:
+        if not producer.in_doubt:
+            _delete_quietly(producer.io, planner.written, frozenset())
+        raise
+    keep: frozenset[str] = frozenset()
+    if result.outcome is CommitOutcome.COMMITTED and producer.changes is not None:
+        keep = frozenset(entries.paths(producer.changes.added))
+    _delete_quietly(producer.io, planner.written, keep)
+    return result
+
+
+def _delete_quietly(io: FileIO, paths: Sequence[str], keep: frozenset[str]) -> None:
+    for path in paths:
+        if path not in keep:
+            with contextlib.suppress(Exception):
+                io.delete(path)

@@ -96,8 +96,13 @@ Targetable = RewriteTarget | _HasTarget
 
 
 def as_target(table: Targetable) -> RewriteTarget:
-    """``table`` as a :class:`RewriteTarget` (a table builds its own)."""
-    return table if isinstance(table, RewriteTarget) else table.rewrite_target()
+    """``table`` as a :class:`RewriteTarget` (a table builds its own); ``TypeError`` for anything else (a table
+    passed as None or as a path would otherwise fail with an ``AttributeError`` from deep inside)."""
+    if isinstance(table, RewriteTarget):
+        return table
+    if not callable(getattr(table, "rewrite_target", None)):
+        raise TypeError(f"expected a lakefmt Table (lakefmt.open_table(uri)), got {type(table).__name__}")
+    return table.rewrite_target()
 
 
 # -- reading -----------------------------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ import pyarrow as pa
 
 from lakefmt.commit.kinds import VectorChanges
 from lakefmt.meta import entries as ents
-from lakefmt.rewrite.engines import merge_with_live, reduce_batch
+from lakefmt.rewrite.engines import merge_rows, reduce_batch
 from lakefmt.rewrite.keys import (
     _FILE,
     _POS,
@@ -133,7 +133,17 @@ class MergePlanner(UpsertPlanner):
         if not rewrite.any():
             return None
         self._mark_rows(mark, tagged.filter(pa.array(rewrite[row_of])), new_paths)
-        return merge_with_live(live_rows, reduced.filter(pa.array(rewrite)), schema)
+        # every new row of the keys rewritten, in commit order, folded with their live rows in one pass (exact
+        # under sequence.field: the live row takes its place among the new rows)
+        at = "__lakefmt_at"
+        flagged = (
+            incoming.select(keys)
+            .append_column(at, pa.array(np.arange(incoming.num_rows, dtype=np.int64)))
+            .join(numbered, keys, join_type="inner", use_threads=False)
+        )
+        chosen = np.zeros(incoming.num_rows, dtype=bool)
+        chosen[flagged.column(at).to_numpy()] = rewrite[flagged.column(_ROW).to_numpy()]
+        return merge_rows(live_rows, incoming.select(names).filter(pa.array(chosen)), schema)
 
     def _live_rows(self, live: pa.Table, schema: TableSchema, matched: pa.Table, paths: list[str]) -> pa.Table:
         """The whole live rows ``matched`` names (file index into ``paths``, position), read from their files."""
@@ -151,6 +161,10 @@ class MergePlanner(UpsertPlanner):
     def _write_merged(self, rows: pa.Table, schema: TableSchema) -> list[DataFile]:
         """Write the merged rows to new data files of their buckets (not yet listed in any manifest)."""
         writer = TableWriter(self.io, schema, writer_id=f"{self.writer_id}-merge")
-        with writer:
-            writer.write(rows)
-            return writer.close_files()
+        try:
+            with writer:
+                writer.write(rows)
+                files = writer.close_files()
+        finally:  # the files it began too: a write whose answer was lost may have landed
+            self.written += writer.begun_paths
+        return files

@@ -32,10 +32,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakefmt.errors import KeyTableError
 from lakefmt.spec import TableSchema
 from lakefmt.spec.merge_engine import column_functions
 
-__all__ = ["fold", "merge_with_live", "reduce_batch"]
+__all__ = ["fold", "merge_rows", "merge_with_live", "reduce_batch"]
 
 _GID = "__lakefmt_group"
 #: a function over a commit's rows -> the function that combines the live row's value with their result
@@ -76,6 +77,41 @@ def merge_with_live(live: pa.Table, reduced: pa.Table, schema: TableSchema) -> p
     return joined.select(names).cast(reduced.schema)
 
 
+def merge_rows(live: pa.Table, rows: pa.Table, schema: TableSchema) -> pa.Table:
+    """One row per key of ``rows`` (the new rows one commit writes, in the order written): the key's live row in
+    ``live`` (at most one per key; a key without one starts from nothing) and its new rows folded together, in
+    one pass, as :func:`merge_with_live` of :func:`reduce_batch` but exact under ``sequence.field``: the live row
+    takes its place among the new rows by its sequence value (a null first; on a tie it comes before the new
+    rows, which are later), so a row that arrives late (an older sequence value than the live row's) does not
+    override newer values, as under ``deduplicate`` (format.md §22.5). A ``count`` column counts the new rows'
+    non-null values and adds the live row's count."""
+    names = schema.arrow_schema.names
+    functions = column_functions(schema)
+    rows = rows.select(names)
+    counted = [c for c, f in functions.items() if f == "count"]
+    for c in counted:  # a new row counts 1 where it holds a value; the live row holds its count
+        i = rows.schema.get_field_index(c)
+        ones = pc.is_valid(rows.column(c)).cast(pa.int64()).cast(rows.schema.field(c).type)
+        rows = rows.set_column(i, rows.schema.field(c), ones)
+    live = live.select(names).cast(rows.schema)
+    origin = "__lakefmt_origin"
+    stacked = pa.concat_tables([live, rows]).append_column(
+        origin, pa.array(np.arange(live.num_rows + rows.num_rows, dtype=np.int64))
+    )
+    seq = schema.table_options.sequence_field
+    if seq is not None and stacked.num_rows > 1:
+        valid = "__lakefmt_valid"
+        ordered = stacked.append_column(valid, pc.is_valid(stacked.column(seq)))
+        stacked = stacked.take(
+            pc.sort_indices(ordered, sort_keys=[(valid, "ascending"), (seq, "ascending"), (origin, "ascending")])
+        )
+    functions = {c: _COMBINE.get(f, f) for c, f in functions.items()}
+    merged = fold(stacked.drop_columns([origin]), schema.primary_keys, functions)
+    keys = list(schema.primary_keys)
+    # the keys of ``rows`` only (a live row without new rows is not this commit's), in the order of their first row
+    return merged.join(rows.select(keys), keys, join_type="left semi", use_threads=False).select(names)
+
+
 def fold(rows: pa.Table, keys: Sequence[str], functions: Mapping[str, str]) -> pa.Table:
     """One row per key of ``rows``, in the order of each key's first row: the key columns, and each column of
     ``functions`` folded over the key's rows in order by its function (``sum``, ``min``, ``max``, ``count``,
@@ -107,7 +143,7 @@ def fold(rows: pa.Table, keys: Sequence[str], functions: Mapping[str, str]) -> p
         column = rows.column(name).combine_chunks()
         fn = "first_value" if name in keys else functions[name]
         if fn in _HASHED:
-            out[name] = sums[name].cast(column.type)
+            out[name] = _back(sums[name], column.type, name, fn)
         elif fn == "first_value":
             out[name] = column.take(pa.array(first))
         else:
@@ -119,6 +155,30 @@ def fold(rows: pa.Table, keys: Sequence[str], functions: Mapping[str, str]) -> p
     return pa.table(out, schema=pa.schema([rows.schema.field(c) for c in columns]))
 
 
+def _wide(t: pa.DataType) -> pa.DataType | None:
+    """The type a ``sum`` over a column of type ``t`` is computed in, wide enough never to wrap around (pyarrow's
+    integer sums wrap silently: ``2**62 + 2**62`` is ``-2**63``): 38 decimal digits hold the sum of 10**19 int64
+    or uint64 values, 76 that of any number of 38-digit decimals a table holds. None: sum in ``t`` itself."""
+    if pa.types.is_integer(t):
+        return pa.decimal128(38, 0)
+    if pa.types.is_decimal(t):
+        return pa.decimal256(76, t.scale)
+    return None
+
+
+def _back(result: pa.Array, t: pa.DataType, name: str, fn: str) -> pa.Array:
+    """``result`` (a column's ``sum``/``min``/``max``/``count`` per key) cast back to the column's type ``t``;
+    :class:`KeyTableError` naming the column when a value does not fit (the commit then writes nothing)."""
+    try:
+        return result.cast(t)
+    except (pa.ArrowInvalid, OverflowError) as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise KeyTableError(
+            f"the {fn} of column {name!r} for a key does not fit its type {t} ({reason}): the commit is refused and "
+            "the table is unchanged; widen the column (update_schema) to aggregate larger values"
+        ) from None
+
+
 def _valid(column: pa.Array) -> np.ndarray:
     valid: np.ndarray = pc.is_valid(column).to_numpy(zero_copy_only=False)
     return valid
@@ -126,7 +186,11 @@ def _valid(column: pa.Array) -> np.ndarray:
 
 def _hashed(rows: pa.Table, gid: np.ndarray, count: int, functions: Mapping[str, str]) -> dict[str, pa.Array]:
     """Per column, its ``sum``/``min``/``max``/``count`` over the rows of each group (index: ``gid``)."""
-    table = pa.table({_GID: pa.array(gid), **{c: rows.column(c) for c in functions}})
+    columns = {}
+    for c, fn in functions.items():
+        wide = _wide(rows.schema.field(c).type) if fn == "sum" else None
+        columns[c] = rows.column(c) if wide is None else rows.column(c).cast(wide)
+    table = pa.table({_GID: pa.array(gid), **columns})
     aggregations: list[tuple[str, str, pc.FunctionOptions]] = []
     for name, fn in functions.items():
         if fn == "count":

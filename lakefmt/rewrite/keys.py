@@ -175,6 +175,15 @@ class _Marks:
             self.by_file.setdefault(path, []).append(positions.astype(np.int64))
 
 
+def vector_file_path(schema: TableSchema, partition: dict[str, Any], bucket: int, writer_id: str, k: int) -> str:
+    """Where :func:`write_vector_file` writes a partition and bucket's ``k``-th deletion-vector file."""
+    folder = partition_path(schema.partition_keys, partition)
+    if schema.has_primary_key:
+        folder = layout.bucket_folder(folder, bucket)
+    name = layout.dv_file_name(writer_id, k)
+    return f"{folder}/{name}" if folder else name
+
+
 def write_vector_file(
     io: FileIO,
     schema: TableSchema,
@@ -186,11 +195,7 @@ def write_vector_file(
 ) -> DataFile:
     """Write one partition and bucket's deletion-vector file (a Puffin file of ``blobs``: data path, positions) in
     its folder, and return its entry's metadata (rows: the positions it deletes)."""
-    folder = partition_path(schema.partition_keys, partition)
-    if schema.has_primary_key:
-        folder = layout.bucket_folder(folder, bucket)
-    name = layout.dv_file_name(writer_id, k)
-    rel = f"{folder}/{name}" if folder else name
+    rel = vector_file_path(schema, partition, bucket, writer_id, k)
     data = encode_puffin(blobs)
     io.write(rel, data, sync=schema.table_options.fsync)
     return DataFile(
@@ -214,6 +219,9 @@ class _Planner:
         self.buckets: set[BucketKey] = set()
         self.writer_id = uuid.uuid4().hex
         self._k = 0
+        #: every file a plan wrote or began to write (vectors, merged rows), for the producer to delete those of
+        #: plans that never land
+        self.written: list[str] = []
 
     def state(self, latest: Snapshot | None) -> frozenset[str]:
         return _state(_live_in(self.store, latest, self.schema, self.buckets))
@@ -255,6 +263,7 @@ class _Planner:
         values, bucket = bk
         partition = dict(zip(schema.partition_keys, values, strict=True))
         self._k += 1
+        self.written.append(vector_file_path(schema, partition, bucket, self.writer_id, self._k - 1))
         return write_vector_file(self.io, schema, partition, bucket, blobs, self.writer_id, self._k - 1)
 
     def _mark_keys(

@@ -14,9 +14,10 @@ Grammar (keywords in any case)::
     column     := name | `quoted name`            (matched exactly, else case-insensitively)
     literal    := 'text' | "text" | integer | decimal | TRUE | FALSE | DATE 'yyyy-mm-dd'
 
-Text literals double a quote to contain it (``'it''s'``) or escape it with a backslash. Evaluation follows SQL:
-a comparison with a null value is unknown, and only rows where the predicate is true match. Anything else (column
-against column, functions, arithmetic, LIKE, NULL inside IN) is refused with the position named.
+Text literals double a quote to contain it (``'it''s'``) or escape it with a backslash (``\\\\`` is a
+backslash; another escape, such as ``\\t``, is refused: Spark reads a tab, standard SQL a backslash). Evaluation
+follows SQL: a comparison with a null value is unknown, and only rows where the predicate is true match. Anything
+else (column against column, functions, arithmetic, LIKE, NULL inside IN) is refused with the position named.
 """
 
 from __future__ import annotations
@@ -247,10 +248,22 @@ class _Parser:
         tok = self.take()
         return tok.text[1:-1].replace("``", "`") if tok.kind == "quoted" else tok.text
 
+    def text_value(self, tok: _Tok) -> str:
+        """A text literal's value. A backslash escapes a quote or a backslash only: ``'C:\\temp'`` would
+        otherwise mean ``C:temp`` here, a tab in Spark and the backslash itself in standard SQL, so another escape
+        is refused rather than guessed."""
+        bad = re.search(r"\\([^'\"\\])", re.sub(r"\\\\", "", tok.text))
+        if bad is not None:
+            raise InvalidPredicateError(
+                f"{self.text!r}: the escape \\{bad.group(1)} in the text literal at position {tok.pos + 1} is not "
+                "supported: a backslash escapes only a quote or a backslash (write \\\\ for a backslash)"
+            )
+        return _unquote(tok.text)
+
     def literal(self, what: str, in_list: bool = False) -> Any:
         tok = self.take()
         if tok.kind == "str":
-            return _unquote(tok.text)
+            return self.text_value(tok)
         if tok.kind == "num":
             if re.fullmatch(r"[+-]?\d+", tok.text):
                 return int(tok.text)
@@ -266,7 +279,7 @@ class _Parser:
             if inner.kind != "str":
                 raise self.fail("expected a quoted date after DATE", inner)
             try:
-                return datetime.date.fromisoformat(_unquote(inner.text))
+                return datetime.date.fromisoformat(self.text_value(inner))
             except ValueError:
                 raise self.fail("expected a date as 'yyyy-mm-dd'", inner) from None
         if keyword == "null":
@@ -346,10 +359,15 @@ def _value(value: Any, f: pa.Field, text: str) -> pa.Scalar:
     try:
         if pa.types.is_boolean(f.type) != isinstance(value, bool):
             raise TypeError
+        if isinstance(value, int) and not isinstance(value, bool) and pa.types.is_integer(f.type):
+            # made in the column's type: inferred first, an int above 2**63 - 1 overflows int64 though uint64's
+            # largest values hold it
+            return pa.scalar(value, f.type)
         return pa.scalar(value).cast(f.type)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, TypeError, OverflowError):
+        outside = " (outside its range)" if isinstance(value, int) and pa.types.is_integer(f.type) else ""
         raise InvalidPredicateError(
-            f"{text!r}: {_show(value)} cannot be compared with column {f.name} of type {f.type}"
+            f"{text!r}: {_show(value)} cannot be compared with column {f.name} of type {f.type}{outside}"
         ) from None
 
 

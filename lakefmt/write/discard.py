@@ -34,7 +34,7 @@ def discard_messages(io: FileIO, store: MetaStore, messages: Sequence[CommitMess
 def discard_written(io: FileIO, message: CommitMessage, writer: TableWriter) -> None:
     """Delete the files ``writer`` wrote and the manifests of its ``message`` (the writer knows its files: no
     manifest needs reading)."""
-    paths = [f.path for f in writer.written_files] + [layout.manifest_path(m.file_name) for m in message.manifests]
+    paths = writer.begun_paths + [layout.manifest_path(m.file_name) for m in message.manifests]
     for path in paths:
         with contextlib.suppress(Exception):
             io.delete(path)

@@ -120,6 +120,8 @@ class TableWriter:
         self._counter = 0
         self._buffered_bytes = 0
         self._closed = False
+        self._manifest_name: str | None = None  #: the per-task manifest being written by prepare_commit
+        self._begun: list[str] = []  #: every data file this writer began to write, finished or not
         self._syncer: ThreadPoolExecutor | None = None  # one thread, started by the first large file
 
     @staticmethod
@@ -149,7 +151,19 @@ class TableWriter:
                 self._flush(largest)
 
     def prepare_commit(self) -> CommitMessage:
-        """Close every file and write the per-task manifest; return its metadata (nothing is published)."""
+        """Close every file and write the per-task manifest; return its metadata (nothing is published). When
+        that fails (an error or an interrupt), what the writer wrote is deleted (best effort) before the error
+        propagates: no message names those files, so no one else would."""
+        if self._closed:
+            raise WriterClosedError("this writer has already been committed or aborted")
+        try:
+            return self._prepare()
+        except BaseException:
+            with contextlib.suppress(Exception):  # the first error is the one to report
+                self.abort()
+            raise
+
+    def _prepare(self) -> CommitMessage:
         self.close_files()
         if not self._done:
             return CommitMessage(self.writer_id, ())
@@ -164,10 +178,12 @@ class TableWriter:
         )
         data = encode_manifest(entries, schema.format_version)
         name = layout.manifest_name(self._file_id, self._next())
+        self._manifest_name = name  # deleted by abort() if what follows fails (the write may have landed)
         self._io.write(layout.manifest_path(name), data, sync=self._options.fsync)
         if self._on_manifest is not None:
             self._on_manifest(name, data)
         meta = manifest_meta(name, len(data), entries, self._schema.id)
+        self._manifest_name = None  # written: the message names it from here on
         return CommitMessage(self.writer_id, (meta,))
 
     def close_files(self) -> list[DataFile]:
@@ -199,14 +215,28 @@ class TableWriter:
                 self._io.delete(state.file.rel_path)
                 state.file = None
         self._stop_syncer()
+        gone = set()
         for f in self._done:
             self._io.delete(f.path)
+            gone.add(f.path)
         self._done.clear()
+        for rel in self._begun:  # a file whose open or close was cut short
+            if rel not in gone:
+                self._io.delete(rel)
+        if self._manifest_name is not None:
+            self._io.delete(layout.manifest_path(self._manifest_name))
+            self._manifest_name = None
 
     @property
     def written_files(self) -> list[DataFile]:
         """Data files completed so far."""
         return list(self._done)
+
+    @property
+    def begun_paths(self) -> list[str]:
+        """Every data file this writer began to write (the completed ones and any cut short), relative to the
+        table root: what to delete when its commit is known not to land."""
+        return list(self._begun)
 
     def __enter__(self) -> TableWriter:
         return self
@@ -294,6 +324,7 @@ class TableWriter:
     def _open_file(self, state: _PartitionState, first: pa.Table) -> _OpenFile:
         name = layout.data_file_name(self._file_id, self._next())
         rel = f"{state.folder}/{name}" if state.folder else name
+        self._begun.append(rel)  # before the open: an open whose answer was lost may have created the file
         stream = self._io.open_output(rel)
         compression = None if self._options.compression == "none" else self._options.compression
         # version 2: the Parquet schema carries each field's id (PARQUET:field_id), so any reader can match by id

@@ -9,7 +9,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from lakefmt.errors import InvalidOptionError, UnknownOptionError
+from lakefmt.errors import InvalidOptionError, KeyTableError, UnknownOptionError
 from lakefmt.meta.location import first_schema
 from lakefmt.rewrite.engines import merge_with_live, reduce_batch
 from lakefmt.spec import TableSchema
@@ -197,7 +197,7 @@ def test_sum_keeps_the_column_type_and_refuses_an_overflow() -> None:
     ts = schema_of({"merge-engine": "aggregation", "fields.s.aggregate-function": "sum"}, schema)
     out = reduce_batch(rows(schema, id=[1, 1], s=[100, 20]), ts)
     assert out.schema.field("s").type == pa.int8() and out.column("s").to_pylist() == [120]
-    with pytest.raises(pa.ArrowInvalid):
+    with pytest.raises(KeyTableError, match="the sum of column 's' for a key does not fit its type int8"):
         reduce_batch(rows(schema, id=[1, 1], s=[100, 100]), ts)
 
 
