@@ -263,7 +263,10 @@ def _run(target: RewriteTarget, spec: MergeSpec, source: pa.Table, latest: Snaps
     if schema.deletion_vectors:
         marks = dict(zip(ents.paths(homes), removed, strict=True))
         seen_marked = {p: seen[p] for p in marks if p in seen}
-        snap = commit_marks(target, schema, homes, marks, seen_marked, changes.written, reads)
+        known = frozenset(ents.paths(data)) if schema.has_primary_key else frozenset()
+        if schema.has_primary_key:
+            _check_unique_keys(changes.written, schema)
+        snap = commit_marks(target, schema, homes, marks, seen_marked, changes.written, reads, known)
         added = int(changes.written.num_rows > 0)
         removed_files = 0
     else:
@@ -285,6 +288,23 @@ def _run(target: RewriteTarget, spec: MergeSpec, source: pa.Table, latest: Snaps
         num_target_files_skipped_during_scan=data.num_rows - candidates.num_rows,
         snapshot_id=snap.id if snap is not None else None,
     )
+
+
+def _check_unique_keys(written: pa.Table, schema: TableSchema) -> None:
+    """On a key table, refuse two written rows of one key (two source rows inserting it, or updates moving rows
+    onto it): one would silently replace the other."""
+    keys = list(schema.primary_keys)
+    if written.num_rows < 2:
+        return
+    counts = written.select(keys).group_by(keys).aggregate([([], "count_all")])
+    dup = counts.filter(pc.greater(counts.column("count_all"), 1))
+    if dup.num_rows:
+        first = {k: dup.column(k)[0].as_py() for k in keys}
+        raise MergeError(
+            f"{dup.num_rows} key(s) would get more than one row from this merge, all with the same key (the first: "
+            f"{first}): two source rows inserting one key, or updates moving rows onto one key; on a key table a "
+            "key holds one row: make the source's rows unique on the key; nothing was committed"
+        )
 
 
 def _split(files: np.ndarray, positions: np.ndarray, touched: np.ndarray) -> list[np.ndarray]:

@@ -13,8 +13,10 @@ import pyarrow.compute as pc
 import pytest
 
 import lakefmt
+from lakefmt.errors import MergeError
 
 FLOATS = pa.schema([("k", pa.float64()), ("v", pa.int64())])
+SCHEMA = pa.schema([("id", pa.int64()), ("x", pa.int64())])
 
 
 def _opts(mode: str) -> dict[str, str]:
@@ -45,3 +47,43 @@ def test_nan_keys_match_as_pyarrow_equal_says(tmp_path: Path, mode: str, on: str
     counts = (report.num_target_rows_updated, report.num_target_rows_inserted)
     assert counts == (len(matched_t), len(sk) - len(matched_s))
     assert repr(_rows(t)) == repr(sorted(expected, key=repr))  # repr: NaN == NaN is false
+
+
+def _key_table(path: Path) -> lakefmt.Table:
+    t = lakefmt.create_table(str(path), SCHEMA, primary_key=["id"], options={"bucket": "2"})
+    t.append(pa.table({"id": [1, 2, 3], "x": [10, 20, 30]}, schema=SCHEMA))
+    return t
+
+
+def test_key_table_two_written_rows_of_one_key_refused(tmp_path: Path) -> None:
+    t = _key_table(tmp_path / "t")
+    before, snap = _rows(t), t.latest_snapshot()
+    with pytest.raises(MergeError, match="same key"):
+        (t.merge(pa.table({"id": [7, 7], "x": [1, 2]}, schema=SCHEMA), "t.id = s.id", source_alias="s",
+                 target_alias="t").when_not_matched_insert_all().execute())
+    with pytest.raises(MergeError, match="same key"):  # two updates onto one new key
+        (t.merge(pa.table({"id": [1, 2], "x": [0, 0]}, schema=SCHEMA), "t.id = s.id", source_alias="s",
+                 target_alias="t").when_matched_update({"id": "9"}).execute())
+    assert _rows(t) == before and t.latest_snapshot() == snap
+
+
+@pytest.mark.parametrize("how", ["update", "insert"])
+def test_key_table_write_onto_a_key_another_row_holds_refused(tmp_path: Path, how: str) -> None:
+    t = _key_table(tmp_path / "t")
+    before, snap = _rows(t), t.latest_snapshot()
+    with pytest.raises(MergeError, match="holds"):
+        if how == "update":  # row 1 moved onto key 2, which the merge leaves alone
+            (t.merge(pa.table({"id": [1], "x": [0]}, schema=SCHEMA), "t.id = s.id", source_alias="s",
+                     target_alias="t").when_matched_update({"id": "t.id + 1"}).execute())
+        else:  # matched on x, not on the key: the unmatched source row's key 3 is live
+            (t.merge(pa.table({"id": [3], "x": [99]}, schema=SCHEMA), "t.x = s.x", source_alias="s",
+                     target_alias="t").when_not_matched_insert_all().execute())
+    assert _rows(t) == before and t.latest_snapshot() == snap
+
+
+def test_key_table_swapping_keys_is_fine(tmp_path: Path) -> None:
+    t = _key_table(tmp_path / "t")
+    report = (t.merge(pa.table({"id": [1, 2], "x": [0, 0]}, schema=SCHEMA), "t.id = s.id", source_alias="s",
+                      target_alias="t").when_matched_update({"id": "3 - t.id"}).execute())
+    assert report.num_target_rows_updated == 2
+    assert _rows(t) == [(1, 20), (2, 10), (3, 30)]
