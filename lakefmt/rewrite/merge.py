@@ -204,6 +204,11 @@ def _source_table(source: Any) -> pa.Table:
         raise SchemaMismatchError(f"merge source: {exc}") from None
     if not parts:
         raise SchemaMismatchError("merge source: no data (not even a schema)")
+    names = parts[0].schema.names
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise SchemaMismatchError(f"merge source: column(s) {', '.join(map(repr, twice))} appear twice; a column "
+                                  "must be named once")
     try:
         return pa.concat_tables(parts).combine_chunks()
     except pa.ArrowInvalid as exc:

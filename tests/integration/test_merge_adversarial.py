@@ -5,6 +5,7 @@ onto a key another live row holds). Expected results are computed in plain Pytho
 from __future__ import annotations
 
 import math
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ import pyarrow.compute as pc
 import pytest
 
 import lakefmt
-from lakefmt.errors import MergeError
+from lakefmt.errors import MergeError, SchemaMismatchError
 
 FLOATS = pa.schema([("k", pa.float64()), ("v", pa.int64())])
 SCHEMA = pa.schema([("id", pa.int64()), ("x", pa.int64())])
@@ -87,3 +88,40 @@ def test_key_table_swapping_keys_is_fine(tmp_path: Path) -> None:
                       target_alias="t").when_matched_update({"id": "3 - t.id"}).execute())
     assert report.num_target_rows_updated == 2
     assert _rows(t) == [(1, 20), (2, 10), (3, 30)]
+
+
+DECIMALS = pa.schema([("id", pa.int64()), ("d", pa.decimal128(10, 2)), ("n", pa.int64())])
+
+
+@pytest.mark.parametrize(("updates", "compute"), [
+    ({"d": "t.d * 2"}, lambda d, n, sd: d * 2),
+    ({"d": "t.d + 1 - s.d"}, lambda d, n, sd: d + 1 - sd),
+    ({"d": "t.n * t.d"}, lambda d, n, sd: n * d),
+])
+def test_decimal_arithmetic_with_integers(tmp_path: Path, updates: dict[str, str], compute: Any) -> None:
+    t = lakefmt.create_table(str(tmp_path / "t"), DECIMALS)
+    d, n, sd = [Decimal("1.10"), Decimal("-3.25")], [3, -4], [Decimal("0.01"), Decimal("2.00")]
+    t.append(pa.table({"id": [1, 2], "d": d, "n": n}, schema=DECIMALS))
+    source = pa.table({"id": [1, 2], "d": sd, "n": [0, 0]}, schema=DECIMALS)
+    report = t.merge(source, "t.id = s.id", source_alias="s", target_alias="t").when_matched_update(updates).execute()
+    assert report.num_target_rows_updated == 2
+    assert _rows(t) == sorted([(i + 1, compute(d[i], n[i], sd[i]), n[i]) for i in range(2)], key=repr)
+
+
+def test_decimal_overflow_refused_table_unchanged(tmp_path: Path) -> None:
+    t = lakefmt.create_table(str(tmp_path / "t"), DECIMALS)
+    t.append(pa.table({"id": [1], "d": [Decimal("99999999.99")], "n": [1]}, schema=DECIMALS))
+    before, snap = _rows(t), t.latest_snapshot()
+    with pytest.raises(SchemaMismatchError, match="cannot hold"):
+        (t.merge(pa.table({"id": [1]}), "t.id = s.id", source_alias="s", target_alias="t")
+         .when_matched_update({"d": "t.d * 2"}).execute())
+    assert _rows(t) == before and t.latest_snapshot() == snap
+
+
+def test_source_with_a_duplicated_column_name_refused(tmp_path: Path) -> None:
+    t = lakefmt.create_table(str(tmp_path / "t"), SCHEMA)
+    t.append(pa.table({"id": [1], "x": [1]}, schema=SCHEMA))
+    source = pa.table([pa.array([1]), pa.array([5]), pa.array([6])], names=["id", "x", "x"])
+    with pytest.raises(SchemaMismatchError, match=r"'x'.*twice"):
+        t.merge(source, "t.id = s.id", source_alias="s", target_alias="t").when_matched_update({"x": "s.x"})
+    assert _rows(t) == [(1, 1)]
