@@ -5,6 +5,7 @@ onto a key another live row holds). Expected results are computed in plain Pytho
 from __future__ import annotations
 
 import math
+import random
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -125,3 +126,63 @@ def test_source_with_a_duplicated_column_name_refused(tmp_path: Path) -> None:
     with pytest.raises(SchemaMismatchError, match=r"'x'.*twice"):
         t.merge(source, "t.id = s.id", source_alias="s", target_alias="t").when_matched_update({"x": "s.x"})
     assert _rows(t) == [(1, 1)]
+
+
+@pytest.mark.parametrize("mode", ["cow", "dv", "key"])
+def test_report_and_change_feed_against_plain_python(tmp_path: Path, mode: str) -> None:
+    """The report's counts, the rows and the change feed of one merge, each computed independently: on a key
+    table updates are pre/post images; without a key an update is a delete and an insert; no carried-over row.
+    Target values are even and source values odd, so every update changes its row."""
+    rng = random.Random(7)
+    opts = {"bucket": "2"} if mode == "key" else _opts(mode)
+    t = lakefmt.create_table(str(tmp_path / "t"), SCHEMA, options=opts, primary_key=["id"] if mode == "key" else None)
+    target = {i: 2 * rng.randint(-10, 10) for i in range(60)}
+    t.append(pa.table({"id": list(target), "x": list(target.values())}, schema=SCHEMA))
+    source = {i: 2 * rng.randint(-10, 10) + 1 for i in rng.sample(range(90), 40)}
+    flag = {i: rng.random() < 0.2 for i in source}
+    report = (
+        t.merge(pa.table({"id": list(source), "x": list(source.values()), "flag": [flag[i] for i in source]}),
+                "t.id = s.id", source_alias="s", target_alias="t")
+        .when_matched_delete("s.flag")
+        .when_matched_update({"x": "s.x + t.x"}, "t.x > s.x")
+        .when_matched_update_all()
+        .when_not_matched_insert_all("s.x >= 0")
+        .when_not_matched_by_source_delete("t.x < -14")
+        .execute()
+    )
+    rows: dict[int, int] = {}
+    updated: list[tuple[int, int, int]] = []
+    deleted: list[tuple[int, int]] = []
+    inserted: list[tuple[int, int]] = []
+    for i, tx in target.items():
+        if i in source:
+            if flag[i]:
+                deleted.append((i, tx))
+                continue
+            new = source[i] + tx if tx > source[i] else source[i]
+            updated.append((i, tx, new))
+            rows[i] = new
+        elif tx < -14:
+            deleted.append((i, tx))
+        else:
+            rows[i] = tx
+    for i, sx in source.items():
+        if i not in target and sx >= 0:
+            inserted.append((i, sx))
+            rows[i] = sx
+    counts = (report.num_target_rows_updated, report.num_target_rows_inserted, report.num_target_rows_deleted)
+    assert counts == (len(updated), len(inserted), len(deleted))
+    assert report.num_source_rows == len(source)
+    assert _rows(t) == sorted(rows.items(), key=repr)
+    snap = t.latest_snapshot()
+    assert snap is not None and snap.properties["lakefmt.operation"] == "merge"
+    feed = t.changes(snap.id - 1, snap.id)
+    got = sorted(zip(feed.column("_change_type").to_pylist(), feed.column("id").to_pylist(),
+                     feed.column("x").to_pylist(), strict=True))
+    want = [("delete", i, x) for i, x in deleted] + [("insert", i, x) for i, x in inserted]
+    if mode == "key":
+        want += [("update_preimage", i, old) for i, old, _ in updated]
+        want += [("update_postimage", i, new) for i, _, new in updated]
+    else:
+        want += [("delete", i, old) for i, old, _ in updated] + [("insert", i, new) for i, _, new in updated]
+    assert got == sorted(want)
