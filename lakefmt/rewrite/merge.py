@@ -126,6 +126,9 @@ class TableMerger:
             not isinstance(clause.updates, Mapping) or not clause.updates
         ):
             raise MergeError(f"{clause.method}: updates must be a non-empty dict of column -> SQL expression")
+        for col, text in (clause.updates or {}).items():
+            if not isinstance(col, str) or not isinstance(text, str):
+                raise MergeError(f"{clause.method}: updates must map column names to SQL text, got {col!r}: {text!r}")
         check_clause(self._spec(), clause, self._source.schema, self._target.schema().arrow_schema)
         self._clauses.append(clause)
         return self

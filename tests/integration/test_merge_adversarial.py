@@ -186,3 +186,14 @@ def test_report_and_change_feed_against_plain_python(tmp_path: Path, mode: str) 
     else:
         want += [("delete", i, old) for i, old, _ in updated] + [("insert", i, new) for i, _, new in updated]
     assert got == sorted(want)
+
+
+@pytest.mark.parametrize("updates", [{"x": 5}, {"x": None}, {1: "s.x"}])
+def test_update_values_that_are_not_sql_text_refused(tmp_path: Path, updates: dict[Any, Any]) -> None:
+    t = lakefmt.create_table(str(tmp_path / "t"), SCHEMA)
+    merger = t.merge(pa.table({"id": [1], "x": [2]}, schema=SCHEMA), "t.id = s.id", source_alias="s",
+                     target_alias="t")
+    with pytest.raises(MergeError, match="SQL text"):
+        merger.when_matched_update(updates)
+    with pytest.raises(MergeError, match="SQL text"):
+        merger.when_not_matched_insert(updates)
