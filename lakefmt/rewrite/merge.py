@@ -126,6 +126,9 @@ class TableMerger:
             not isinstance(clause.updates, Mapping) or not clause.updates
         ):
             raise MergeError(f"{clause.method}: updates must be a non-empty dict of column -> SQL expression")
+        for col, text in (clause.updates or {}).items():
+            if not isinstance(col, str) or not isinstance(text, str):
+                raise MergeError(f"{clause.method}: updates must map column names to SQL text, got {col!r}: {text!r}")
         check_clause(self._spec(), clause, self._source.schema, self._target.schema().arrow_schema)
         self._clauses.append(clause)
         return self
@@ -204,6 +207,11 @@ def _source_table(source: Any) -> pa.Table:
         raise SchemaMismatchError(f"merge source: {exc}") from None
     if not parts:
         raise SchemaMismatchError("merge source: no data (not even a schema)")
+    names = parts[0].schema.names
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise SchemaMismatchError(f"merge source: column(s) {', '.join(map(repr, twice))} appear twice; a column "
+                                  "must be named once")
     try:
         return pa.concat_tables(parts).combine_chunks()
     except pa.ArrowInvalid as exc:
@@ -263,7 +271,10 @@ def _run(target: RewriteTarget, spec: MergeSpec, source: pa.Table, latest: Snaps
     if schema.deletion_vectors:
         marks = dict(zip(ents.paths(homes), removed, strict=True))
         seen_marked = {p: seen[p] for p in marks if p in seen}
-        snap = commit_marks(target, schema, homes, marks, seen_marked, changes.written, reads)
+        known = frozenset(ents.paths(data)) if schema.has_primary_key else frozenset()
+        if schema.has_primary_key:
+            _check_unique_keys(changes.written, schema)
+        snap = commit_marks(target, schema, homes, marks, seen_marked, changes.written, reads, known)
         added = int(changes.written.num_rows > 0)
         removed_files = 0
     else:
@@ -285,6 +296,23 @@ def _run(target: RewriteTarget, spec: MergeSpec, source: pa.Table, latest: Snaps
         num_target_files_skipped_during_scan=data.num_rows - candidates.num_rows,
         snapshot_id=snap.id if snap is not None else None,
     )
+
+
+def _check_unique_keys(written: pa.Table, schema: TableSchema) -> None:
+    """On a key table, refuse two written rows of one key (two source rows inserting it, or updates moving rows
+    onto it): one would silently replace the other."""
+    keys = list(schema.primary_keys)
+    if written.num_rows < 2:
+        return
+    counts = written.select(keys).group_by(keys).aggregate([([], "count_all")])
+    dup = counts.filter(pc.greater(counts.column("count_all"), 1))
+    if dup.num_rows:
+        first = {k: dup.column(k)[0].as_py() for k in keys}
+        raise MergeError(
+            f"{dup.num_rows} key(s) would get more than one row from this merge, all with the same key (the first: "
+            f"{first}): two source rows inserting one key, or updates moving rows onto one key; on a key table a "
+            "key holds one row: make the source's rows unique on the key; nothing was committed"
+        )
 
 
 def _split(files: np.ndarray, positions: np.ndarray, touched: np.ndarray) -> list[np.ndarray]:

@@ -25,7 +25,7 @@ import pyarrow as pa
 
 from lakefmt.commit.kinds import KeyedProducer, RewriteProducer, VectorChanges
 from lakefmt.commit.types import CommitOutcome, CommitRequest
-from lakefmt.errors import RewriteConflictError
+from lakefmt.errors import MergeError, RewriteConflictError
 from lakefmt.io import FileIO
 from lakefmt.meta import entries as ents
 from lakefmt.meta.store import MetaStore
@@ -83,8 +83,26 @@ class _Checked:
     positions each of those files' vectors deleted then), checked on the snapshot a commit lands on."""
 
     def __init__(self, io: FileIO, marks: dict[str, np.ndarray], seen: dict[str, np.ndarray], homes: pa.Table,
-                 reads: MergeReads) -> None:
+                 reads: MergeReads, known: frozenset[str] = frozenset()) -> None:
         self.io, self.marks, self.seen, self.homes, self.reads = io, marks, seen, homes, reads
+        self.known = known  #: the data files live on the snapshot the merge read
+
+    def check_replaced(self, replaced: dict[BucketKey, _Marks]) -> None:
+        """Refuse (:class:`MergeError`) live rows that the written rows would replace (by key) but that the merge
+        neither updates nor deletes: rows of files it saw (live when it read) that hold a key it writes. A row of a
+        file added since is a concurrent write of that key, which the merge's row replaces, as an upsert would."""
+        for mark in replaced.values():
+            for path, parts in mark.by_file.items():
+                if path not in self.known:
+                    continue
+                hit = np.setdiff1d(np.concatenate(parts), self.marks.get(path, np.zeros(0, np.int64)))
+                if len(hit):
+                    raise MergeError(
+                        f"this merge writes a key that another live row holds ({len(hit)} row(s) of {path}, which "
+                        "it neither updates nor deletes): an update moving a row onto another row's key, or an "
+                        "insert of a key the ON condition did not match; on a key table a key holds one row. "
+                        "Nothing was committed"
+                    )
 
     def check(self, live: pa.Table) -> dict[str, np.ndarray]:
         """``marks`` after checking that each marked file is live in ``live`` (entries) and that no concurrent
@@ -150,6 +168,7 @@ class MergeUpsertPlanner(UpsertPlanner):
         return super().plan(latest, schema, added)
 
     def _changes(self, live: pa.Table, marks: dict[BucketKey, _Marks], schema: TableSchema) -> VectorChanges:
+        self.checked.check_replaced(marks)  # the rows the written keys replace, before the merge's own marks
         extra = set(_bucket_keys(self.checked.homes, schema))
         if extra:
             self.buckets = set(self.buckets) | extra
@@ -178,12 +197,15 @@ def commit_marks(
     seen: dict[str, np.ndarray],
     written: pa.Table,
     reads: MergeReads,
+    known: frozenset[str] = frozenset(),
 ) -> Snapshot | None:
     """Mark ``marks`` (data-file path -> positions; ``homes``: those files' ADD entries; ``seen``: the positions
-    their vectors deleted when read) and add ``written``, in one snapshot; None when there is nothing to do."""
+    their vectors deleted when read) and add ``written``, in one snapshot; None when there is nothing to do.
+    ``known``: the data files live when the merge read (on a key table, a written key's live row in one of them
+    must be a row the merge changes)."""
     if not marks and written.num_rows == 0:
         return None
-    checked = _Checked(target.io, marks, seen, homes, reads)
+    checked = _Checked(target.io, marks, seen, homes, reads, known)
     planner: Any = (
         MergeUpsertPlanner(target.io, target.store, schema, checked)
         if schema.has_primary_key

@@ -2,8 +2,8 @@
 it writes (updated and inserted), from the source rows and the target rows it read.
 
 The ON condition is split into its conjuncts: equalities between a target and a source column are the keys of a
-hash join (``pyarrow.Table.join``: a null key never matches, as in SQL); the other conjuncts filter the joined
-pairs. A pair matches when the whole condition is true. Then, as in SQL MERGE:
+hash join (``pyarrow.Table.join``: a null key never matches, as in SQL, nor a NaN, as pyarrow's ``equal`` says);
+the other conjuncts filter the joined pairs. A pair matches when the whole condition is true. Then, as in SQL MERGE:
 
 * a matched target row takes the first ``when_matched_*`` clause whose condition is true (none: it stays);
   a target row matched by two source rows is refused (:class:`MergeMultipleMatchesError`) when a matched clause
@@ -269,8 +269,8 @@ def compute_changes(spec: MergeSpec, source: pa.Table, target_rows: pa.Table, sc
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
             raise MergeError(f"{spec.predicate!r}: source column {s} ({col.type}) cannot be joined with target "
                              f"column {t} ({want}): {exc}") from None
-    left = pa.table({**left_cols, _SROW: src.column(_SROW)})
-    right = pa.table({**{n: target_rows.column(t) for n, (t, _) in zip(kn, keys, strict=True)},
+    left = pa.table({**{n: _no_nan(c) for n, c in left_cols.items()}, _SROW: src.column(_SROW)})
+    right = pa.table({**{n: _no_nan(target_rows.column(t)) for n, (t, _) in zip(kn, keys, strict=True)},
                       _TROW: tgt.column(_TROW)})
     # the source (usually the smaller side) builds the hash table; the target rows probe it
     pairs = right.join(left, kn, join_type="inner", use_threads=False).select([_SROW, _TROW])
@@ -337,6 +337,14 @@ def compute_changes(spec: MergeSpec, source: pa.Table, target_rows: pa.Table, sc
     out.removed = target_rows.select([FILE, POS]).take(pa.array(gone, pa.int64()))
     out.written = pa.concat_tables([schema.empty_table(), *written]) if written else schema.empty_table()
     return out
+
+
+def _no_nan(col: pa.ChunkedArray) -> pa.ChunkedArray:
+    """A join key column with NaN as null: the hash join would match NaN with NaN, where the condition's ``=``, as
+    pyarrow evaluates it, is false (NaN equals nothing); a null key never matches."""
+    if not pa.types.is_floating(col.type):
+        return col
+    return pc.if_else(pc.is_nan(col), pa.scalar(None, col.type), col)
 
 
 def _joined(src: pa.Table, tgt: pa.Table, pairs: pa.Table) -> pa.Table:

@@ -258,6 +258,8 @@ class _Binder:
                 "<=": left <= right, ">": left > right, ">=": left >= right,
             }[op], pa.bool_()
         left, right = self.pair(args[0], args[1], op)
+        lt, rt = self.bind(args[0])[1], self.bind(args[1])[1]
+        left, right = _widen(left, lt, rt), _widen(right, rt, lt)
         if op == "/":
             return pc.Expression._call("divide", [left.cast(pa.float64()), right.cast(pa.float64())]), pa.float64()
         return pc.Expression._call(_ARITHMETIC[op], [left, right]), self.bind(args[0])[1] or self.bind(args[1])[1]
@@ -286,6 +288,8 @@ class _Binder:
             return pc.scalar(pa.scalar(None, like or pa.null()))
         if isinstance(value, Decimal) and not (like is not None and pa.types.is_decimal(like)):
             value = float(value)  # a decimal literal next to anything but a decimal column is a double
+        elif isinstance(value, int) and not isinstance(value, bool) and like is not None and pa.types.is_decimal(like):
+            value = Decimal(value)  # an integer next to a decimal column: a decimal of its own digits
         try:
             return pc.scalar(pa.scalar(value))
         except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
@@ -296,6 +300,14 @@ class _Binder:
         if t is not None and not pa.types.is_boolean(t) and not pa.types.is_null(t):
             raise InvalidPredicateError(f"{_short(self.text)}: {_show(e)} is of type {t}, not a condition")
         return bound
+
+
+def _widen(expr: pc.Expression, t: pa.DataType | None, other: pa.DataType | None) -> pc.Expression:
+    """An integer operand of arithmetic with a decimal, as a decimal that holds any of its values: pyarrow would
+    cast it to the other side's precision and refuse the result's."""
+    if t is not None and other is not None and pa.types.is_integer(t) and pa.types.is_decimal(other):
+        return expr.cast(pa.decimal128(20, 0))
+    return expr
 
 
 def _any(items: list[pc.Expression]) -> pc.Expression:

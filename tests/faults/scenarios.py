@@ -381,6 +381,57 @@ class DeleteKeys:
 
 
 @dataclass(frozen=True)
+class Merge:
+    """``Table.merge`` of ``source`` on ``id`` (and ``dt`` on a key table): a matched row whose other columns differ
+    takes the source's (a row without a key moves to the source's partition), a matched row whose source ``v`` is
+    negative is deleted (key table), a source row matching none is inserted (unless its ``v`` is negative), and an
+    unmatched target row of partition ``gone`` is deleted. One snapshot (``lakefmt.operation=merge``). No commit
+    user, but written the idempotent way (update only rows that differ): recovery runs it again, which changes
+    nothing once it landed (its report's snapshot_id is None). The model is computed here in plain Python."""
+
+    source: tuple[Row, ...]
+    gone: str
+
+    def run(self, table: lakefmt.Table) -> Any:
+        keyed = bool(table.primary_key)
+        on = "t.id = s.id and t.dt = s.dt" if keyed else "t.id = s.id"
+        merger = table.merge(table_of(list(self.source)), on, source_alias="s", target_alias="t")
+        if keyed:
+            merger = merger.when_matched_delete("s.v < 0").when_matched_update_all("t.v != s.v")
+            merger = merger.when_not_matched_insert_all("s.v >= 0")
+        else:
+            merger = merger.when_matched_update({"dt": "s.dt"}, "t.dt != s.dt").when_not_matched_insert_all()
+        return merger.when_not_matched_by_source_delete(f"t.dt = '{self.gone}'").execute()
+
+    def recover(self, table: lakefmt.Table, landed: bool | None) -> str:
+        return APPLIED if self.run(table).snapshot_id is not None else ALREADY_APPLIED
+
+    def apply(self, model: Model) -> None:
+        width = 2 if model.keyed else 1  # the ON condition's columns
+        source = {r[:width]: r for r in self.source}
+        out: Counter[Row] = Counter()
+        matched = set()
+        for row, n in model.rows().items():
+            src = source.get(row[:width])
+            if src is None:
+                if row[1] != self.gone:
+                    out[row] += n
+                continue
+            matched.add(row[:width])
+            if model.keyed and src[2] < 0:
+                continue
+            out[src] += n
+        for k, src in source.items():
+            if k not in matched and not (model.keyed and src[2] < 0):
+                out[src] += 1
+        model.commit(out)
+
+    def check_table(self, table: lakefmt.Table) -> None:
+        snap = table.snapshots()[-1]
+        assert snap.properties.get("lakefmt.operation") == "merge"
+
+
+@dataclass(frozen=True)
 class Garbage:
     """What failed and abandoned work leaves behind: a writer task whose commit never came, the temp file of
     an interrupted local publish, the manifest lists of a commit that lost its last retry."""
@@ -461,7 +512,9 @@ class SchemaChange:
 
 
 Step = Commit | OneOffAppend | Expire | OrphanClean | Garbage
-Operation = Commit | OneOffAppendOp | Expire | OrphanClean | Compact | Delete | DeleteKeys | Restore | SchemaChange
+Operation = (
+    Commit | OneOffAppendOp | Expire | OrphanClean | Compact | Delete | DeleteKeys | Restore | SchemaChange | Merge
+)
 
 
 @dataclass(frozen=True)
@@ -621,8 +674,27 @@ SCENARIOS.update(
         )
     }
 )
+# MERGE (after the key scenarios: the first sampled one is the one S3 runs): copy-on-write, a row moved to another
+# partition, partition c's unmatched row deleted; with deletion vectors; on a key table, with a matched delete
+MERGE_SOURCE = ((1, "b"), (20, "b"), (30, "c"), (31, "a"))
+SCENARIOS.update(
+    {
+        s.name: s
+        for s in (
+            Scenario("merge-cow", H1, Merge(MERGE_SOURCE, "c")),
+            Scenario("merge-dv", H1, Merge(MERGE_SOURCE, "c"), {"write.delete.mode": "merge-on-read"}),
+            Scenario(
+                "key-merge",
+                HK,
+                Merge(((0, "a", 9), (1, "a", 0), (3, "b", -1), (12, "b", 5), (40, "d", 1), (41, "d", -1)), "c"),
+                {"bucket": "2"},
+                KEY,
+            ),
+        )
+    }
+)
 #: the scenarios the matrix runs at chosen crash points on local disk too (every k with LAKEFMT_FULL_FAULTS=1)
-SAMPLED = {name for name in SCENARIOS if name.startswith("key-")}
+SAMPLED = {name for name in SCENARIOS if name.startswith(("key-", "merge-"))}
 
 
 # -- storage helpers ---------------------------------------------------------------------------------------

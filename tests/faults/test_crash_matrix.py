@@ -74,6 +74,7 @@ from .scenarios import (
     Compact,
     Delete,
     DeleteKeys,
+    Merge,
     Model,
     OneOffAppendOp,
     Restore,
@@ -364,7 +365,7 @@ def run_one(base: Base, scenario: Scenario, plan: FaultPlan, ctx: Any) -> dict[s
             assert first.startswith("KeyboardInterrupt"), f"the interrupt did not reach the caller: {first}"
     op = scenario.operation
     first_new = scenario.model_before().latest + 1  # the snapshot the operation creates (the append, if two)
-    commits = isinstance(op, Commit | OneOffAppendOp | Compact | Delete | DeleteKeys | Restore)
+    commits = isinstance(op, Commit | OneOffAppendOp | Compact | Delete | DeleteKeys | Restore | Merge)
     truth = landed_by_log(base.log, plan, first_new) if commits else None
     if truth is not None and landed is not None:
         assert landed == truth, (
@@ -385,7 +386,7 @@ def run_one(base: Base, scenario: Scenario, plan: FaultPlan, ctx: Any) -> dict[s
             assert recovery.endswith(f"compaction {left}"), f"first attempt {first}, then {recovery}"
     elif isinstance(op, OneOffAppendOp) and landed is None and truth is not None:
         assert recovery.startswith("landed" if truth else "not landed"), f"first attempt {first}, then {recovery}"
-    elif isinstance(op, Compact | Delete | DeleteKeys | Restore):  # run again: its work done exactly if it landed
+    elif isinstance(op, Compact | Delete | DeleteKeys | Restore | Merge):  # run again: done exactly if it landed
         expected = landed if landed is not None else truth
         if expected is not None:
             want = ALREADY_APPLIED if expected else APPLIED

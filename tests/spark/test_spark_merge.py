@@ -40,3 +40,34 @@ def test_merge_refuses_a_condition_without_an_equality(spark: Any, tmp_path: Pat
     df = spark.createDataFrame([(1, 1, "a")], "id long, x long, tag string")
     with pytest.raises(lakefmt.MergeError, match="equality"):
         pyspark_lakefmt.merge(spark, t.uri, df, "t.id > s.id", source_alias="s", target_alias="t")
+
+
+TYPED = pa.schema([("id", pa.int64()), ("ts", pa.timestamp("us", "UTC")), ("d", pa.decimal128(10, 2)),
+                   ("day", pa.date32())])
+
+
+def test_merge_a_dataframe_of_timestamps_decimals_and_dates(spark: Any, tmp_path: Path) -> None:
+    import datetime as dt
+    from decimal import Decimal
+
+    utc = dt.UTC
+    t = lakefmt.create_table(str(tmp_path / "t"), TYPED)
+    t.append(pa.table({"id": [1], "ts": [dt.datetime(2026, 1, 1, 12, tzinfo=utc)], "d": [Decimal("1.50")],
+                       "day": [dt.date(2026, 1, 1)]}, schema=TYPED))
+    # Spark's timestamps are instants: the session's time zone must not shift them
+    df = spark.createDataFrame(
+        [(1, dt.datetime(2026, 2, 1, 8, tzinfo=utc), Decimal("2.25"), dt.date(2026, 2, 1)),
+         (2, dt.datetime(2026, 3, 1, 23, 30, tzinfo=utc), Decimal("-0.01"), dt.date(2026, 3, 1))],
+        "id long, ts timestamp, d decimal(12,2), day date")
+    report = (pyspark_lakefmt.merge(spark, t.uri, df, "t.id = s.id", source_alias="s", target_alias="t")
+              .when_matched_update({"ts": "s.ts", "d": "t.d + s.d"}).when_not_matched_insert_all().execute())
+    assert (report.num_target_rows_updated, report.num_target_rows_inserted) == (1, 1)
+    assert t.to_arrow().sort_by("id").to_pylist() == [
+        {"id": 1, "ts": dt.datetime(2026, 2, 1, 8, tzinfo=utc), "d": Decimal("3.75"), "day": dt.date(2026, 1, 1)},
+        {"id": 2, "ts": dt.datetime(2026, 3, 1, 23, 30, tzinfo=utc), "d": Decimal("-0.01"),
+         "day": dt.date(2026, 3, 1)},
+    ]
+    empty = spark.createDataFrame([], "id long, ts timestamp, d decimal(12,2), day date")
+    report = (pyspark_lakefmt.merge(spark, t.uri, empty, "t.id = s.id", source_alias="s", target_alias="t")
+              .when_matched_delete().when_not_matched_insert_all().execute())
+    assert report.snapshot_id is None and t.to_arrow().num_rows == 2
