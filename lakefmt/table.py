@@ -16,9 +16,10 @@ from lakefmt.commit.restore import restore as restore_to
 from lakefmt.commit.schema_change import UpdateSchema
 from lakefmt.io import FileIO
 from lakefmt.io.storage import explains_storage_errors
-from lakefmt.maintenance import MaintenanceReport, Progress, expire_snapshots, remove_orphan_files
+from lakefmt.maintenance import MaintenanceReport, Progress, remove_orphan_files
 from lakefmt.maintenance import background as background_compaction
 from lakefmt.maintenance.after_commit import after_commit
+from lakefmt.maintenance.retention import expire_with_retention
 from lakefmt.meta import consumers as cons
 from lakefmt.meta import tags as tags_store
 from lakefmt.meta.location import create_store, first_schema, open_store
@@ -351,18 +352,21 @@ class Table:
 
     # -- maintenance -----------------------------------------------------------------------------------
     def expire_snapshots(
-        self, *, retain_min: int = 1, retain_max: int | None = None, older_than: Duration | None = None,
+        self, *, retain_min: int | None = None, retain_max: int | None = None, older_than: Duration | None = None,
         dry_run: bool = False, progress: Progress | None = None,
     ) -> MaintenanceReport:
         """Expire old snapshots (never the latest; at least ``retain_min`` kept; at most ``retain_max``;
         those committed more than ``older_than`` ago go) and delete the files only they reference.
 
+        A rule not given comes from the table's options, or their defaults: ``snapshot.num-retained.min`` (10),
+        ``snapshot.num-retained.max`` (no limit), ``snapshot.time-retained`` (1 hour); ``report.kept_reason``
+        says why the kept snapshots were kept (:mod:`lakefmt.maintenance.retention`).
         ``older_than``: a ``timedelta``, a duration string with its unit (``"90m"``, ``"12h"``, ``"7d"``,
         ``"PT1H"``; ``"5"`` is refused) or a number of seconds (``older_than=5`` is five seconds)."""
         older_than_ms = None if older_than is None else duration_ms(older_than)
-        return expire_snapshots(
+        return expire_with_retention(
             self.io, self._store, retain_min=retain_min, retain_max=retain_max, older_than_ms=older_than_ms,
-            dry_run=dry_run, progress=progress,
+            now_ms=self._now_ms(), dry_run=dry_run, progress=progress,
         )
 
     def remove_orphan_files(
