@@ -64,9 +64,8 @@ def after_commit(
             except Exception as exc:  # the data commit has landed; compaction is optional
                 log.warning("automatic compaction after snapshot %d failed: %s: %s", snap.id, type(exc).__name__, exc)
     try:
-        latest = target.store.latest_snapshot() or snap
-        now_ms = int((target.clock or time.time)() * 1000)
-        due = expiration_due(target.store, resolve_retention(schema.options), latest, now_ms)
+        now_ms = int((target.clock or time.time)() * 1000)  # (a later commit than snap only adds to the count)
+        due = expiration_due(target.store, resolve_retention(schema.options), snap, now_ms)
     except Exception:  # e.g. options that predate the min <= max check: no automatic expiration
         due = False
     if due:

@@ -13,6 +13,7 @@ A ``retain_max`` given as an argument below the table's ``snapshot.num-retained.
 from __future__ import annotations
 
 import time
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -102,22 +103,46 @@ def resolve_retention(
     return Retention(low, high, Rule(age_key, age_value, src(age_key, older_than_ms)))
 
 
+#: the earliest snapshot each store was last seen to have, for :func:`expiration_due` (snapshots are immutable,
+#: and the earliest only ever moves forward: a remembered one can only make the check say "due" too early)
+_EARLIEST: weakref.WeakKeyDictionary[MetaStore, Snapshot] = weakref.WeakKeyDictionary()
+
+#: the automatic expiration waits until the oldest snapshot is older than ``snapshot.time-retained`` by this
+#: share of it (at most :data:`MAX_SLACK_MS`), so that one run expires a batch of snapshots instead of one per
+#: commit; ``lakefmt expire`` and ``Table.expire_snapshots`` apply the rule exactly
+SLACK_SHARE = 0.1
+MAX_SLACK_MS = 600_000
+
+
 def expiration_due(store: MetaStore, retention: Retention, latest: Snapshot, now_ms: int) -> bool:
-    """Whether an expiration would expire any snapshot, checked cheaply after a commit (the EARLIEST hint and
-    one snapshot read): True when unsure. Holds only ever keep more, so they need no reading here."""
+    """Whether the automatic expiration after a commit should run: more than ``retain_min`` snapshots and either
+    more than ``retain_max`` or the oldest older than ``snapshot.time-retained`` (plus a tenth of it, at most 10
+    minutes: :data:`SLACK_SHARE`). Cheap: nothing is read while the earliest snapshot seen last says "not due";
+    otherwise the EARLIEST hint and that one snapshot. True when unsure. Holds only ever keep more, so they need
+    no reading here."""
+    low, high, age = retention.retain_min.value or 1, retention.retain_max.value, retention.older_than.value
+    slack = 0 if age is None else min(int(age * SLACK_SHARE), MAX_SLACK_MS)
+
+    def due(earliest_id: int, earliest: Snapshot | None) -> bool:
+        count = latest.id - earliest_id + 1
+        if count <= low:
+            return False
+        if high is not None and count > high:
+            return True
+        if age is None:
+            return False
+        return earliest is None or earliest.time_millis < now_ms - age - slack
+
+    seen = _EARLIEST.get(store)
+    if seen is not None and seen.id <= latest.id and not due(seen.id, seen):
+        return False
     earliest_id = store.read_hint(layout.EARLIEST) or 1
     if earliest_id > latest.id:
         return True
-    count = latest.id - earliest_id + 1
-    low, high, age = retention.retain_min.value or 1, retention.retain_max.value, retention.older_than.value
-    if count <= low:
-        return False
-    if high is not None and count > high:
-        return True
-    if age is None:
-        return False
-    earliest = store.try_snapshot(earliest_id)
-    return earliest is None or earliest.time_millis < now_ms - age
+    earliest = seen if seen is not None and seen.id == earliest_id else store.try_snapshot(earliest_id)
+    if earliest is not None:
+        _EARLIEST[store] = earliest
+    return due(earliest_id, earliest)
 
 
 def expire_with_retention(
