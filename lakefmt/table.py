@@ -169,8 +169,8 @@ class Table:
         """A committer; ``commit(messages, identifier=n)`` publishes exactly once per (commit user, n).
 
         ``commit_user`` must be stable across restarts of one logical writer (a non-empty string); None makes
-        a one-off user that is never remembered for dedup. ``write_only=True``: its commits never compact
-        automatically, whatever ``compaction.auto`` says (one dedicated compactor serves many writers; Paimon's
+        a one-off user that is never remembered for dedup. ``write_only=True``: its commits never compact nor
+        expire automatically, whatever the table's options say (one dedicated job serves many writers; Paimon's
         ``write-only``). ``compact_in_background``: whether the automatic compaction after a commit runs in
         the table object's worker thread (True) or before ``commit`` returns (False); None follows the table
         option ``compaction.async``. A process that ends right after committing (a Spark driver-side worker)

@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import lakefmt
 from lakefmt.options import TableOptions
 
-BATCHES = 12
+BATCHES = 8
 
 
 def test_a_stream_with_default_options_stays_within_the_bounds(spark: Any, tmp_path: Path) -> None:
@@ -41,7 +41,7 @@ def test_a_stream_with_default_options_stays_within_the_bounds(spark: Any, tmp_p
     defaults = TableOptions()
     snaps = t.snapshots()
     kinds = Counter(s.commit_kind for s in snaps)
-    assert kinds[lakefmt.CommitKind.APPEND] == BATCHES and kinds[lakefmt.CommitKind.COMPACT] >= 2
+    assert kinds[lakefmt.CommitKind.APPEND] == BATCHES and kinds[lakefmt.CommitKind.COMPACT] >= 1
     per_part = Counter(f.partition["dt"] for f in t.files())
     assert set(per_part) == {"a", "b"}
     # BATCHES files per partition without compaction; the tiers keep fewer than compaction.min.file-num + 2
