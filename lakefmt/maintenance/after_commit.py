@@ -17,7 +17,7 @@ import pyarrow as pa
 from lakefmt.errors import LakefmtError
 from lakefmt.maintenance import background as background_compaction
 from lakefmt.maintenance.compact import auto_compact, auto_compact_after
-from lakefmt.maintenance.retention import expiration_due, resolve_retention
+from lakefmt.maintenance.retention import expiration_due, note_automatic_run, resolve_retention
 from lakefmt.meta import entries as ents
 from lakefmt.rewrite.base import RewriteTarget, Targetable, as_target
 from lakefmt.spec import CommitKind, Snapshot
@@ -65,12 +65,13 @@ def after_commit(
                 log.warning("automatic compaction after snapshot %d failed: %s: %s", snap.id, type(exc).__name__, exc)
     try:
         now_ms = int((target.clock or time.time)() * 1000)  # (a later commit than snap only adds to the count)
-        due = expiration_due(target.store, resolve_retention(schema.options), snap, now_ms)
+        retention = resolve_retention(schema.options)
+        due = expiration_due(target.store, retention, snap, now_ms)
     except Exception:  # e.g. options that predate the min <= max check: no automatic expiration
         due = False
     if due:
         with contextlib.suppress(Exception):  # botocore's connection errors are not OSErrors
-            expire()
+            note_automatic_run(target.store, expire(), retention, now_ms)
 
 
 def _bucket_backlog(target: RewriteTarget, snap: Snapshot) -> int:

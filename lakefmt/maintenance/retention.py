@@ -26,7 +26,15 @@ from lakefmt.meta.store import MetaStore
 from lakefmt.options import TableOptions, format_duration_ms
 from lakefmt.spec import Snapshot, layout
 
-__all__ = ["Retention", "Rule", "expiration_due", "expire_with_retention", "explain", "resolve_retention"]
+__all__ = [
+    "Retention",
+    "Rule",
+    "expiration_due",
+    "expire_with_retention",
+    "explain",
+    "note_automatic_run",
+    "resolve_retention",
+]
 
 #: where a rule's value came from
 Source = Literal["argument", "option", "default"]
@@ -111,6 +119,8 @@ _EARLIEST: weakref.WeakKeyDictionary[MetaStore, Snapshot] = weakref.WeakKeyDicti
 #: share of it (at most :data:`MAX_SLACK_MS`), so that one run expires a batch of snapshots instead of one per
 #: commit; ``lakefmt expire`` and ``Table.expire_snapshots`` apply the rule exactly
 SLACK_SHARE = 0.1
+#: until when (epoch milliseconds) the automatic expiration of a store is skipped: its last run expired nothing
+_QUIET: weakref.WeakKeyDictionary[MetaStore, int] = weakref.WeakKeyDictionary()
 MAX_SLACK_MS = 600_000
 
 
@@ -122,6 +132,8 @@ def expiration_due(store: MetaStore, retention: Retention, latest: Snapshot, now
     no reading here."""
     low, high, age = retention.retain_min.value or 1, retention.retain_max.value, retention.older_than.value
     slack = 0 if age is None else min(int(age * SLACK_SHARE), MAX_SLACK_MS)
+    # a run found nothing to expire by age a moment ago (a consumer holds the snapshots back): wait the slack
+    quiet = now_ms < _QUIET.get(store, 0)
 
     def due(earliest_id: int, earliest: Snapshot | None) -> bool:
         count = latest.id - earliest_id + 1
@@ -129,7 +141,7 @@ def expiration_due(store: MetaStore, retention: Retention, latest: Snapshot, now
             return False
         if high is not None and count > high:
             return True
-        if age is None:
+        if age is None or quiet:
             return False
         return earliest is None or earliest.time_millis < now_ms - age - slack
 
@@ -143,6 +155,15 @@ def expiration_due(store: MetaStore, retention: Retention, latest: Snapshot, now
     if earliest is not None:
         _EARLIEST[store] = earliest
     return due(earliest_id, earliest)
+
+
+def note_automatic_run(store: MetaStore, report: object, retention: Retention, now_ms: int) -> None:
+    """After an automatic expiration: if it expired nothing (a consumer holds the snapshots back), the next
+    commits skip the age check for the slack time (a tenth of ``snapshot.time-retained``, at most 10 minutes)
+    rather than plan the same empty run after each commit (``snapshot.num-retained.max`` is still checked)."""
+    if isinstance(report, MaintenanceReport) and not report.expired_snapshots:
+        age = retention.older_than.value
+        _QUIET[store] = now_ms + (0 if age is None else min(int(age * SLACK_SHARE), MAX_SLACK_MS))
 
 
 def expire_with_retention(
