@@ -265,6 +265,9 @@ class TableOptions:
     #: ``num-sorted-run.stop-trigger``: past this many files in a bucket, a commit through a Table compacts the
     #: bucket in place before returning (writes slow down rather than reads); default: the trigger plus 3
     sorted_run_stop_trigger: int | None = None
+    #: whether the table sets ``snapshot.num-retained.max`` or ``snapshot.time-retained`` itself (not an option:
+    #: read from the keys present); see :attr:`auto_expire`
+    retention_set: bool = False
 
     _KEYS: ClassVar[dict[str, tuple[str, Callable[[str, str], Any]]]] = {
         "target-file-size": ("target_file_size", parse_size),
@@ -334,6 +337,7 @@ class TableOptions:
             if isinstance(value, int) and not isinstance(value, bool) and value < 1 and key not in cls._ZERO_ALLOWED:
                 raise InvalidOptionError(f"option {key} must be positive, got {raw!r}")
             values[attr] = value
+        values["retention_set"] = "snapshot.num-retained.max" in options or "snapshot.time-retained" in options
         return cls(**values)
 
     def check(self) -> TableOptions:
@@ -364,5 +368,9 @@ class TableOptions:
 
     @property
     def auto_expire(self) -> bool:
-        """Whether commits expire old snapshots afterwards: always, unless the table is ``write-only``."""
-        return not self.write_only
+        """Whether a commit checks, after its publish, that an expiration did not free its snapshot id (format
+        §14.2; one more read): when the table sets ``snapshot.num-retained.max`` or ``snapshot.time-retained``
+        itself. The defaults (at least 10 snapshots, an hour) expire nothing a commit in flight still builds on,
+        so a table that keeps them is checked no more than it was before they existed (every table is expired
+        after its commits unless ``write-only``)."""
+        return self.retention_set
