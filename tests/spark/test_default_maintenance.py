@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import lakefmt
 from lakefmt.options import TableOptions
 
-BATCHES = 8
+BATCHES = 6
 
 
 def test_a_stream_with_default_options_stays_within_the_bounds(spark: Any, tmp_path: Path) -> None:
