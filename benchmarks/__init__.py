@@ -19,7 +19,7 @@ writing their data files).
 BENCHMARKS = (
     "commit_scaling", "commit_speed", "s3_requests", "planning", "io_overhead", "manifest_merge", "spark_sink",
     "stream_source", "chain_latency", "delete_rows", "engines", "compaction", "compaction_stream", "delta_optimize",
-    "schema_evolution", "key_tables", "merge", "change_feed",
+    "schema_evolution", "key_tables", "merge", "change_feed", "auto_maintenance",
 )
 
 __all__ = ["BENCHMARKS"]

@@ -39,7 +39,7 @@ def run(quick: bool, workdir: Path) -> Result:
                                                           "storage": "local", "partitioned": False,
                                                           "commit_user": "stable (streaming-style identifiers)"})
     root = workdir / NAME
-    table = lakefmt.create_table(str(root / "table"), EVENTS_SCHEMA)
+    table = lakefmt.create_table(str(root / "table"), EVENTS_SCHEMA, options={"write-only": "true"})  # history grows
     data = events(n_commits * rows, days=max(1, n_commits // 100))
     committer = table.new_committer("bench-commit-scaling")
     write_s: list[float] = []

@@ -38,8 +38,10 @@ BUDGET_S = {
     "full": {"pypaimon": 600.0, "deltalake": 600.0, "pyiceberg": 240.0},
 }
 LAKEFMT_META_DIRS = ("snapshot", "manifest", "schema")
-#: lakefmt's sides: default options (the target), and without fsync, as durable as the peers' local writers.
-LAKEFMT_SIDES = {"lakefmt": {}, "lakefmt-nofsync": {"write.fsync": "false"}}
+#: lakefmt's sides: default options (the target), and without fsync, as durable as the peers' local writers; both
+#: ``write-only`` (no automatic compaction or expiration, which the peers' writers do not do either: the cost of
+#: lakefmt's default maintenance is the benchmark ``auto_maintenance``'s)
+LAKEFMT_SIDES = {"lakefmt": {"write-only": "true"}, "lakefmt-nofsync": {"write.fsync": "false", "write-only": "true"}}
 
 
 def run(quick: bool, workdir: Path) -> Result:
@@ -88,8 +90,9 @@ def run(quick: bool, workdir: Path) -> Result:
     result.metrics["versions"] = versions
     result.metrics["pyarrow"] = pyarrow_versions
     result.notes.append("lakefmt: one Table.append(batch) per append on one Table object, in the benchmark's "
-                        "process (the peers run in fresh processes of their own virtualenvs); default options, "
-                        "and write.fsync=false for side lakefmt-nofsync.")
+                        "process (the peers run in fresh processes of their own virtualenvs); default options "
+                        "but write-only (no automatic maintenance, as the peers' writers), and write.fsync=false "
+                        "for side lakefmt-nofsync.")
     result.notes.append(
         "Durability differs: on local disk lakefmt (default write.fsync=true) fsyncs each data and metadata file "
         "before a snapshot can reference it and the snapshot folder after a publish; pypaimon and deltalake issue "

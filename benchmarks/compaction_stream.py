@@ -44,6 +44,8 @@ READS = 5
 S3_READS = 3
 #: the third stream: automatic compaction in the table's worker thread
 ASYNC_OPTIONS = {"compaction.auto": "true", "compaction.async": "true"}
+#: the stream without compaction (on by default)
+OFF_OPTIONS = {"compaction.auto": "false"}
 
 
 def _batches(n: int) -> list[pa.Table]:
@@ -63,7 +65,7 @@ def _streams(base: Path, batches: list[pa.Table]) -> tuple[dict[str, lakefmt.Tab
     tables = {
         side: lakefmt.create_table(
             str(base / side), EVENTS_SCHEMA, partition_by=["dt"],
-            options={"compaction.auto": "true"} if side == "on" else {},
+            options={"compaction.auto": "true" if side == "on" else "false"},
         )
         for side in ("on", "off")
     }
@@ -124,7 +126,7 @@ def run(quick: bool, workdir: Path) -> Result:
     tables["once"] = once
     # compaction in the table's worker thread: each stream alone, so that the worker's overlap with the appends
     # is its own stream's (side by side, it would overlap the other stream's appends too)
-    solo_off, solo_off_s, solo_off_cpu = _solo(base, batches, "solo-off", {})
+    solo_off, solo_off_s, solo_off_cpu = _solo(base, batches, "solo-off", OFF_OPTIONS)
     tables["async"], solo_async_s, solo_async_cpu = _solo(base, batches, "async", ASYNC_OPTIONS)
     drop_tree(base / "solo-off")
     del solo_off

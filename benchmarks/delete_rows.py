@@ -63,7 +63,7 @@ def run(quick: bool, workdir: Path) -> Result:
     base = workdir / NAME
     drop_tree(base)
     base.mkdir(parents=True)
-    options = {"file.compression": COMPRESSION, "write.row-group-rows": str(ROW_GROUP_ROWS)}
+    options = {"file.compression": COMPRESSION, "write.row-group-rows": str(ROW_GROUP_ROWS), "compaction.auto": "false"}
     masters = {fsync: base / f"master-fsync-{str(fsync).lower()}" for fsync in (True, False)}
     tables = {
         fsync: lakefmt.create_table(str(folder), EVENTS_SCHEMA, options={**options, "write.fsync": str(fsync).lower()})

@@ -86,7 +86,7 @@ def run(quick: bool, workdir: Path) -> Result:
         master = base / f"lakefmt-{label}"
         table = lakefmt.create_table(
             str(master), pa.schema([*rows.schema, pa.field("part", pa.string())]), partition_by=["part"],
-            options={**options, "target-file-size": str(TARGET_SIZE)},
+            options={**options, "target-file-size": str(TARGET_SIZE), "compaction.auto": "false"},
         )
         for p in range(PARTS):
             tab = rows.append_column("part", pa.array([chr(ord("a") + p)] * rows.num_rows))

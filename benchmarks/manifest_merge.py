@@ -85,7 +85,9 @@ def _raw_merge(inputs: list[bytes], target: int) -> list[bytes]:
 
 def run_one(workdir: Path, m: int, e: int) -> dict[str, Any]:
     root = workdir / f"m{m}-e{e}"
-    table = lakefmt.create_table(str(root / "table"), META_SCHEMA, partition_by=list(META_PARTITION_KEYS))
+    table = lakefmt.create_table(
+        str(root / "table"), META_SCHEMA, partition_by=list(META_PARTITION_KEYS), options={"write-only": "true"}
+    )
     t0 = time.perf_counter()
     metas = _make_manifests(table, m, e)
     gen_s = time.perf_counter() - t0

@@ -54,7 +54,9 @@ MODES = ("entries", "files", "entries_partition", "raw", "raw_partition")
 
 def build_table(uri: str, days: int, files_per_day: int, tasks_per_day: int) -> dict[str, Any]:
     """One commit per day; each of the day's tasks contributes a per-task manifest of its files."""
-    table = lakefmt.create_table(uri, META_SCHEMA, partition_by=list(META_PARTITION_KEYS))
+    table = lakefmt.create_table(
+        uri, META_SCHEMA, partition_by=list(META_PARTITION_KEYS), options={"write-only": "true"}
+    )
     schema_id = table.table_schema().id
     stats_ids = table.table_schema().stats_ids
     committer = table.new_committer("bench-planning")

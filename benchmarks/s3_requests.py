@@ -125,7 +125,7 @@ def run(quick: bool, workdir: Path) -> Result:
     per_checkpoint: dict[str, Any] = {}
     with counting_moto_server(log) as options:
         uri = f"s3://{BUCKET}/requests"
-        table = lakefmt.create_table(uri, EVENTS_SCHEMA, storage_options=options)
+        table = lakefmt.create_table(uri, EVENTS_SCHEMA, storage_options=options, options={"write-only": "true"})
         committer = table.new_committer("bench-s3-requests")
         ident = 0
         fill_s: list[float] = []

@@ -278,11 +278,13 @@ class TableOptions:
     #: ``commit.allow-non-atomic-publish``: commit on storage whose put-if-absent is not atomic (a generic
     #: fsspec filesystem), accepting that two racing committers could both win; only with one committer
     allow_non_atomic_publish: bool = False
-    #: ``snapshot.num-retained.min`` / ``.max`` and ``snapshot.time-retained``: when max or time is set,
-    #: every commit through a Table expires old snapshots afterwards (as Paimon does); unset = never
+    #: ``snapshot.num-retained.min`` / ``.max`` and ``snapshot.time-retained``: every commit through a Table
+    #: expires old snapshots afterwards (as Paimon does; not a ``write-only`` one): at least min (10) are kept,
+    #: at most max (default: no limit), and of the others those older than the time (default 1 hour) go.
+    #: ``Table.expire_snapshots()`` and ``lakefmt expire`` use them for every rule not given as an argument.
     snapshot_retained_min: int = 10
     snapshot_retained_max: int | None = None
-    snapshot_time_retained_ms: int | None = None
+    snapshot_time_retained_ms: int = 3_600_000
     #: ``consumer.expiration-time``: a consumer whose record has not been written for this long no longer
     #: holds snapshots back from expiration (and expiration deletes its record); unset = consumers never expire
     consumer_expiration_ms: int | None = None
@@ -293,14 +295,16 @@ class TableOptions:
     #: small they are (automatic compaction merges size tiers below it)
     compaction_max_file_num: int = 50
     #: ``compaction.auto``: after each commit through a Table, compact the partitions it touched that hold
-    #: ``compaction.min.file-num`` small files, as a separate COMPACT snapshot (best effort)
-    compaction_auto: bool = False
+    #: ``compaction.min.file-num`` small files, as a separate COMPACT snapshot (best effort). On by default (as
+    #: Paimon's writers compact unless ``write-only``); ``false`` leaves compaction to ``lakefmt compact``
+    compaction_auto: bool = True
     #: ``compaction.async``: with ``compaction.auto``, the compaction after a commit runs in a worker thread of
     #: the table object instead of the committing thread, so ``Table.append`` returns as soon as its commit
     #: lands (``Table.wait_for_compaction`` waits for the worker; the Spark sink always compacts in place)
     compaction_async: bool = False
-    #: ``write-only``: commits never compact automatically (Paimon's name: the writers of a table that one
-    #: dedicated compactor serves); per writer, ``Table.new_committer(write_only=True)``
+    #: ``write-only``: commits never compact nor expire snapshots automatically (Paimon's name and meaning: the
+    #: writers of a table that one dedicated maintenance job serves); per writer,
+    #: ``Table.new_committer(write_only=True)``
     write_only: bool = False
     #: ``bucket``: a key table's number of buckets (rows go to ``hash(key) mod bucket``; files are per partition and
     #: bucket). Fixed when the table is created. Paimon recommends 200 MB to 1 GB of data per bucket.
@@ -337,6 +341,9 @@ class TableOptions:
     #: the deletion vector it commits, and :meth:`lakefmt.Table.changes` reads the pre-images at those positions.
     #: ``input`` and ``full-compaction`` are refused (not built).
     changelog_producer: str = "none"
+    #: whether the table sets ``snapshot.num-retained.max`` or ``snapshot.time-retained`` itself (not an option:
+    #: read from the keys present); see :attr:`auto_expire`
+    retention_set: bool = False
 
     _KEYS: ClassVar[dict[str, tuple[str, Callable[[str, str], Any]]]] = {
         "target-file-size": ("target_file_size", parse_size),
@@ -417,6 +424,7 @@ class TableOptions:
             if isinstance(value, int) and not isinstance(value, bool) and value < 1 and key not in cls._ZERO_ALLOWED:
                 raise InvalidOptionError(f"option {key} must be positive, got {raw!r}")
             values[attr] = value
+        values["retention_set"] = "snapshot.num-retained.max" in options or "snapshot.time-retained" in options
         return cls(**values, aggregate_functions=tuple(sorted(functions)))
 
     def check(self) -> TableOptions:
@@ -452,5 +460,9 @@ class TableOptions:
 
     @property
     def auto_expire(self) -> bool:
-        """Whether commits expire old snapshots afterwards."""
-        return self.snapshot_retained_max is not None or self.snapshot_time_retained_ms is not None
+        """Whether a commit checks, after its publish, that an expiration did not free its snapshot id (format
+        §14.2; one more read): when the table sets ``snapshot.num-retained.max`` or ``snapshot.time-retained``
+        itself. The defaults (at least 10 snapshots, an hour) expire nothing a commit in flight still builds on,
+        so a table that keeps them is checked no more than it was before they existed (every table is expired
+        after its commits unless ``write-only``)."""
+        return self.retention_set

@@ -17,9 +17,10 @@ from lakefmt.commit.schema_change import UpdateSchema
 from lakefmt.errors import TableAlreadyExistsError
 from lakefmt.io import FileIO
 from lakefmt.io.storage import explains_storage_errors
-from lakefmt.maintenance import MaintenanceReport, Progress, expire_snapshots, remove_orphan_files
+from lakefmt.maintenance import MaintenanceReport, Progress, remove_orphan_files
 from lakefmt.maintenance import background as background_compaction
 from lakefmt.maintenance.after_commit import after_commit
+from lakefmt.maintenance.retention import expire_with_retention
 from lakefmt.meta import consumers as cons
 from lakefmt.meta import tags as tags_store
 from lakefmt.meta.history import history as table_history
@@ -190,8 +191,8 @@ class Table:
         """A committer; ``commit(messages, identifier=n)`` publishes exactly once per (commit user, n).
 
         ``commit_user`` must be stable across restarts of one logical writer (a non-empty string); None makes
-        a one-off user that is never remembered for dedup. ``write_only=True``: its commits never compact
-        automatically, whatever ``compaction.auto`` says (one dedicated compactor serves many writers; Paimon's
+        a one-off user that is never remembered for dedup. ``write_only=True``: its commits never compact nor
+        expire automatically, whatever the table's options say (one dedicated job serves many writers; Paimon's
         ``write-only``). ``compact_in_background``: whether the automatic compaction after a commit runs in
         the table object's worker thread (True) or before ``commit`` returns (False); None follows the table
         option ``compaction.async``. A process that ends right after committing (a Spark driver-side worker)
@@ -412,18 +413,21 @@ class Table:
 
     # -- maintenance -----------------------------------------------------------------------------------
     def expire_snapshots(
-        self, *, retain_min: int = 1, retain_max: int | None = None, older_than: Duration | None = None,
+        self, *, retain_min: int | None = None, retain_max: int | None = None, older_than: Duration | None = None,
         dry_run: bool = False, progress: Progress | None = None,
     ) -> MaintenanceReport:
         """Expire old snapshots (never the latest; at least ``retain_min`` kept; at most ``retain_max``;
         those committed more than ``older_than`` ago go) and delete the files only they reference.
 
+        A rule not given comes from the table's options, or their defaults: ``snapshot.num-retained.min`` (10),
+        ``snapshot.num-retained.max`` (no limit), ``snapshot.time-retained`` (1 hour); ``report.kept_reason``
+        says why the kept snapshots were kept (:mod:`lakefmt.maintenance.retention`).
         ``older_than``: a ``timedelta``, a duration string with its unit (``"90m"``, ``"12h"``, ``"7d"``,
         ``"PT1H"``; ``"5"`` is refused) or a number of seconds (``older_than=5`` is five seconds)."""
         older_than_ms = None if older_than is None else duration_ms(older_than)
-        return expire_snapshots(
+        return expire_with_retention(
             self.io, self._store, retain_min=retain_min, retain_max=retain_max, older_than_ms=older_than_ms,
-            dry_run=dry_run, progress=progress,
+            now_ms=self._now_ms(), dry_run=dry_run, progress=progress,
         )
 
     def remove_orphan_files(

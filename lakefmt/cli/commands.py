@@ -195,21 +195,35 @@ _COMMANDS: tuple[_Command, ...] = (
         cmd_expire,
         help="expire old snapshots and delete files only they reference",
         description="Expire snapshots: never the latest; at least --retain-min are kept; at most --retain-max;\n"
-        "those committed more than --older-than ago go. Data files, manifests and manifest lists that only\n"
-        "expired snapshots reference are deleted, then the snapshot files. Time travel to an expired\n"
-        "snapshot fails afterwards. Try --dry-run first.",
+        "those committed more than --older-than ago go. A rule not given comes from the table's options\n"
+        "snapshot.num-retained.min (default 10), snapshot.num-retained.max (default: no limit) and\n"
+        "snapshot.time-retained (default 1h), as after every commit; the output says why what was kept was kept.\n"
+        "Data files, manifests and manifest lists that only expired snapshots reference are deleted, then the\n"
+        "snapshot files. Time travel to an expired snapshot fails afterwards. Try --dry-run first.",
         epilog="example:\n  lakefmt expire s3://bucket/events --retain-min 10 --retain-max 500 \\\n"
         "      --older-than 7d --dry-run\n",
         args=(
-            _arg("--retain-min", type=positive, default=1, metavar="N", help="always keep this many (default 1)"),
-            _arg("--retain-max", type=positive, default=None, metavar="N", help="never keep more than this many"),
+            _arg(
+                "--retain-min",
+                type=positive,
+                default=None,
+                metavar="N",
+                help="always keep this many (default: snapshot.num-retained.min, 10)",
+            ),
+            _arg(
+                "--retain-max",
+                type=positive,
+                default=None,
+                metavar="N",
+                help="never keep more than this many (default: snapshot.num-retained.max, no limit)",
+            ),
             _arg(
                 "--older-than",
                 type=duration,
                 default=None,
                 metavar="AGE",
                 help="expire snapshots older than AGE, with its unit: 90m, 12h, 7d or ISO-8601 PT1H (a bare number is "
-                "refused; default: only --retain-max applies)",
+                "refused; default: snapshot.time-retained, 1h)",
             ),
             _DRY_RUN,
         ),
@@ -438,7 +452,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{prog}: error: {message} (see {prog} --help)", file=sys.stderr)
         return 2
 
-    if getattr(args, "retain_max", None) is not None and args.retain_max < args.retain_min:
+    low, high = getattr(args, "retain_min", None), getattr(args, "retain_max", None)
+    if high is not None and low is not None and high < low:
         return usage_error(f"--retain-max ({args.retain_max}) must be at least --retain-min ({args.retain_min})")
     if args.command == "consumers" and args.dry_run and args.delete is None:
         return usage_error("--dry-run goes with --delete ID (listing deletes nothing)")

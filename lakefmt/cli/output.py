@@ -110,6 +110,8 @@ def _summary(report: MaintenanceReport) -> None:
             print(f"; {retained} {report.kept_snapshots[0]}..{report.kept_snapshots[1]}")
         else:
             print()
+        if report.kept_reason:
+            print(report.kept_reason)
         for held in report.held_back:
             n = held.snapshots
             if not n:

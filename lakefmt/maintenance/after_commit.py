@@ -1,14 +1,15 @@
 """The work after a commit has landed: automatic compaction of the partitions it touched (table option
-``compaction.auto``; in the committing thread, or in the table's worker thread with ``compaction.async``), then
-snapshot expiration when the table's options ask for it (``snapshot.num-retained.*``, ``snapshot.time-retained``)."""
+``compaction.auto``, on by default; in the committing thread, or in the table's worker thread with
+``compaction.async``), then snapshot expiration by the table's retention options (``snapshot.num-retained.*``,
+``snapshot.time-retained``; their defaults when absent). A ``write-only`` table or committer does neither."""
 
 from __future__ import annotations
 
 import collections
 import contextlib
-import datetime
 import functools
 import logging
+import time
 from collections.abc import Callable
 
 import pyarrow as pa
@@ -16,6 +17,7 @@ import pyarrow as pa
 from lakefmt.errors import LakefmtError
 from lakefmt.maintenance import background as background_compaction
 from lakefmt.maintenance.compact import auto_compact, auto_compact_after
+from lakefmt.maintenance.retention import expiration_due, note_automatic_run, resolve_retention
 from lakefmt.meta import entries as ents
 from lakefmt.rewrite.base import RewriteTarget, Targetable, as_target
 from lakefmt.spec import CommitKind, Snapshot
@@ -33,19 +35,21 @@ def after_commit(
     background: bool | None = None,
     expire: Callable[..., object],
 ) -> None:
-    """After ``snap`` landed: compact the partitions it touched when ``compaction.auto`` is set (unless
-    ``compact`` is false, as for a ``write-only`` committer, or the table is ``write-only``; here, or in the
-    table's worker thread when ``background``, by default the option ``compaction.async``), then ``expire``
-    snapshots (the table's ``expire_snapshots``) when its options ask for it. Best effort: the commit has landed;
-    an error is logged, a failed compaction is retried after the next commit, a failed expiration by the next
-    commit or by ``lakefmt expire``; an interrupt propagates."""
+    """After ``snap`` landed: compact the partitions it touched unless ``compaction.auto`` is false (here, or in
+    the table's worker thread when ``background``, by default the option ``compaction.async``), then ``expire``
+    snapshots (the table's ``expire_snapshots``, called with no argument: by the table's options) when the cheap
+    check :func:`~lakefmt.maintenance.retention.expiration_due` says a snapshot is due. Neither when ``compact``
+    is false (a ``write-only`` committer) or the table is ``write-only``. Best effort: the commit has landed; an
+    error is logged, a failed compaction is retried after the next commit, a failed expiration by the next commit
+    or by ``lakefmt expire``; an interrupt propagates."""
     target = as_target(table)
     schema = target.schema()
     options = schema.table_options
-    # a key table compacts as it is written unless told not to (Paimon's default): its reads stay one sorted run
-    # and a few newer files per bucket
-    wanted = options.compaction_auto or (schema.has_primary_key and "compaction.auto" not in schema.options)
-    auto = compact and wanted and not options.write_only
+    if not compact or options.write_only:
+        return
+    # every table compacts as it is written unless told not to (Paimon's default): a stream's partitions keep a
+    # few small files, a key table's reads one sorted run and a few newer files per bucket
+    auto = options.compaction_auto
     if auto and snap.commit_kind is not CommitKind.COMPACT:
         in_background = options.compaction_async if background is None else background
         if in_background and schema.has_primary_key and _bucket_backlog(target, snap) >= options.stop_trigger:
@@ -59,16 +63,15 @@ def after_commit(
                 auto_compact(table, snap)
             except Exception as exc:  # the data commit has landed; compaction is optional
                 log.warning("automatic compaction after snapshot %d failed: %s: %s", snap.id, type(exc).__name__, exc)
-    if not options.auto_expire:
-        return
-    with contextlib.suppress(Exception):  # botocore's connection errors are not OSErrors
-        expire(
-            retain_min=options.snapshot_retained_min,
-            retain_max=options.snapshot_retained_max,
-            older_than=None
-            if options.snapshot_time_retained_ms is None
-            else datetime.timedelta(milliseconds=options.snapshot_time_retained_ms),
-        )
+    try:
+        now_ms = int((target.clock or time.time)() * 1000)  # (a later commit than snap only adds to the count)
+        retention = resolve_retention(schema.options)
+        due = expiration_due(target.store, retention, snap, now_ms)
+    except Exception:  # e.g. options that predate the min <= max check: no automatic expiration
+        due = False
+    if due:
+        with contextlib.suppress(Exception):  # botocore's connection errors are not OSErrors
+            note_automatic_run(target.store, expire(), retention, now_ms)
 
 
 def _bucket_backlog(target: RewriteTarget, snap: Snapshot) -> int:

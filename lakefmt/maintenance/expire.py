@@ -99,6 +99,8 @@ class ExpirationPlan:
     #: created again is another tag): what arrives after them is spared
     planned_latest: int | None = None
     planned_tags: frozenset[tuple[str, bool, str]] = frozenset()
+    #: the commit times (epoch milliseconds) of the retained snapshots, oldest first
+    kept_times: tuple[int, ...] = ()
 
     @property
     def new_earliest(self) -> int | None:
@@ -153,8 +155,11 @@ def plan_expiration(
     expired, retained = snaps[:count], snaps[count:]
     kept = (retained[0].id, retained[-1].id) if retained else None
     seen_tags = frozenset((t.name, t.pin, t.nonce) for t in live_tags)
+    kept_times = tuple(s.time_millis for s in retained)
     if not expired:
-        return ExpirationPlan((), kept, (), held, own.expired_consumers, expired_tags, latest.id, seen_tags)
+        return ExpirationPlan(
+            (), kept, (), held, own.expired_consumers, expired_tags, latest.id, seen_tags, kept_times
+        )
     sizes: dict[str, int] = {}
 
     # 1. data files deleted at or before the new earliest snapshot k
@@ -228,6 +233,7 @@ def plan_expiration(
         expired_tags,
         latest.id,
         seen_tags,
+        kept_times,
     )
 
 

@@ -60,6 +60,10 @@ class MaintenanceReport:
     held_back: list[HeldBack] = field(default_factory=list)  #: expire: every hold and what it kept
     expired_consumers: list[str] = field(default_factory=list)  #: expire: consumers whose records went
     expired_tags: list[str] = field(default_factory=list)  #: expire: tags past their retain time, deleted
+    #: expire: the rules applied (per rule: its option key, value, shown value and source: argument, option or
+    #: default) and why the kept snapshots were kept, in one sentence
+    retention: dict[str, Any] | None = None
+    kept_reason: str | None = None
 
     def add(self, kind: FileClass, path: str, size: int) -> None:
         self.deleted.setdefault(kind, []).append((path, size))
@@ -101,6 +105,8 @@ class MaintenanceReport:
             out["held_back"] = [h.to_dict() for h in self.held_back]
             out["expired_consumers"] = self.expired_consumers
             out["expired_tags"] = self.expired_tags
+            out["retention"] = self.retention
+            out["kept_reason"] = self.kept_reason
         out.update(
             {
                 "files": {k.value: {"count": self.count(k), "bytes": self.bytes(k)} for k in FileClass},

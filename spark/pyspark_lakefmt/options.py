@@ -218,8 +218,8 @@ OPTIONS: tuple[Option, ...] = (
          "the written rows (static, the default: the whole table)"),
     _opt("mergeSchema", "write stream-write", _bool, "true: add the data's columns the table lacks (and fields "
          "its struct columns lack) as nullable columns, in a schema change committed before the write"),
-    _opt("writeOnly", "write stream-write", _bool, "true: this writer's commits never compact automatically (one "
-         "dedicated compactor serves many writers), whatever the table option compaction.auto says"),
+    _opt("writeOnly", "write stream-write", _bool, "true: this writer's commits never compact nor expire snapshots "
+         "automatically (one dedicated job serves many writers), whatever the table's options say"),
     _opt("write-only", "write stream-write", _bool, "Paimon's spelling of writeOnly", "writeOnly"),
 )
 

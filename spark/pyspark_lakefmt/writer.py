@@ -273,7 +273,7 @@ class BatchWriter(DataSourceArrowWriter):
     ) -> None:
         self.ref = ref
         self.overwrite = overwrite
-        self.write_only = write_only  #: option writeOnly: the commit never compacts automatically
+        self.write_only = write_only  #: option writeOnly: the commit never compacts nor expires automatically
         self.schema_id = schema_id  #: the schema the tasks write under (see .evolution)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> LakefmtCommitMessage:
@@ -311,7 +311,7 @@ class StreamWriter(DataSourceStreamArrowWriter):
         self.ref = ref
         self.commit_user = commit_user
         self.complete = complete
-        self.write_only = write_only  #: option writeOnly: the commits never compact automatically
+        self.write_only = write_only  #: option writeOnly: the commits never compact nor expire automatically
         self.schema_id = schema_id  #: the schema this micro-batch's tasks write under (see .evolution)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> LakefmtCommitMessage:

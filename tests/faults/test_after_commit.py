@@ -48,7 +48,8 @@ def test_a_table_with_contradicting_options_from_before_the_check_keeps_its_rows
     for i in range(5):
         assert t.append(pa.table({"id": [i]})) is not None
     assert sorted(t.to_arrow().column("id").to_pylist()) == [0, 1, 2, 3, 4]
-    assert t.expire_snapshots(retain_max=3).expired_snapshots == [1, 2]
+    ids = [s.id for s in t.snapshots()]  # the appends, and the automatic compaction after the fifth
+    assert t.expire_snapshots(retain_max=3).expired_snapshots == ids[:-3]
     assert sorted(t.to_arrow().column("id").to_pylist()) == [0, 1, 2, 3, 4]
 
 

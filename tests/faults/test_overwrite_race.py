@@ -204,7 +204,10 @@ def check_race(race: Race, reports: dict[int, list[tuple[str, Any]]]) -> Counter
 
 
 def new_race(store: Any, mode: str, rounds: int, gated: bool) -> Race:
-    t = lakefmt.create_table(store.uri(), SCHEMA, partition_by=["dt"], storage_options=store.storage_options)
+    t = lakefmt.create_table(  # every snapshot is one of the racers' commits: no automatic compaction
+        store.uri(), SCHEMA, partition_by=["dt"], storage_options=store.storage_options,
+        options={"compaction.auto": "false"},
+    )
     t.append(pa.table({"id": [r[0] for r in BASE_ROWS], "dt": [r[1] for r in BASE_ROWS]}, schema=SCHEMA))
     return Race(t.uri, store.storage_options, mode, rounds, gated)
 

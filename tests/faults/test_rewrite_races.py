@@ -218,7 +218,10 @@ def test_a_rewrite_racing_a_compaction_of_its_partition(
     setup: tuple[Any, str, int], rival: str, fault_ctx: Any
 ) -> None:
     store, how, rounds = setup
-    table = lakefmt.create_table(store.uri(), SCHEMA, partition_by=["dt"], storage_options=store.storage_options)
+    table = lakefmt.create_table(  # every snapshot is one of the racers' commits: no automatic compaction
+        store.uri(), SCHEMA, partition_by=["dt"], storage_options=store.storage_options,
+        options={"compaction.auto": "false"},
+    )
     table.append(as_table([(0, "b")]))
     start, gate = barriers(how, fault_ctx, 2)
     args = [(table.uri, store.storage_options, who, rival, rounds, start, gate) for who in (0, 1)]
@@ -331,7 +334,10 @@ def shared_store(request: pytest.FixtureRequest) -> Any:
 
 def test_appending_processes_with_a_compactor_looping(shared_store: Any, fault_ctx: Any) -> None:
     store = shared_store
-    table = lakefmt.create_table(store.uri(), SCHEMA, partition_by=["dt"], storage_options=store.storage_options)
+    table = lakefmt.create_table(  # every snapshot is one of the racers' commits: no automatic compaction
+        store.uri(), SCHEMA, partition_by=["dt"], storage_options=store.storage_options,
+        options={"compaction.auto": "false"},
+    )
     batches = APPENDS[store.kind]
     start, done, results = fault_ctx.Barrier(PROCESSES + 1), fault_ctx.Event(), fault_ctx.Queue()
     procs = [

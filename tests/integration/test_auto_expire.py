@@ -16,7 +16,7 @@ def test_commits_expire_beyond_num_retained_max(store) -> None:
     t = lakefmt.create_table(
         store.uri(),
         SCHEMA,
-        options={"snapshot.num-retained.min": "2", "snapshot.num-retained.max": "3"},
+        options={"snapshot.num-retained.min": "2", "snapshot.num-retained.max": "3", "compaction.auto": "false"},
         storage_options=store.storage_options,
     )
     committer = t.new_committer(commit_user="stream")
@@ -37,11 +37,12 @@ def test_commits_expire_beyond_num_retained_max(store) -> None:
     assert len(leftovers) == 2  # the replayed attempt's data file and per-task manifest
 
 
-def test_no_option_means_no_expiration(local_store) -> None:
-    t = lakefmt.create_table(local_store.uri(), SCHEMA)
-    for i in range(5):
+def test_no_option_keeps_the_last_hour(local_store) -> None:
+    """Without options, the defaults apply (snapshot.time-retained 1h): snapshots younger than that all stay."""
+    t = lakefmt.create_table(local_store.uri(), SCHEMA, options={"compaction.auto": "false"})
+    for i in range(12):
         t.append(pa.table({"id": [i]}))
-    assert [s.id for s in t.snapshots()] == [1, 2, 3, 4, 5]
+    assert [s.id for s in t.snapshots()] == list(range(1, 13))
 
 
 def test_time_retained_keeps_recent_snapshots(local_store) -> None:

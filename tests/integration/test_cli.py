@@ -40,7 +40,7 @@ REPORT_KEYS = {
     "paths",
 }
 #: an expire report also says what held snapshots back, and which records and tags it deleted
-EXPIRE_KEYS = {"held_back", "expired_consumers", "expired_tags"}
+EXPIRE_KEYS = {"held_back", "expired_consumers", "expired_tags", "retention", "kept_reason"}
 
 Result = subprocess.CompletedProcess[str]
 
@@ -558,7 +558,7 @@ def test_expire_by_age_from_the_command_line(local_store: Any) -> None:
 
 
 def test_consumers_list_hold_back_and_delete(cli_store: Any) -> None:
-    t = create_table_in(cli_store, SCHEMA, options={"consumer.expiration-time": "1h"})
+    t = create_table_in(cli_store, SCHEMA, options={"consumer.expiration-time": "1h", "compaction.auto": "false"})
     for i in range(6):
         t.append(pa.table({"id": [i], "dt": ["a"]}, schema=SCHEMA))
     t.set_consumer("silver", 3)

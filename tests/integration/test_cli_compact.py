@@ -32,7 +32,9 @@ def cli_many(commands: Sequence[Sequence[str]]) -> list[Result]:
 
 
 def small_files(store: Any, appends: int = 6) -> lakefmt.Table:
-    t = create_table_in(store, SCHEMA, partition_by=["dt"], options={"write.fsync": "false"})
+    # compaction on demand: the small files stay until a test compacts them
+    options = {"write.fsync": "false", "compaction.auto": "false"}
+    t = create_table_in(store, SCHEMA, partition_by=["dt"], options=options)
     for i in range(appends):
         t.append(pa.table({"id": [2 * i, 2 * i + 1], "dt": ["a", "b"]}, schema=SCHEMA))
     return t

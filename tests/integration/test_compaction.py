@@ -24,6 +24,8 @@ from lakefmt.meta.store import MetaStore
 
 SCHEMA = pa.schema([("id", pa.int64()), ("dt", pa.string()), ("v", pa.float64()), ("s", pa.string())])
 NOSYNC = {"write.fsync": "false"}
+#: the tables of the tests of compaction on demand: small files pile up until a test compacts them
+MANUAL = {**NOSYNC, "compaction.auto": "false"}
 
 
 def rows(n: int, start: int, dts: tuple[str, ...] = ("a", "b")) -> pa.Table:
@@ -48,7 +50,7 @@ def multiset(table: pa.Table) -> Counter[tuple[Any, ...]]:
 
 
 def make(tmp_path: Any, appends: int = 12, n: int = 10, **options: str) -> lakefmt.Table:
-    t = lakefmt.create_table(str(tmp_path / "t"), SCHEMA, partition_by=["dt"], options={**NOSYNC, **options})
+    t = lakefmt.create_table(str(tmp_path / "t"), SCHEMA, partition_by=["dt"], options={**MANUAL, **options})
     for i in range(appends):
         t.append(rows(n, i * n))
     return t
@@ -59,7 +61,7 @@ def data_files(t: lakefmt.Table) -> set[str]:
 
 
 def test_compaction_keeps_every_row_and_merges_small_files(store: Any) -> None:
-    t = create_table_in(store, SCHEMA, partition_by=["dt"], options=NOSYNC)
+    t = create_table_in(store, SCHEMA, partition_by=["dt"], options=MANUAL)
     for i in range(6):
         t.append(rows(10, i * 10))
     before = multiset(t.to_arrow())
@@ -138,7 +140,7 @@ def test_bins_stay_near_the_target(tmp_path: Any) -> None:
 
 
 def test_sort_by_makes_min_max_ranges_disjoint(tmp_path: Any) -> None:
-    t = lakefmt.create_table(str(tmp_path / "t"), SCHEMA, options=NOSYNC)  # unpartitioned
+    t = lakefmt.create_table(str(tmp_path / "t"), SCHEMA, options=MANUAL)  # unpartitioned
     for i in range(8):  # every file spans the whole id range
         ids = list(range(i, 8000, 8))
         t.append(pa.table({"id": ids, "dt": ["x"] * len(ids), "v": [1.0] * len(ids), "s": ["y"] * len(ids)}))

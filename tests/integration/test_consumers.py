@@ -26,7 +26,8 @@ local_and_memory = pytest.mark.parametrize("store", ["local", "memory"], indirec
 
 
 def _table(store: Any, commits: int = 6, **options: str) -> lakefmt.Table:
-    t = create_table_in(store, SCHEMA, options=options or None)
+    """A table with ``commits`` appends, one snapshot each (no automatic compaction: the ids are the tests')."""
+    t = create_table_in(store, SCHEMA, options={"compaction.auto": "false", **options})
     for i in range(commits):
         t.append(pa.table({"id": [i]}))
     return t

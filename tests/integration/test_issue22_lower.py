@@ -29,7 +29,9 @@ def rows(*ids: int, dt: str | None = "a") -> pa.Table:
 def small_files(store: Any, parts: tuple[str | None, ...] = ("a", "b"), appends: int = 6) -> lakefmt.Table:
     """``appends`` commits of one file of two rows in each partition: ids 100 i + 10 k and 100 i + 10 k + 1 for
     the k-th partition of ``parts``."""
-    t = create_table_in(store, SCHEMA, partition_by=["dt"], options={"write.fsync": "false"})
+    # compaction on demand: the small files stay until a test compacts them
+    options = {"write.fsync": "false", "compaction.auto": "false"}
+    t = create_table_in(store, SCHEMA, partition_by=["dt"], options=options)
     for i in range(appends):
         t.append(pa.concat_tables([rows(*ids(i, k), dt=p) for k, p in enumerate(parts)]))
     return t

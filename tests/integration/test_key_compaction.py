@@ -182,7 +182,10 @@ def test_merge_on_read_compaction_rewrites_files_with_many_deleted_rows_and_keep
     tmp_path: Any,
 ) -> None:
     t = lakefmt.create_table(
-        str(tmp_path / "t"), PLAIN, partition_by=["p"], options={**NOSYNC, "write.delete.mode": "merge-on-read"}
+        str(tmp_path / "t"),
+        PLAIN,
+        partition_by=["p"],
+        options={**NOSYNC, "write.delete.mode": "merge-on-read", "compaction.auto": "false"},  # compacted on demand
     )
     for i in range(3):
         ids = range(i * 100, i * 100 + 100)
@@ -217,7 +220,9 @@ def test_vectors_mask_files_read_in_many_batches_and_a_wholly_deleted_file_goes(
         str(tmp_path / "t"),
         PLAIN,
         partition_by=["p"],
-        options={**NOSYNC, "write.delete.mode": "merge-on-read", "write.row-group-rows": "64"},
+        options={
+            **NOSYNC, "write.delete.mode": "merge-on-read", "write.row-group-rows": "64", "compaction.auto": "false"
+        },
     )
     for lo, hi in ((0, 500), (500, 1000), (1000, 1100)):
         ids = range(lo, hi)

@@ -155,7 +155,8 @@ def _run(
     """Run the maintenance loop for ``seconds`` beside the writers ``start_writer`` starts, checking the
     retained snapshots (``check``: all, or the earliest and latest) after each expire and orphan-clean; then
     stop the writers and check everything."""
-    t = create_table_in(store, SCHEMA, partition_by=["dt"])
+    # every snapshot is a writer's commit, as the record assumes: no automatic compaction
+    t = create_table_in(store, SCHEMA, partition_by=["dt"], options={"compaction.auto": "false"})
     record = _Record()
     stop_writer = start_writer(t.uri, record)
     expired: list[int] = []

@@ -196,7 +196,7 @@ def run_processes(targets: list[Any], uri: str, options: dict[str, Any], count: 
 
 
 def new_table(store: Any) -> lakefmt.Table:
-    return create_table_in(store, SCHEMA)
+    return create_table_in(store, SCHEMA, options={"compaction.auto": "false"})  # every snapshot a racer's commit
 
 
 def assert_history_is_sound(table: lakefmt.Table, expected_ids: list[int]) -> list[lakefmt.Snapshot]:
@@ -315,7 +315,9 @@ def test_threads_of_one_process_racing_appends_commit_every_batch_exactly_once(
     commits often give up ("did not land") and are run again: taking that at its word must lose and
     duplicate nothing."""
     uri = f"memory://races-{uuid.uuid4().hex}"
-    options = {} if max_retries is None else {"commit.max-retries": str(max_retries)}
+    options = {"compaction.auto": "false"}  # every snapshot is a racer's commit
+    if max_retries is not None:
+        options["commit.max-retries"] = str(max_retries)
     lakefmt.create_table(uri, SCHEMA, options=options)
     shared = lakefmt.open_table(uri) if table_per == "process" else None
     give_up_retries = GIVE_UP_RETRIES if max_retries is None else 50

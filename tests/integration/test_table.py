@@ -387,7 +387,7 @@ def _message(t: lakefmt.Table, ids: Iterable[int]) -> lakefmt.CommitMessage:
 
 
 def test_exactly_once_per_commit_user_and_identifier(store: Any) -> None:
-    t = create_table_in(store, SCHEMA, partition_by=["dt"])
+    t = create_table_in(store, SCHEMA, partition_by=["dt"], options={"compaction.auto": "false"})  # ids counted
     c = t.new_committer(commit_user="job-42")
     msg = _message(t, [1, 2])
     snap = c.commit([msg], identifier=7)
@@ -465,6 +465,7 @@ def test_thousand_commits_keep_manifests_bounded_and_reads_correct() -> None:
             "manifest.merge-min-count": str(min_count),
             "manifest.full-compaction-threshold": str(full_threshold),
             "write.fsync": "false",
+            "compaction.auto": "false",  # one data file per row, one snapshot per commit
         },
     )
     model: dict[int, list[int]] = {}

@@ -164,6 +164,7 @@ def scenario_kill(spark: Any, cfg: dict[str, Any], opts: dict[str, str]) -> dict
         .option("checkpointLocation", cfg["checkpoint"])
         .option("createTable", "true")
         .option("partitionBy", "part")
+        .option("tableOptions", "compaction.auto=false")  # one snapshot per micro-batch, as the test counts
         .trigger(availableNow=True)
         .start(cfg["sink_table"])
     )
@@ -206,6 +207,7 @@ def scenario_source(spark: Any, cfg: dict[str, Any], opts: dict[str, str]) -> di
         .option("checkpointLocation", cfg["source_checkpoint"])
         .option("createTable", "true")
         .option("partitionBy", "part")
+        .option("tableOptions", "compaction.auto=false")  # one snapshot per micro-batch, as the test counts
         .trigger(availableNow=True)
         .start(cfg["source_table"])
     )

@@ -98,7 +98,11 @@ class Chain:
         self.driver = ChildDriver(
             self.root, HERE / "chain_child.py", [self.bronze_uri, silver_uri, str(checkpoint)], silver_uri, checkpoint
         )
-        bronze = lakefmt.create_table(self.bronze_uri, SCHEMA, partition_by=["part"])
+        # no automatic compaction in either table: every snapshot is an append or a micro-batch's commit, as the
+        # kill points and the history checks count them
+        bronze = lakefmt.create_table(
+            self.bronze_uri, SCHEMA, partition_by=["part"], options={"compaction.auto": "false"}
+        )
         for k in range(FIRST_APPENDS):
             bronze.append(rows(k))
         lakefmt.create_table(
@@ -107,7 +111,7 @@ class Chain:
             partition_by=["part"],
             # tiny row groups: a task's files are open and half written while rows still arrive; small
             # manifests are merged into the base list every few commits, so merges are interrupted too
-            options={"write.row-group-rows": "2", "manifest.merge-min-count": "3"},
+            options={"write.row-group-rows": "2", "manifest.merge-min-count": "3", "compaction.auto": "false"},
         )
 
     def bronze(self) -> lakefmt.Table:

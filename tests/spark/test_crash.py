@@ -109,7 +109,8 @@ class Harness:
             partition_by=["part"],
             # tiny row groups: a task's files are open and half written while rows still arrive; small
             # manifests are merged into the base list every few commits, so merges are interrupted too
-            options={"write.row-group-rows": "2", "manifest.merge-min-count": "3"},
+            # (no automatic compaction: every snapshot is a micro-batch's commit, as the kill points count them)
+            options={"write.row-group-rows": "2", "manifest.merge-min-count": "3", "compaction.auto": "false"},
         )
 
     def add_input_file(self) -> None:

@@ -156,7 +156,7 @@ def test_a_long_in_list_still_rules_files_out_by_min_max(tmp_path: Path) -> None
     """pyarrow's simplifier prunes with an IN list of up to about 50 values; a delete's SQL IN list of more is
     bound with its least and greatest value beside it, the same rows (nulls included), so files outside that
     range are not read."""
-    t = lakefmt.create_table(str(tmp_path / "t"), SCHEMA)
+    t = lakefmt.create_table(str(tmp_path / "t"), SCHEMA, options={"compaction.auto": "false"})  # five files
     for k in range(5):
         t.append(pa.table({"id": [k * 100 + i for i in range(10)], "x": [1.0] * 9 + [None], "dt": ["d"] * 10}))
     ids = list(range(150, 254))  # 104 values; of the files' ids (k * 100 + 0..9) only 200..209 are in range

@@ -290,13 +290,14 @@ def test_expire_by_age(store: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     expected = _history(t)  # snapshots 1..8 committed 30, 27, ..., 9 days ago
     for sid in expected:
         assert t.snapshot(sid).time_millis == now_ms - 30 * DAY_MS + (sid - 1) * 3 * DAY_MS
+    clock.ms = now_ms  # expiration counts back from the table's clock
 
     # nothing is older than 40 days
-    nothing = t.expire_snapshots(older_than="40d")
+    nothing = t.expire_snapshots(older_than="40d", retain_min=1)
     assert nothing.expired_snapshots == [] and nothing.total_files == 0
     # older than 20 days: snapshots 1..4 (30, 27, 24, 21 days ago)
-    dry = t.expire_snapshots(older_than=datetime.timedelta(days=20), dry_run=True)
-    report = t.expire_snapshots(older_than=datetime.timedelta(days=20))
+    dry = t.expire_snapshots(older_than=datetime.timedelta(days=20), retain_min=1, dry_run=True)
+    report = t.expire_snapshots(older_than=datetime.timedelta(days=20), retain_min=1)
     assert report.expired_snapshots == [1, 2, 3, 4]
     assert _summary(report) == _summary(dry)
     _assert_reads(t, expected, range(5, 9))
@@ -306,7 +307,7 @@ def test_expire_by_age(store: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     assert report.expired_snapshots == [5]
     _assert_reads(t, expected, range(6, 9))
     # seconds work too; the latest is never expired
-    report = t.expire_snapshots(older_than=0)
+    report = t.expire_snapshots(older_than=0, retain_min=1)
     assert report.expired_snapshots == [6, 7]
     _assert_reads(t, expected, range(8, 9))
     _assert_exactly_referenced(t)
