@@ -24,7 +24,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from .rewrites import delete_filter
 from .sql_common import TableFunction, check_count, check_snapshot, check_text, open_uri, reported
 
 __all__ = [
@@ -129,7 +128,7 @@ class Delete(TableFunction):
         shown = [a for a in (uri, predicate) if a is not None]
         with reported("lakefmt_delete", *shown):
             table = open_uri(uri, self.storage_options)
-            snap = table.delete(delete_filter(table, check_text(predicate, "predicate")))
+            snap = table.delete(check_text(predicate, "predicate"))
             latest = snap or table.latest_snapshot()
         if snap is None:
             yield None, 0, latest.total_record_count if latest else 0

@@ -43,8 +43,9 @@ __all__ = [
 
 #: ``lakefmt_history(uri)``: one row per retained snapshot, oldest first (Delta's ``DESCRIBE HISTORY``)
 HISTORY_SCHEMA = (
-    "version BIGINT, timestamp TIMESTAMP, operation STRING, parameters MAP<STRING, STRING>, rows_added BIGINT, "
-    "rows_removed BIGINT, commit_user STRING, commit_identifier BIGINT"
+    "version BIGINT, timestamp TIMESTAMP, operation STRING, operation_parameters MAP<STRING, STRING>, "
+    "parameters MAP<STRING, STRING>, rows_added BIGINT, rows_removed BIGINT, files_added BIGINT, "
+    "files_removed BIGINT, commit_user STRING, commit_identifier BIGINT"
 )
 #: ``lakefmt_snapshots(uri)``: one row per retained snapshot, oldest first (Paimon's ``T$snapshots``)
 SNAPSHOTS_SCHEMA = (
@@ -65,33 +66,18 @@ CHANGE_COLUMNS = (
 )
 
 
-def _operation(snap: lakefmt.Snapshot) -> str:
-    return snap.properties.get("lakefmt.operation") or snap.commit_kind.value.lower()
-
-
-def _added_rows(table: lakefmt.Table, snap: lakefmt.Snapshot) -> int:
-    """Rows in the data files ``snap`` added: an append's are its delta; a compaction moves rows and adds none."""
-    if snap.commit_kind is lakefmt.CommitKind.APPEND and "lakefmt.operation" not in snap.properties:
-        return max(snap.delta_record_count, 0)
-    files = table.scan(from_snapshot=snap.id - 1, to_snapshot=snap.id).files()
-    return sum(f.row_count - (f.deletion_vector.cardinality if f.deletion_vector else 0) for f in files)
-
-
 def history_records(table: lakefmt.Table) -> list[tuple[Any, ...]]:
-    """The rows of ``lakefmt_history``, in :data:`HISTORY_SCHEMA`'s order. Derived from :meth:`lakefmt.Table
-    .snapshots` (rows removed = rows added less the snapshot's net change; a compaction adds and removes none);
-    the one place to switch to ``Table.history()`` once the core has it."""
+    """The rows of ``lakefmt_history``, in :data:`HISTORY_SCHEMA`'s order, oldest first: :meth:`lakefmt.Table
+    .history` (operation, its parameters, rows and data files added and removed, who committed it) with each
+    snapshot's properties as ``parameters``."""
+    properties = {s.id: s.properties for s in table.snapshots()}
     out = []
-    for snap in table.snapshots():
-        if snap.commit_kind is lakefmt.CommitKind.COMPACT:
-            added = removed = 0
-        else:
-            added = _added_rows(table, snap)
-            removed = max(added - snap.delta_record_count, 0)
-        params = {k: str(v) for k, v in snap.properties.items() if k != "lakefmt.operation"}
+    for rec in reversed(table.history()):
+        params = {k: str(v) for k, v in properties.get(rec["version"], {}).items() if k != "lakefmt.operation"}
         out.append((
-            snap.id, timestamp_ms(snap.time_millis), _operation(snap), params, added, removed,
-            snap.commit_user, snap.commit_identifier,
+            rec["version"], timestamp_ms(rec["timestamp"]), rec["operation"], dict(rec["operation_parameters"]),
+            params, rec["rows_added"], rec["rows_removed"], rec["files_added"], rec["files_removed"],
+            rec["commit_user"], rec["commit_identifier"],
         ))
     return out
 

@@ -112,11 +112,15 @@ def scenario_batch(spark: Any, cfg: dict[str, Any], opts: dict[str, str]) -> dic
     return {"read": rows, "write_s": round(t1 - t0, 1), "read_s": round(time.monotonic() - t1, 1)}
 
 
-def _kill_held(spark: Any, cfg: dict[str, Any], query: Any, batch: int) -> dict[str, Any]:
-    """Wait until a task of ``batch`` is held, note the state, SIGKILL its executor JVM, release the hold."""
-    probe_dir, checkpoint = Path(cfg["probe_dir"]), Path(cfg["checkpoint"])
+def _kill_held(
+    spark: Any, cfg: dict[str, Any], query: Any, batch: int, *, label: str = "", table_key: str = "sink_table",
+    checkpoint_key: str = "checkpoint",
+) -> dict[str, Any]:
+    """Wait until a task of ``batch`` is held (``hold-<label><batch>.json``), note the state, SIGKILL its executor
+    JVM, release the hold."""
+    probe_dir, checkpoint = Path(cfg["probe_dir"]), Path(cfg[checkpoint_key])
     app_id = spark.sparkContext.applicationId
-    hold_file = probe_dir / f"hold-{batch}.json"
+    hold_file = probe_dir / f"hold-{label}{batch}.json"
     deadline = time.monotonic() + HOLD_TIMEOUT_S
     while not hold_file.exists():
         if not query.isActive or time.monotonic() > deadline:
@@ -124,7 +128,7 @@ def _kill_held(spark: Any, cfg: dict[str, Any], query: Any, batch: int) -> dict[
         time.sleep(0.05)
     held = json.loads(hold_file.read_text())
     victim = int(held.get("executor_pid", 0))
-    if held["table"] != cfg["sink_table"] or victim not in executors(app_id):
+    if held["table"] != cfg[table_key] or victim not in executors(app_id):
         raise AssertionError(f"the held task is not a live executor's task writing the sink: {held}")
     # The state at the kill: the held task has written its files and manifest; its micro-batch is planned
     # (offsets) but not committed, neither in the table nor in Spark's commit log.
@@ -134,7 +138,7 @@ def _kill_held(spark: Any, cfg: dict[str, Any], query: Any, batch: int) -> dict[
         "executors": {str(k): v for k, v in executors(app_id).items()},
         "offsets": checkpoint_log(checkpoint, "offsets"),
         "commits": checkpoint_log(checkpoint, "commits"),
-        "snapshots": snapshots(cfg["sink_table"], cfg["storage"]),
+        "snapshots": snapshots(cfg[table_key], cfg["storage"]),
         "attempts": records(probe_dir, "attempts.jsonl"),
     }
     os.kill(victim, signal.SIGKILL)
@@ -144,7 +148,7 @@ def _kill_held(spark: Any, cfg: dict[str, Any], query: Any, batch: int) -> dict[
     at_kill["victim_gone_after_s"] = round(time.monotonic() - killed_at, 2)
     at_kill["killed_at"] = time.time()
     # The held worker loses its executor; this file would release it too, which no longer matters.
-    (probe_dir / f"release-{batch}").touch()
+    (probe_dir / f"release-{label}{batch}").touch()
     return at_kill
 
 
@@ -245,6 +249,49 @@ def scenario_rewrites(spark: Any, cfg: dict[str, Any], opts: dict[str, str]) -> 
     }
 
 
+def scenario_upsert_kill(spark: Any, cfg: dict[str, Any], opts: dict[str, str]) -> dict[str, Any]:
+    """5. Streaming upserts into a key table (``bucket=2``, ``sequence.field=seq``), two input files and so two
+    tasks per micro-batch, each task's keys spread over the whole key range and both buckets (the two tasks of a
+    batch share keys), during which the executor running a held task of micro-batch ``upsert_hold`` is
+    SIGKILLed."""
+    import lakefmt
+
+    uri = cfg["upsert_table"]
+    import pyarrow as pa
+
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("v", pa.string()), ("seq", pa.int64())])
+    lakefmt.create_table(
+        uri, schema, primary_key=["id"], options={"bucket": "2", "sequence.field": "seq"},
+        storage_options=cfg["storage"],
+    )
+    app_id = spark.sparkContext.applicationId
+    before = executors(app_id)
+    stream = (
+        spark.readStream.schema("id BIGINT, v STRING, seq BIGINT")
+        .option("maxFilesPerTrigger", 2)
+        .parquet(cfg["upsert_input"])
+    )
+    query = (
+        stream.writeStream.format("lakefmt")
+        .options(**opts)
+        .option("checkpointLocation", cfg["upsert_checkpoint"])
+        .trigger(availableNow=True)
+        .start(uri)
+    )
+    kill = _kill_held(
+        spark, cfg, query, cfg["upsert_hold"], label="u", table_key="upsert_table", checkpoint_key="upsert_checkpoint"
+    )
+    finished = query.awaitTermination(QUERY_TIMEOUT_S)
+    error = query.exception()
+    return {
+        "kill": kill,
+        "finished": bool(finished),
+        "error": None if error is None else str(error)[:2000],
+        "progress": progress(query),
+        "executors_before": {str(k): v for k, v in before.items()},
+    }
+
+
 def main() -> int:
     began = time.monotonic()
     cfg = json.loads(Path(sys.argv[1]).read_text())
@@ -288,6 +335,7 @@ def main() -> int:
         ("kill", scenario_kill),
         ("source", scenario_source),
         ("rewrites", scenario_rewrites),
+        ("upsert_kill", scenario_upsert_kill),
     ]
     rc = 0
     for name, run in scenarios:

@@ -17,7 +17,10 @@ and, with ``LAKEFMT_CLUSTER_HOLD_TABLE=<uri>``, ``LAKEFMT_CLUSTER_HOLD_BATCHES=1
 micro-batches (the one whose smallest ``id`` divided by n is that batch) right
 after it wrote its files and manifest: it writes ``hold-<batch>.json`` (its pid, its executor JVM's pid, its
 files) and waits for ``release-<batch>`` to appear (or its executor to die), so that the test can SIGKILL the
-executor while that task runs.
+executor while that task runs. With ``LAKEFMT_CLUSTER_UPSERT_TABLE=<uri>``, ``LAKEFMT_CLUSTER_UPSERT_HOLD=b`` and
+``LAKEFMT_CLUSTER_UPSERT_ROWS_PER_BATCH=n`` it holds the same way the first write task attempt into that key table
+whose smallest ``seq`` divided by n is b (its keys are spread over every task, so ``id`` says nothing of the
+batch): ``hold-u<b>.json``, released by ``release-u<b>``.
 """
 
 from __future__ import annotations
@@ -40,6 +43,9 @@ _DIR = os.environ.get("LAKEFMT_CLUSTER_DIR", "")
 _HOLD_TABLE = os.environ.get("LAKEFMT_CLUSTER_HOLD_TABLE", "")
 _HOLD_BATCHES = {int(b) for b in os.environ.get("LAKEFMT_CLUSTER_HOLD_BATCHES", "").split(",") if b}
 _ROWS_PER_BATCH = int(os.environ.get("LAKEFMT_CLUSTER_ROWS_PER_BATCH", "0") or 0)
+_UPSERT_TABLE = os.environ.get("LAKEFMT_CLUSTER_UPSERT_TABLE", "")
+_UPSERT_HOLD = int(os.environ.get("LAKEFMT_CLUSTER_UPSERT_HOLD", "-1") or -1)
+_UPSERT_ROWS_PER_BATCH = int(os.environ.get("LAKEFMT_CLUSTER_UPSERT_ROWS_PER_BATCH", "0") or 0)
 _HOLD_TIMEOUT_S = 300
 _EXECUTOR_MAIN = b"org.apache.spark.executor.CoarseGrainedExecutorBackend"
 
@@ -119,6 +125,9 @@ def _patch_writer(module: Any) -> None:
             lo, hi = getattr(self, "_probe_ids", (mm["min"], mm["max"]))
             self._probe_ids = (min(lo, mm["min"]), max(hi, mm["max"]))
             self._probe_rows = getattr(self, "_probe_rows", 0) + data.num_rows
+            if "seq" in data.schema.names:
+                seq = pc.min(data.column("seq")).as_py()
+                self._probe_seq = min(getattr(self, "_probe_seq", seq), seq)
 
     @functools.wraps(prepare)
     def probe_prepare(self: Any) -> Any:
@@ -140,26 +149,32 @@ def _patch_writer(module: Any) -> None:
         batch = ids[0] // _ROWS_PER_BATCH if held_table and ids is not None and _ROWS_PER_BATCH else None
         if batch in _HOLD_BATCHES and _claim_hold(batch, record):
             _hold(batch)
+        seq = getattr(self, "_probe_seq", None)
+        if record["table"] == _UPSERT_TABLE and seq is not None and _UPSERT_ROWS_PER_BATCH:
+            upsert_batch = seq // _UPSERT_ROWS_PER_BATCH
+            if upsert_batch == _UPSERT_HOLD and _claim_hold(f"u{upsert_batch}", record, upsert_batch):
+                _hold(f"u{upsert_batch}")
         return message
 
     cls.write, cls.prepare_commit = probe_write, probe_prepare
 
 
-def _claim_hold(batch: int, record: dict[str, Any]) -> bool:
+def _claim_hold(label: int | str, record: dict[str, Any], batch: int | None = None) -> bool:
     """The first attempt of the batch to get here is held (an exclusive create); later ones are not."""
+    batch = label if batch is None else batch
     try:
-        fd = os.open(os.path.join(_DIR, f"hold-{batch}.claim"), os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        fd = os.open(os.path.join(_DIR, f"hold-{label}.claim"), os.O_CREAT | os.O_EXCL | os.O_WRONLY)
     except FileExistsError:
         return False
     os.close(fd)
-    tmp = os.path.join(_DIR, f"hold-{batch}.tmp")
+    tmp = os.path.join(_DIR, f"hold-{label}.tmp")
     with open(tmp, "w") as f:
         json.dump({**record, "batch": batch}, f)
-    os.replace(tmp, os.path.join(_DIR, f"hold-{batch}.json"))
+    os.replace(tmp, os.path.join(_DIR, f"hold-{label}.json"))
     return True
 
 
-def _hold(batch: int) -> None:
+def _hold(batch: int | str) -> None:
     """Wait for the release, or for this worker to lose its executor (its parent changes when the daemon dies)."""
     parent = os.getppid()
     deadline = time.monotonic() + _HOLD_TIMEOUT_S

@@ -16,7 +16,11 @@ child process (tests/spark/cluster_child.py) that starts the cluster once and ru
    and transformed into a third table, its read tasks on the executors;
 4. rewrites on the executors (issue 15): twelve small files (four tasks x three partitions) compacted by
    ``pyspark_lakefmt.compact`` (a Spark task per group, one COMPACT snapshot), then rows deleted by a SQL
-   predicate with ``pyspark_lakefmt.delete`` (one partition dropped by metadata, one rewritten in a task).
+   predicate with ``pyspark_lakefmt.delete`` (one partition dropped by metadata, one rewritten in a task);
+5. streaming upserts into a key table (``bucket=2``, ``sequence.field``), two tasks per micro-batch whose keys are
+   spread on purpose over both buckets and shared by the two tasks, during which the executor running a held task
+   of micro-batch 1 is SIGKILLed: one live row per key, exactly the rows of the largest ``seq`` of each key, and
+   each micro-batch committed once.
 
 No process of the cluster sees AWS credentials in its environment: the jobs pass endpoint and keys as
 ``storage.*`` options, which travel with the data source to every Python worker. The probe also records which
@@ -62,6 +66,9 @@ BATCH_ROWS = 1000
 REWRITE_ROWS = 600
 REWRITE_DELETE = "(part = 1 AND id < 300) OR part = 2"
 RUN_TIMEOUT_S = 900
+UPSERT_KEYS = 60
+UPSERT_BATCHES = 3
+UPSERT_HOLD = 1
 
 
 def _input_files(folder: Path) -> pa.Table:
@@ -87,6 +94,27 @@ def _input_files(folder: Path) -> pa.Table:
         os.replace(staged, folder / staged.name)
         tables.append(data)
     return pa.concat_tables(tables)
+
+
+def _upsert_files(folder: Path) -> dict[int, tuple[int, str, int]]:
+    """``UPSERT_BATCHES * FILES_PER_BATCH`` Parquet files (in modification-time order, so micro-batch b reads files
+    2b and 2b + 1) of ``ROWS_PER_FILE`` distinct keys each, spread over the whole key range: the two files of a
+    batch share keys, so the two tasks of a micro-batch write rows of the same keys. ``seq`` grows with the file
+    and the row; returns the expected final state, key -> (id, v, seq) of the key's largest ``seq``."""
+    folder.mkdir()
+    now = time.time() - 3600
+    final: dict[int, tuple[int, str, int]] = {}
+    for i in range(UPSERT_BATCHES * FILES_PER_BATCH):
+        keys = [(j * 7 + i * 13) % UPSERT_KEYS for j in range(ROWS_PER_FILE)]  # 7 is prime to 60: distinct keys
+        seqs = [i * ROWS_PER_FILE + j for j in range(ROWS_PER_FILE)]
+        values = [f"file-{i}-row-{j}" for j in range(ROWS_PER_FILE)]
+        path = folder / f"up-{i:03d}.parquet"
+        data = pa.table({"id": pa.array(keys, pa.int64()), "v": values, "seq": pa.array(seqs, pa.int64())})
+        pq.write_table(data, path)
+        os.utime(path, (now + i * 10, now + i * 10))
+        for key, v, seq in zip(keys, values, seqs, strict=True):
+            final[key] = (key, v, seq)
+    return final
 
 
 def _tagged_processes(tag: bytes) -> list[int]:
@@ -145,6 +173,7 @@ def test_local_cluster_on_s3(tmp_path: Path, moto_server: dict[str, Any]) -> Non
     (inject / "lakefmt").symlink_to(REPO / "lakefmt", target_is_directory=True)
     (inject / "pyspark_lakefmt").symlink_to(REPO / "spark" / "pyspark_lakefmt", target_is_directory=True)
     expected_stream = _input_files(work / "input")
+    expected_upserts = _upsert_files(work / "upsert-input")
 
     base = f"s3://{moto_server['bucket']}/cluster-{uuid.uuid4().hex[:12]}"
     storage = dict(moto_server["storage_options"])
@@ -166,6 +195,10 @@ def test_local_cluster_on_s3(tmp_path: Path, moto_server: dict[str, Any]) -> Non
         "rewrite_table": f"{base}/rewrite",
         "rewrite_rows": REWRITE_ROWS,
         "rewrite_delete": REWRITE_DELETE,
+        "upsert_table": f"{base}/upserts",
+        "upsert_input": str(work / "upsert-input"),
+        "upsert_checkpoint": str(work / "checkpoint-upserts"),
+        "upsert_hold": UPSERT_HOLD,
     }
     (work / "config.json").write_text(json.dumps(cfg))
 
@@ -183,6 +216,9 @@ def test_local_cluster_on_s3(tmp_path: Path, moto_server: dict[str, Any]) -> Non
             "LAKEFMT_CLUSTER_HOLD_TABLE": cfg["sink_table"],
             "LAKEFMT_CLUSTER_HOLD_BATCHES": ",".join(map(str, HOLD_BATCHES)),
             "LAKEFMT_CLUSTER_ROWS_PER_BATCH": str(ROWS_PER_FILE * FILES_PER_BATCH),
+            "LAKEFMT_CLUSTER_UPSERT_TABLE": cfg["upsert_table"],
+            "LAKEFMT_CLUSTER_UPSERT_HOLD": str(UPSERT_HOLD),
+            "LAKEFMT_CLUSTER_UPSERT_ROWS_PER_BATCH": str(ROWS_PER_FILE * FILES_PER_BATCH),
             "LAKEFMT_CLUSTER_DRIVER_ENV": "set-in-the-driver's-environment",
             # no credentials but the storage.* options: none from the environment, files or an instance role
             "AWS_EC2_METADATA_DISABLED": "true",
@@ -208,7 +244,7 @@ def test_local_cluster_on_s3(tmp_path: Path, moto_server: dict[str, Any]) -> Non
     finally:
         _kill_all(proc, tag)
     results = json.loads((work / "results.json").read_text()) if (work / "results.json").exists() else {}
-    for name in ("batch", "kill", "source", "rewrites"):
+    for name in ("batch", "kill", "source", "rewrites", "upsert_kill"):
         assert "exception" not in results.get(name, {}), f"{name}:\n{results[name]['exception']}\n{_tail(log)}"
     assert rc == 0, f"the cluster's driver failed with exit code {rc}:\n{_tail(log)}"
 
@@ -320,6 +356,33 @@ def test_local_cluster_on_s3(tmp_path: Path, moto_server: dict[str, Any]) -> Non
     # executor (the driver plans and commits only)
     assert len(rewrite_attempts) == 4 + 3 + 1, rewrite_attempts
     assert all(a["executor"] != "driver" and "stage" in a for a in rewrite_attempts), rewrite_attempts
+
+    # -- 5. upserts into a key table through an executor's death ------------------------------------------
+    upserts = results["upsert_kill"]
+    assert upserts["finished"] and upserts["error"] is None, upserts
+    keyed = lakefmt.open_table(cfg["upsert_table"], storage_options=storage)
+    got = keyed.to_arrow()
+    ids = got.column("id").to_pylist()
+    assert len(ids) == len(set(ids)), "one live row per key"
+    assert sorted(zip(ids, got.column("v").to_pylist(), got.column("seq").to_pylist(), strict=True)) == sorted(
+        expected_upserts.values()
+    ), "exactly the row of each key's largest seq"
+    held = upserts["kill"]["held"]
+    assert held["table"] == cfg["upsert_table"] and held["batch"] == UPSERT_HOLD and held["files"], held
+    assert upserts["kill"]["commits"] == list(range(UPSERT_HOLD)), upserts["kill"]
+    written = [s for s in keyed.snapshots() if s.commit_kind is not lakefmt.CommitKind.COMPACT]
+    assert [s.commit_identifier for s in written] == list(range(UPSERT_BATCHES)), written
+    # the micro-batches' write tasks (automatic compaction also writes, in the driver's commit worker)
+    upsert_attempts = [a for a in attempts if a["table"] == cfg["upsert_table"] and "stage" in a]
+    assert len(upsert_attempts) == FILES_PER_BATCH * UPSERT_BATCHES + 1, upsert_attempts  # one more: the retry
+    retried = [
+        a for a in upsert_attempts
+        if a["stage"] == held["stage"] and a["partition"] == held["partition"] and a["attempt"] > held["attempt"]
+    ]
+    assert retried and all(a["executor"] != held["executor"] for a in retried), (held, retried)
+    # each task's keys span the key range (both buckets): ids of one task from near 0 to near the last key
+    assert all(a["ids"][1] - a["ids"][0] >= UPSERT_KEYS // 2 for a in upsert_attempts), upsert_attempts
+    assert all(a["executor"] != "driver" for a in upsert_attempts), upsert_attempts
 
     timings = results["timings"]
     print(

@@ -58,6 +58,7 @@ def test_system_tables_and_procedures_in_sql(spark: Any, sql: Any, tmp_path: Pat
     [deleted] = sql(f"SELECT * FROM lakefmt_delete('{uri}', 'id IN (2, 3) AND dt = ''a''')")
     assert (deleted.snapshot_id, deleted.deleted_rows, deleted.remaining_rows) == (4, 2, 2)
     assert _ids(t) == [1, 4]
+    assert t.history(limit=1)[0]["operation_parameters"]["predicate"] == "id IN (2, 3) AND dt = 'a'"
     [nothing] = sql(f"SELECT * FROM lakefmt_delete('{uri}', 'id > 100')")
     assert (nothing.snapshot_id, nothing.deleted_rows, nothing.remaining_rows) == (None, 0, 2)
     changes = sql(f"SELECT id, _change_type, _commit_snapshot FROM lakefmt_table_changes('{uri}', 3) ORDER BY id")
@@ -83,9 +84,17 @@ def test_system_tables_and_procedures_in_sql(spark: Any, sql: Any, tmp_path: Pat
 
     # the history of what is left: the restore (rows removed and added again) and the compaction (no row changed)
     hist = sql(f"SELECT * FROM lakefmt_history('{uri}') ORDER BY version")
-    assert [(h.version, h.operation, h.rows_added, h.rows_removed) for h in hist] == [
-        (5, "restore", 3, 1), (6, "compact", 0, 0)
+    library = list(reversed(t.history()))
+    assert [h.operation for h in hist] == ["RESTORE", "COMPACT"]
+    assert [
+        (h.version, h.operation, h.operation_parameters, h.rows_added, h.rows_removed, h.files_added,
+         h.files_removed, h.commit_user, h.commit_identifier) for h in hist
+    ] == [
+        (r["version"], r["operation"], r["operation_parameters"], r["rows_added"], r["rows_removed"],
+         r["files_added"], r["files_removed"], r["commit_user"], r["commit_identifier"]) for r in library
     ]
+    assert hist[1].rows_added == hist[1].rows_removed and hist[1].files_removed == 2  # a compaction moves rows
+    assert hist[0].timestamp == datetime.datetime.fromtimestamp(library[0]["timestamp"] / 1000)
     assert hist[0].parameters["lakefmt.restored-snapshot"] == "3"
 
 
