@@ -53,7 +53,8 @@ def _batches(item: Any) -> list[pa.RecordBatch]:
 def schema_of(data: Any) -> pa.Schema:
     """The Arrow schema of ``data``: a ``pyarrow.Schema`` as it is, or the schema of data that has one (see the
     module docstring), its view types as their plain types (Polars exports ``string_view``: the table stores
-    ``string``, which writes accept view data into); a stream is not read (its schema comes first). ``TypeError``
+    ``string``, which writes accept view data into) and its dictionary types (pandas' and Polars' Categorical) as
+    their value types; a stream is not read (its schema comes first). ``TypeError``
     for anything else."""
     if isinstance(data, pa.Schema):
         return data
@@ -62,6 +63,8 @@ def schema_of(data: Any) -> pa.Schema:
 
 
 def _plain(t: pa.DataType) -> pa.DataType:
+    if pa.types.is_dictionary(t):  # pandas' and Polars' Categorical: the table stores the values
+        return _plain(t.value_type)
     if pa.types.is_string_view(t):
         return pa.string()
     if pa.types.is_binary_view(t):
