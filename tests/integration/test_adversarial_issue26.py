@@ -32,3 +32,25 @@ def test_write_table_takes_categorical_columns_as_their_values(tmp_path: Any, ki
     assert got.column("c").to_pylist() == ["x", "y", "x", "z"]
     created = lakefmt.create_table(str(tmp_path / "u"), data[0])
     assert not pa.types.is_dictionary(created.table_schema().arrow_schema.field("c").type)
+
+
+def test_merge_refuses_a_column_that_differs_from_one_of_the_table_only_in_case(tmp_path: Any) -> None:
+    """Spark SQL resolves names case-insensitively: ``schema_mode="merge"`` with ``V`` next to the table's ``v``
+    (top level or in a struct) would make a table whose columns Spark cannot tell apart. Refused, naming both
+    columns; the table is unchanged."""
+    uri = str(tmp_path / "t")
+    st = pa.struct([("x", pa.int64())])
+    t = lakefmt.write_table(uri, pa.table({"id": [1], "v": ["a"], "s": pa.array([{"x": 1}], st)}))
+    bad = [
+        pa.table({"id": [2], "V": ["b"]}),
+        pa.table({"id": [2], "s": pa.array([{"X": 2}], pa.struct([("X", pa.int64())]))}),
+    ]
+    for data in bad:
+        with pytest.raises(lakefmt.errors.SchemaEvolutionError, match="only in case"):
+            lakefmt.write_table(uri, data, schema_mode="merge")
+        with pytest.raises(lakefmt.errors.SchemaEvolutionError, match="only in case"):
+            t.append(data, schema_mode="merge")
+    again = lakefmt.open_table(uri)
+    assert again.table_schema().arrow_schema.names == ["id", "v", "s"] and again.version() == 1
+    lakefmt.write_table(uri, pa.table({"id": [3], "w": ["c"]}), schema_mode="merge")  # a new name is still added
+    assert lakefmt.open_table(uri).table_schema().arrow_schema.names == ["id", "v", "s", "w"]
