@@ -28,7 +28,7 @@ def as_arrow(data: Any) -> Any:
     if isinstance(data, pa.Table | pa.RecordBatch | pa.RecordBatchReader):
         return data
     if _is_pandas(data):
-        return pa.Table.from_pandas(data, preserve_index=False)
+        return pa.Table.from_pandas(_with_named_index(data), preserve_index=False)
     if hasattr(data, "__arrow_c_stream__"):
         return pa.RecordBatchReader.from_stream(data)
     if isinstance(data, Iterable) and not isinstance(data, str | bytes | dict):  # batches: read as they come
@@ -39,6 +39,21 @@ def as_arrow(data: Any) -> Any:
             return pa.RecordBatchReader.from_batches(first.schema, (b for t in rest for b in _batches(t)))
         return [] if first is None else itertools.chain([first], items)
     return data
+
+
+def _with_named_index(frame: Any) -> Any:
+    """A pandas frame with its named index levels moved into columns (as deltalake writes them): a named index
+    carries data (``set_index("id")``, a groupby's keys); an unnamed one (a RangeIndex, what a row filter leaves)
+    is positions only and is dropped. :class:`SchemaMismatchError` when a level's name is also a column's."""
+    named = [n for n in frame.index.names if n is not None]
+    if not named:
+        return frame
+    clash = [n for n in named if n in frame.columns]
+    if clash:
+        raise SchemaMismatchError(
+            f"the frame's index {clash[0]!r} has the name of one of its columns; rename or drop one of them"
+        )
+    return frame.reset_index(level=named)
 
 
 def _batches(item: Any) -> list[pa.RecordBatch]:
@@ -83,7 +98,7 @@ def _schema(data: Any) -> pa.Schema:
     if isinstance(data, pa.Table | pa.RecordBatch | pa.RecordBatchReader):
         return data.schema
     if _is_pandas(data):
-        return pa.Schema.from_pandas(data, preserve_index=False)
+        return pa.Schema.from_pandas(_with_named_index(data), preserve_index=False)
     if hasattr(data, "__arrow_c_schema__") and not hasattr(data, "__arrow_c_stream__"):
         return pa.schema(data)
     if hasattr(data, "__arrow_c_stream__"):

@@ -54,3 +54,37 @@ def test_merge_refuses_a_column_that_differs_from_one_of_the_table_only_in_case(
     assert again.table_schema().arrow_schema.names == ["id", "v", "s"] and again.version() == 1
     lakefmt.write_table(uri, pa.table({"id": [3], "w": ["c"]}), schema_mode="merge")  # a new name is still added
     assert lakefmt.open_table(uri).table_schema().arrow_schema.names == ["id", "v", "s", "w"]
+
+
+def test_write_table_keeps_a_named_pandas_index_as_columns(tmp_path: Any) -> None:
+    """``df.set_index("id")`` or a groupby's result holds its key in a named index: it is written as a column (as
+    deltalake does), not silently lost. An unnamed index (a RangeIndex, or what a row filter leaves) is position
+    only and is not written. A named index whose name is also a column is refused, naming it."""
+    uri = str(tmp_path / "t")
+    df = pd.DataFrame({"id": [10, 20, 30], "v": ["a", "b", "c"]})
+    lakefmt.write_table(uri, df.set_index("id"))
+    got = lakefmt.open_table(uri).to_arrow()
+    assert got.column_names == ["id", "v"] and got.sort_by("id").column("id").to_pylist() == [10, 20, 30]
+    lakefmt.write_table(uri, df[df["id"] > 10])  # unnamed index [1, 2]: not a column
+    assert lakefmt.open_table(uri).to_arrow().num_rows == 5
+    two = pd.DataFrame({"a": [1, 1], "b": ["x", "y"], "n": [5, 6]}).groupby(["a", "b"]).sum()
+    assert lakefmt.write_table(str(tmp_path / "g"), two).to_arrow().sort_by("b").to_pylist() == [
+        {"a": 1, "b": "x", "n": 5}, {"a": 1, "b": "y", "n": 6},
+    ]
+    clash = df.set_index("id")
+    clash["id"] = [1, 2, 3]
+    with pytest.raises(lakefmt.errors.SchemaMismatchError, match="'id'"):
+        lakefmt.write_table(str(tmp_path / "c"), clash)
+    assert not (tmp_path / "c").exists()
+
+
+def test_table_writes_take_a_pandas_frame_as_write_table_does(tmp_path: Any) -> None:
+    """``Table.append``/``overwrite`` of a filtered frame (its unnamed index [1, 2]) is not refused for an extra
+    ``__index_level_0__`` column; a named index is a column there too."""
+    t = lakefmt.write_table(str(tmp_path / "t"), pd.DataFrame({"id": [0], "v": ["z"]}))
+    df = pd.DataFrame({"id": [1, 2, 3], "v": ["a", "b", "c"]})
+    t.append(df[df["id"] > 1])
+    t.append(df[df["id"] == 1].set_index("id"))
+    assert sorted(t.to_arrow().column("id").to_pylist()) == [0, 1, 2, 3]
+    t.overwrite(df[df["id"] > 2])
+    assert t.to_arrow().to_pylist() == [{"id": 3, "v": "c"}]
