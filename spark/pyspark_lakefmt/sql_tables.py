@@ -41,7 +41,7 @@ __all__ = [
     "history_records",
 ]
 
-#: ``lakefmt_history(uri)``: one row per retained snapshot, oldest first (Delta's ``DESCRIBE HISTORY``)
+#: ``lakefmt_history(uri[, limit])``: one row per retained snapshot, oldest first (Delta's ``DESCRIBE HISTORY``)
 HISTORY_SCHEMA = (
     "version BIGINT, timestamp TIMESTAMP, operation STRING, parameters MAP<STRING, STRING>, rows_added BIGINT, "
     "rows_removed BIGINT, commit_user STRING, commit_identifier BIGINT"
@@ -65,43 +65,26 @@ CHANGE_COLUMNS = (
 )
 
 
-def _operation(snap: lakefmt.Snapshot) -> str:
-    return snap.properties.get("lakefmt.operation") or snap.commit_kind.value.lower()
-
-
-def _added_rows(table: lakefmt.Table, snap: lakefmt.Snapshot) -> int:
-    """Rows in the data files ``snap`` added: an append's are its delta; a compaction moves rows and adds none."""
-    if snap.commit_kind is lakefmt.CommitKind.APPEND and "lakefmt.operation" not in snap.properties:
-        return max(snap.delta_record_count, 0)
-    files = table.scan(from_snapshot=snap.id - 1, to_snapshot=snap.id).files()
-    return sum(f.row_count - (f.deletion_vector.cardinality if f.deletion_vector else 0) for f in files)
-
-
-def history_records(table: lakefmt.Table) -> list[tuple[Any, ...]]:
-    """The rows of ``lakefmt_history``, in :data:`HISTORY_SCHEMA`'s order. Derived from :meth:`lakefmt.Table
-    .snapshots` (rows removed = rows added less the snapshot's net change; a compaction adds and removes none);
-    the one place to switch to ``Table.history()`` once the core has it."""
-    out = []
-    for snap in table.snapshots():
-        if snap.commit_kind is lakefmt.CommitKind.COMPACT:
-            added = removed = 0
-        else:
-            added = _added_rows(table, snap)
-            removed = max(added - snap.delta_record_count, 0)
-        params = {k: str(v) for k, v in snap.properties.items() if k != "lakefmt.operation"}
-        out.append((
-            snap.id, timestamp_ms(snap.time_millis), _operation(snap), params, added, removed,
-            snap.commit_user, snap.commit_identifier,
-        ))
-    return out
+def history_records(table: lakefmt.Table, limit: int | None = None) -> list[tuple[Any, ...]]:
+    """The rows of ``lakefmt_history``, in :data:`HISTORY_SCHEMA`'s order, oldest first: :meth:`lakefmt.Table
+    .history` (the latest ``limit``), so SQL shows the operations, parameters and row counts that Python and
+    ``lakefmt history`` show."""
+    return [
+        (
+            h["version"], timestamp_ms(h["timestamp"]), h["operation"], dict(h["operation_parameters"]),
+            h["rows_added"], h["rows_removed"], h["commit_user"], h["commit_identifier"],
+        )
+        for h in reversed(table.history(limit=limit))
+    ]
 
 
 class History(TableFunction):
-    """``lakefmt_history(uri)``: :data:`HISTORY_SCHEMA`."""
+    """``lakefmt_history(uri[, limit])``: :data:`HISTORY_SCHEMA`; with ``limit``, the latest ``limit`` snapshots."""
 
-    def eval(self, uri: str) -> Iterator[tuple[Any, ...]]:
-        with reported("lakefmt_history", uri):
-            rows = history_records(open_uri(uri, self.storage_options))
+    def eval(self, uri: str, limit: Any = None) -> Iterator[tuple[Any, ...]]:
+        args = (uri,) if limit is None else (uri, limit)
+        with reported("lakefmt_history", *args):
+            rows = history_records(open_uri(uri, self.storage_options), limit)
         yield from rows
 
 
