@@ -88,3 +88,24 @@ def test_table_writes_take_a_pandas_frame_as_write_table_does(tmp_path: Any) -> 
     assert sorted(t.to_arrow().column("id").to_pylist()) == [0, 1, 2, 3]
     t.overwrite(df[df["id"] > 2])
     assert t.to_arrow().to_pylist() == [{"id": 3, "v": "c"}]
+
+
+@pytest.mark.parametrize("keys", [["id"], None])
+def test_merge_star_clauses_follow_the_missing_column_rule(tmp_path: Any, keys: list[str] | None) -> None:
+    """Delta's rule for ``UPDATE SET *`` / ``INSERT *`` from a source without one of the target's columns: an update
+    keeps the target's value, an insert writes null; a missing non-nullable column is refused for an insert,
+    naming it, and the table is unchanged."""
+    schema = pa.schema([pa.field("id", pa.int64(), False), ("v", pa.string()), pa.field("w", pa.int64(), False)])
+    t = lakefmt.create_table(str(tmp_path / "t"), schema, primary_key=keys)
+    t.append(pa.table({"id": [1, 2], "v": ["a", "b"], "w": [1, 2]}, schema=schema))
+    src = pa.table({"id": [2, 3], "w": [20, 30]})
+    t.merge(src, "t.id = s.id", source_alias="s", target_alias="t").when_matched_update_all() \
+        .when_not_matched_insert_all().execute()
+    assert t.to_arrow().sort_by("id").to_pylist() == [
+        {"id": 1, "v": "a", "w": 1}, {"id": 2, "v": "b", "w": 20}, {"id": 3, "v": None, "w": 30},
+    ]
+    before = t.version()
+    with pytest.raises(lakefmt.errors.SchemaMismatchError, match="'w'"):
+        t.merge(pa.table({"id": [4], "v": ["x"]}), "t.id = s.id", source_alias="s", target_alias="t") \
+            .when_not_matched_insert_all().execute()
+    assert t.version() == before
