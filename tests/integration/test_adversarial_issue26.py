@@ -109,3 +109,16 @@ def test_merge_star_clauses_follow_the_missing_column_rule(tmp_path: Any, keys: 
         t.merge(pa.table({"id": [4], "v": ["x"]}), "t.id = s.id", source_alias="s", target_alias="t") \
             .when_not_matched_insert_all().execute()
     assert t.version() == before
+
+
+def test_creating_a_table_where_a_file_is_says_so(tmp_path: Any) -> None:
+    """A uri that is a file (or lies under one) is a LocationNotEmptyError naming it, not an OSError; the file is
+    untouched."""
+    f = tmp_path / "data.csv"
+    f.write_text("a\n1\n")
+    for uri in (str(f), str(f / "t")):
+        with pytest.raises(lakefmt.LocationNotEmptyError, match="is a file"):
+            lakefmt.write_table(uri, pa.table({"a": [1]}))
+        with pytest.raises(lakefmt.LocationNotEmptyError, match="is a file"):
+            lakefmt.create_table(uri, pa.schema([("a", pa.int64())]))
+    assert f.read_text() == "a\n1\n"
