@@ -5,7 +5,7 @@ batches and readers, pandas and Polars frames, and anything that speaks the Arro
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -28,7 +28,7 @@ def as_arrow(data: Any) -> Any:
     if isinstance(data, pa.Table | pa.RecordBatch | pa.RecordBatchReader):
         return data
     if _is_pandas(data):
-        return pa.Table.from_pandas(_with_named_index(data), preserve_index=False)
+        return _converted(lambda f: pa.Table.from_pandas(f, preserve_index=False), _with_named_index(data))
     if hasattr(data, "__arrow_c_stream__"):
         return pa.RecordBatchReader.from_stream(data)
     if isinstance(data, Iterable) and not isinstance(data, str | bytes | dict):  # batches: read as they come
@@ -56,6 +56,23 @@ def _with_named_index(frame: Any) -> Any:
     return frame.reset_index(level=named)
 
 
+def _converted(convert: Callable[[Any], Any], frame: Any) -> Any:
+    """``convert(frame)``, a pandas column Arrow cannot type (an object column of mixed values) a
+    :class:`SchemaMismatchError` naming it."""
+    try:
+        return convert(frame)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+        for name in frame.columns:
+            try:
+                pa.array(frame[name], from_pandas=True)
+            except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as col_exc:
+                raise SchemaMismatchError(
+                    f"the frame's column {str(name)!r} cannot be converted to Arrow ({col_exc}); give it one type, "
+                    f"e.g. df.astype({{{str(name)!r}: 'string'}})"
+                ) from None
+        raise SchemaMismatchError(f"the frame cannot be converted to Arrow: {exc}") from None
+
+
 def _batches(item: Any) -> list[pa.RecordBatch]:
     if isinstance(item, pa.Table):
         batches: list[pa.RecordBatch] = item.to_batches()
@@ -70,10 +87,16 @@ def schema_of(data: Any) -> pa.Schema:
     module docstring), its view types as their plain types (Polars exports ``string_view``: the table stores
     ``string``, which writes accept view data into) and its dictionary types (pandas' and Polars' Categorical) as
     their value types; a stream is not read (its schema comes first). ``TypeError``
-    for anything else."""
+    for anything else; :class:`SchemaMismatchError` for a column of data that holds only nulls (type null)."""
     if isinstance(data, pa.Schema):
         return data
     schema = _schema(data)
+    untyped = [f.name for f in schema if pa.types.is_null(f.type)]
+    if untyped:
+        raise SchemaMismatchError(
+            f"column {untyped[0]!r} of the data holds only nulls, so it has no type to create a column from; "
+            "give it one (a pyarrow schema, or e.g. df.astype({...: 'string'}) in pandas)"
+        )
     return pa.schema([f.with_type(_plain(f.type)) for f in schema], metadata=schema.metadata)
 
 
@@ -98,7 +121,7 @@ def _schema(data: Any) -> pa.Schema:
     if isinstance(data, pa.Table | pa.RecordBatch | pa.RecordBatchReader):
         return data.schema
     if _is_pandas(data):
-        return pa.Schema.from_pandas(_with_named_index(data), preserve_index=False)
+        return _converted(lambda f: pa.Schema.from_pandas(f, preserve_index=False), _with_named_index(data))
     if hasattr(data, "__arrow_c_schema__") and not hasattr(data, "__arrow_c_stream__"):
         return pa.schema(data)
     if hasattr(data, "__arrow_c_stream__"):

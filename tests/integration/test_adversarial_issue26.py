@@ -122,3 +122,18 @@ def test_creating_a_table_where_a_file_is_says_so(tmp_path: Any) -> None:
         with pytest.raises(lakefmt.LocationNotEmptyError, match="is a file"):
             lakefmt.create_table(uri, pa.schema([("a", pa.int64())]))
     assert f.read_text() == "a\n1\n"
+
+
+def test_pandas_columns_arrow_cannot_type_are_named(tmp_path: Any) -> None:
+    """An object column of mixed values is a SchemaMismatchError naming it (not a raw ArrowInvalid); a column of
+    nothing but nulls has no type to create a column from: refused naming it, and no table is created (a table
+    with a column of type null refuses every later value)."""
+    uri = str(tmp_path / "t")
+    with pytest.raises(lakefmt.errors.SchemaMismatchError, match="'o'"):
+        lakefmt.write_table(uri, pd.DataFrame({"id": [1, 2], "o": [1, "a"]}))
+    for data in (pd.DataFrame({"id": [1, 2], "o": [None, None]}), pa.table({"id": [1], "o": pa.nulls(1)})):
+        with pytest.raises(lakefmt.errors.SchemaMismatchError, match=r"'o'.*only nulls"):
+            lakefmt.write_table(uri, data)
+        with pytest.raises(lakefmt.errors.SchemaMismatchError, match=r"'o'.*only nulls"):
+            lakefmt.create_table(uri, data)
+    assert not (tmp_path / "t").exists()
