@@ -137,3 +137,13 @@ def test_pandas_columns_arrow_cannot_type_are_named(tmp_path: Any) -> None:
         with pytest.raises(lakefmt.errors.SchemaMismatchError, match=r"'o'.*only nulls"):
             lakefmt.create_table(uri, data)
     assert not (tmp_path / "t").exists()
+
+
+def test_a_column_named_in_another_case_is_named_as_such(tmp_path: Any) -> None:
+    """Spark SQL and pandas users write ``ID`` for the table's ``id``: the refusal says it is a case difference
+    (names are matched exactly), not only "missing id, extra ID"."""
+    schema = pa.schema([pa.field("id", pa.int64(), False), ("v", pa.string())])
+    t = lakefmt.create_table(str(tmp_path / "t"), schema)
+    with pytest.raises(lakefmt.errors.SchemaMismatchError, match="'ID' differs from the table's column 'id' only in"):
+        t.append(pa.table({"ID": [1], "v": ["a"]}))
+    assert t.version() is None
