@@ -132,7 +132,13 @@ def create_store(uri: str, schema: TableSchema, storage_options: Mapping[str, An
             raise LocationNotEmptyError(
                 f"{uri} is not empty (it holds {stray.path!r}); create the table in an empty location"
             )
-        if not io.publish(layout.schema_path(0), schema.to_json()):
+        try:
+            published = io.publish(layout.schema_path(0), schema.to_json())
+        except NotADirectoryError as exc:  # a local file where the table's folder would be (or above it)
+            raise LocationNotEmptyError(
+                f"{uri} is a file or lies under one ({exc.filename}); create the table in an empty folder"
+            ) from None
+        if not published:
             raise TableAlreadyExistsError(f"a lakefmt table was created at {uri} concurrently")
         return store
 

@@ -190,10 +190,12 @@ def check_clause(spec: MergeSpec, clause: Clause, source: pa.Schema, target: pa.
 
 def target_columns(spec: MergeSpec, source: pa.Schema, target: pa.Schema) -> list[str]:
     """The target columns the MERGE reads to decide and compute its rows: the columns its conditions and values
-    name, and every column when a clause keeps some target values (an update that sets only some columns)."""
+    name, and every column when a clause keeps some target values (an update that sets only some columns, or an
+    update_all from a source that lacks some)."""
     names = _Names(spec, source, target)
+    lacking = any(_field(source, f.name) is None for f in target)  # an update_all keeps those target values
     keep_all = any(
-        c.kind.endswith("update") and (c.updates is not None or c.except_cols) for c in spec.clauses
+        c.kind.endswith("update") and (c.updates is not None or c.except_cols or lacking) for c in spec.clauses
     )
     if keep_all:
         return list(target.names)
@@ -395,10 +397,12 @@ def _values(names: _Names, clause: Clause, rows: pa.Table, schema: pa.Schema, so
             if f.name.lower() in skip:
                 continue
             src = _field(source, f.name)
+            if src is None and ("t" in sides or f.nullable):  # Delta's rule: an update keeps, an insert nulls
+                continue
             if src is None:
                 raise SchemaMismatchError(
-                    f"{clause.method}: the source has no column {f.name!r} (source columns: "
-                    f"{', '.join(source.names)})"
+                    f"{clause.method}: the source has no column {f.name!r}, which is not nullable: every row "
+                    f"inserted needs a value (source columns: {', '.join(source.names)})"
                 )
             exprs[f.name] = pc.field(_S + src.name)
     else:

@@ -392,6 +392,15 @@ class SchemaEditor:
         self._union(self._root, (), list(schema))
 
     def _union(self, parent: _Field, prefix: Path, fields: list[pa.Field]) -> None:
+        names = {c.name for c in parent.children}
+        folded = {c.name.casefold(): c.name for c in parent.children}
+        for f in fields:  # Spark resolves names case-insensitively: it could not tell 'V' from 'v'
+            other = folded.get(f.name.casefold())
+            if f.name not in names and other is not None:
+                raise SchemaEvolutionError(
+                    f"the data's column {_show((*prefix, f.name))} differs from the table's column "
+                    f"{_show((*prefix, other))} only in case; rename it to {other!r} (names are matched exactly)"
+                )
         for f in fields:
             mine = next((c for c in parent.children if c.name == f.name), None)
             if mine is None:

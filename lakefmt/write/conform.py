@@ -121,6 +121,12 @@ def conform(data: pa.Table, schema: pa.Schema) -> pa.Table:
         problems.append(f"missing column(s) {', '.join(missing)} (not nullable: every row must have a value)")
     if extra:
         problems.append(f"extra column(s) {', '.join(extra)} not in the table")
+    folded = {n.casefold(): n for n in missing + [n for n in schema.names if n in have]}
+    problems += [  # Spark SQL resolves names case-insensitively; lakefmt matches them exactly
+        f"the data's column {n!r} differs from the table's column {folded[n.casefold()]!r} only in case (column "
+        "names are matched exactly)"
+        for n in extra if n.casefold() in folded
+    ]
     if len(set(data.column_names)) != data.num_columns:
         problems.append("duplicate column names in the data")
     columns = []

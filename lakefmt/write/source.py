@@ -5,7 +5,7 @@ batches and readers, pandas and Polars frames, and anything that speaks the Arro
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -28,7 +28,7 @@ def as_arrow(data: Any) -> Any:
     if isinstance(data, pa.Table | pa.RecordBatch | pa.RecordBatchReader):
         return data
     if _is_pandas(data):
-        return pa.Table.from_pandas(data, preserve_index=False)
+        return _converted(lambda f: pa.Table.from_pandas(f, preserve_index=False), _with_named_index(data))
     if hasattr(data, "__arrow_c_stream__"):
         return pa.RecordBatchReader.from_stream(data)
     if isinstance(data, Iterable) and not isinstance(data, str | bytes | dict):  # batches: read as they come
@@ -39,6 +39,38 @@ def as_arrow(data: Any) -> Any:
             return pa.RecordBatchReader.from_batches(first.schema, (b for t in rest for b in _batches(t)))
         return [] if first is None else itertools.chain([first], items)
     return data
+
+
+def _with_named_index(frame: Any) -> Any:
+    """A pandas frame with its named index levels moved into columns (as deltalake writes them): a named index
+    carries data (``set_index("id")``, a groupby's keys); an unnamed one (a RangeIndex, what a row filter leaves)
+    is positions only and is dropped. :class:`SchemaMismatchError` when a level's name is also a column's."""
+    named = [n for n in frame.index.names if n is not None]
+    if not named:
+        return frame
+    clash = [n for n in named if n in frame.columns]
+    if clash:
+        raise SchemaMismatchError(
+            f"the frame's index {clash[0]!r} has the name of one of its columns; rename or drop one of them"
+        )
+    return frame.reset_index(level=named)
+
+
+def _converted(convert: Callable[[Any], Any], frame: Any) -> Any:
+    """``convert(frame)``, a pandas column Arrow cannot type (an object column of mixed values) a
+    :class:`SchemaMismatchError` naming it."""
+    try:
+        return convert(frame)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+        for name in frame.columns:
+            try:
+                pa.array(frame[name], from_pandas=True)
+            except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as col_exc:
+                raise SchemaMismatchError(
+                    f"the frame's column {str(name)!r} cannot be converted to Arrow ({col_exc}); give it one type, "
+                    f"e.g. df.astype({{{str(name)!r}: 'string'}})"
+                ) from None
+        raise SchemaMismatchError(f"the frame cannot be converted to Arrow: {exc}") from None
 
 
 def _batches(item: Any) -> list[pa.RecordBatch]:
@@ -53,15 +85,24 @@ def _batches(item: Any) -> list[pa.RecordBatch]:
 def schema_of(data: Any) -> pa.Schema:
     """The Arrow schema of ``data``: a ``pyarrow.Schema`` as it is, or the schema of data that has one (see the
     module docstring), its view types as their plain types (Polars exports ``string_view``: the table stores
-    ``string``, which writes accept view data into); a stream is not read (its schema comes first). ``TypeError``
-    for anything else."""
+    ``string``, which writes accept view data into) and its dictionary types (pandas' and Polars' Categorical) as
+    their value types; a stream is not read (its schema comes first). ``TypeError``
+    for anything else; :class:`SchemaMismatchError` for a column of data that holds only nulls (type null)."""
     if isinstance(data, pa.Schema):
         return data
     schema = _schema(data)
+    untyped = [f.name for f in schema if pa.types.is_null(f.type)]
+    if untyped:
+        raise SchemaMismatchError(
+            f"column {untyped[0]!r} of the data holds only nulls, so it has no type to create a column from; "
+            "give it one (a pyarrow schema, or e.g. df.astype({...: 'string'}) in pandas)"
+        )
     return pa.schema([f.with_type(_plain(f.type)) for f in schema], metadata=schema.metadata)
 
 
 def _plain(t: pa.DataType) -> pa.DataType:
+    if pa.types.is_dictionary(t):  # pandas' and Polars' Categorical: the table stores the values
+        return _plain(t.value_type)
     if pa.types.is_string_view(t):
         return pa.string()
     if pa.types.is_binary_view(t):
@@ -80,7 +121,7 @@ def _schema(data: Any) -> pa.Schema:
     if isinstance(data, pa.Table | pa.RecordBatch | pa.RecordBatchReader):
         return data.schema
     if _is_pandas(data):
-        return pa.Schema.from_pandas(data, preserve_index=False)
+        return _converted(lambda f: pa.Schema.from_pandas(f, preserve_index=False), _with_named_index(data))
     if hasattr(data, "__arrow_c_schema__") and not hasattr(data, "__arrow_c_stream__"):
         return pa.schema(data)
     if hasattr(data, "__arrow_c_stream__"):

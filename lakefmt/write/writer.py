@@ -30,6 +30,7 @@ from lakefmt.spec.partition import partition_path
 from lakefmt.spec.rowkind import drop_ignored
 from lakefmt.write.conform import conform
 from lakefmt.write.encoding import dictionary_columns
+from lakefmt.write.source import as_arrow
 from lakefmt.write.stats import StatsCollector
 
 __all__ = ["TableWriter", "WriterClosedError", "as_tables"]
@@ -51,8 +52,8 @@ def as_tables(data: Any) -> Iterable[pa.Table]:
     elif isinstance(data, pa.RecordBatchReader):
         for batch in data:
             yield pa.Table.from_batches([batch])
-    elif hasattr(data, "__arrow_c_stream__"):
-        yield from as_tables(pa.RecordBatchReader.from_stream(data))
+    elif hasattr(data, "__arrow_c_stream__"):  # a pandas frame as write_table takes it (its named index kept)
+        yield from as_tables(as_arrow(data))
     elif isinstance(data, Iterable) and not isinstance(data, str | bytes | dict):
         for item in data:
             if not isinstance(item, pa.Table | pa.RecordBatch):

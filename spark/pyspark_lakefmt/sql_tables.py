@@ -41,7 +41,7 @@ __all__ = [
     "history_records",
 ]
 
-#: ``lakefmt_history(uri)``: one row per retained snapshot, oldest first (Delta's ``DESCRIBE HISTORY``)
+#: ``lakefmt_history(uri[, limit])``: one row per retained snapshot, oldest first (Delta's ``DESCRIBE HISTORY``)
 HISTORY_SCHEMA = (
     "version BIGINT, timestamp TIMESTAMP, operation STRING, operation_parameters MAP<STRING, STRING>, "
     "parameters MAP<STRING, STRING>, rows_added BIGINT, rows_removed BIGINT, files_added BIGINT, "
@@ -66,13 +66,13 @@ CHANGE_COLUMNS = (
 )
 
 
-def history_records(table: lakefmt.Table) -> list[tuple[Any, ...]]:
+def history_records(table: lakefmt.Table, limit: int | None = None) -> list[tuple[Any, ...]]:
     """The rows of ``lakefmt_history``, in :data:`HISTORY_SCHEMA`'s order, oldest first: :meth:`lakefmt.Table
-    .history` (operation, its parameters, rows and data files added and removed, who committed it) with each
-    snapshot's properties as ``parameters``."""
+    .history` (the latest ``limit``: operation, its parameters, rows and data files added and removed, who committed
+    it), so SQL shows what Python and ``lakefmt history`` show, with each snapshot's properties as ``parameters``."""
     properties = {s.id: s.properties for s in table.snapshots()}
     out = []
-    for rec in reversed(table.history()):
+    for rec in reversed(table.history(limit=limit)):
         params = {k: str(v) for k, v in properties.get(rec["version"], {}).items() if k != "lakefmt.operation"}
         out.append((
             rec["version"], timestamp_ms(rec["timestamp"]), rec["operation"], dict(rec["operation_parameters"]),
@@ -83,11 +83,12 @@ def history_records(table: lakefmt.Table) -> list[tuple[Any, ...]]:
 
 
 class History(TableFunction):
-    """``lakefmt_history(uri)``: :data:`HISTORY_SCHEMA`."""
+    """``lakefmt_history(uri[, limit])``: :data:`HISTORY_SCHEMA`; with ``limit``, the latest ``limit`` snapshots."""
 
-    def eval(self, uri: str) -> Iterator[tuple[Any, ...]]:
-        with reported("lakefmt_history", uri):
-            rows = history_records(open_uri(uri, self.storage_options))
+    def eval(self, uri: str, limit: Any = None) -> Iterator[tuple[Any, ...]]:
+        args = (uri,) if limit is None else (uri, limit)
+        with reported("lakefmt_history", *args):
+            rows = history_records(open_uri(uri, self.storage_options), limit)
         yield from rows
 
 

@@ -82,7 +82,8 @@ def test_system_tables_and_procedures_in_sql(spark: Any, sql: Any, tmp_path: Pat
     assert (expired.expired_snapshots, expired.earliest_snapshot, expired.latest_snapshot) == (4, 5, 6)
     assert [s.id for s in t.snapshots()] == [5, 6] and _ids(t) == [1, 2, 3, 4]
 
-    # the history of what is left: the restore (rows removed and added again) and the compaction (no row changed)
+    # the history of what is left: the restore (rows removed and added again) and the compaction (the three rows
+    # of partition a rewritten: in the files it removed and in the one it added), as Table.history() counts them
     hist = sql(f"SELECT * FROM lakefmt_history('{uri}') ORDER BY version")
     library = list(reversed(t.history()))
     assert [h.operation for h in hist] == ["RESTORE", "COMPACT"]
@@ -96,6 +97,10 @@ def test_system_tables_and_procedures_in_sql(spark: Any, sql: Any, tmp_path: Pat
     assert hist[1].rows_added == hist[1].rows_removed and hist[1].files_removed == 2  # a compaction moves rows
     assert hist[0].timestamp == datetime.datetime.fromtimestamp(library[0]["timestamp"] / 1000)
     assert hist[0].parameters["lakefmt.restored-snapshot"] == "3"
+    assert [(h.version, h.operation, h.rows_added, h.rows_removed) for h in hist] == [
+        (5, "RESTORE", 3, 1), (6, "COMPACT", 3, 3)
+    ]
+    assert hist[0].operation_parameters["snapshot"] == "3"
 
 
 def _error(spark: Any, text: str) -> str:
