@@ -682,7 +682,12 @@ SCENARIOS.update(
         s.name: s
         for s in (
             Scenario("merge-cow", H1, Merge(MERGE_SOURCE, "c")),
-            Scenario("merge-dv", H1, Merge(MERGE_SOURCE, "c"), {"write.delete.mode": "merge-on-read"}),
+            Scenario(
+                "merge-dv",
+                H1,
+                Merge(MERGE_SOURCE, "c"),
+                {"write.delete.mode": "merge-on-read", "compaction.auto": "false"},
+            ),
             Scenario(
                 "key-merge",
                 HK,

@@ -46,7 +46,8 @@ CASES: list[Case] = [
         "no column 'nope'",
     ),
     ("a column, not a test", lambda t: t.delete(pc.field("dt")), InvalidPredicateError, "must evaluate to bool"),
-    ("sql text", lambda t: t.delete("dt = 'a'"), TypeError, "pyarrow.compute.Expression"),
+    ("sql text cut short", lambda t: t.delete("dt = "), InvalidPredicateError, "expected a value"),
+    ("sql text, unknown column", lambda t: t.delete("nope = 'a'"), InvalidPredicateError, "no column 'nope'"),
 ]
 
 
