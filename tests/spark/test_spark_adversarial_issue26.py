@@ -23,7 +23,7 @@ def test_sql_history_is_the_tables_history(spark: Any, tmp_path: Path) -> None:
     t.restore(2)
     rows = spark.sql(f"SELECT * FROM lakefmt_history('{t.uri}') ORDER BY version").collect()
     want = t.history()[::-1]
-    assert [(r.version, r.operation, dict(r.parameters), r.rows_added, r.rows_removed) for r in rows] == [
+    assert [(r.version, r.operation, dict(r.operation_parameters), r.rows_added, r.rows_removed) for r in rows] == [
         (h["version"], h["operation"], h["operation_parameters"], h["rows_added"], h["rows_removed"]) for h in want
     ]
     assert [r.operation for r in rows] == ["WRITE", "OVERWRITE", "DELETE", "RESTORE"]

@@ -19,7 +19,7 @@ SCHEMA = pa.schema([("id", pa.int64()), ("dt", pa.string())])
 
 def _table(path: Path) -> lakefmt.Table:
     """Six commits of one file of two rows in partitions a and b."""
-    t = lakefmt.create_table(str(path), SCHEMA, partition_by=["dt"])
+    t = lakefmt.create_table(str(path), SCHEMA, partition_by=["dt"], options={"compaction.auto": "false"})
     for i in range(6):
         t.append(pa.table({"id": [100 * i, 100 * i + 1, 100 * i + 10, 100 * i + 11], "dt": ["a", "a", "b", "b"]}))
     return t

@@ -16,7 +16,9 @@ SCHEMA = pa.schema([("id", pa.int64()), ("x", pa.int64()), ("tag", pa.string())]
 
 
 def test_merge_a_dataframe(spark: Any, tmp_path: Path) -> None:
-    t = lakefmt.create_table(str(tmp_path / "t"), SCHEMA, options={"write.delete.mode": "merge-on-read"})
+    t = lakefmt.create_table(
+        str(tmp_path / "t"), SCHEMA, options={"write.delete.mode": "merge-on-read", "compaction.auto": "false"}
+    )
     t.append(pa.table({"id": [1, 2, 3], "x": [10, 20, 30], "tag": ["a", "b", "c"]}, schema=SCHEMA))
     df = spark.createDataFrame([(2, 5, "B", False), (3, 0, "C", True), (4, 40, "D", False)],
                                "id long, x long, tag string, gone boolean")

@@ -109,7 +109,8 @@ def test_spark_reader_selects_what_spark_selects_over_the_same_rows(spark: Any, 
                 got = prop.lake(f"spark_push_{push}", lambda: _spark_rows(reader.load(b.root).filter(sql)))  # noqa: B023
                 if got is not prop.REFUSED:
                     prop.check_rows(f"spark_pushFilters_{push}", got, want)
-            if not any(pa.types.is_floating(f.type) for f in case.schema):  # Spark orders NaN; pyarrow does not
+            # Spark orders NaN (larger than any number), pyarrow does not: a float column or a NaN literal differs
+            if "NaN" not in sql and not any(pa.types.is_floating(f.type) for f in case.schema):
                 arrow_want = prop.oracle_filter(b.all_rows, node)
                 if arrow_want is not None:
                     got_rids = sorted(want.column("rid").to_pylist())
