@@ -33,12 +33,12 @@ from lakefmt.read.masks import deleted_positions, load_vectors
 from lakefmt.rewrite.base import OPERATION, RewriteTarget, publish
 from lakefmt.rewrite.keys import BucketKey, UpsertPlanner, _bucket_keys, _live_in, _Marks, _Planner
 from lakefmt.rewrite.merge_reads import MergeReads
-from lakefmt.spec import CommitKind, CommitMessage, ManifestFileMeta, Snapshot, TableSchema
+from lakefmt.spec import CommitKind, CommitMessage, ManifestFileMeta, Snapshot, TableSchema, operations
 
 __all__ = ["MERGE", "MarkRowsPlanner", "MergeProducer", "MergeUpsertPlanner", "commit_copy_on_write", "commit_marks"]
 
 #: the value of ``lakefmt.operation`` a MERGE's snapshot carries
-MERGE = "merge"
+MERGE = operations.MERGE
 
 
 def _write(target: RewriteTarget, rows: Iterable[pa.Table | pa.RecordBatch]) -> CommitMessage:
