@@ -98,15 +98,17 @@ def resolve_retention(
     high_value = retain_max if retain_max is not None else parsed.snapshot_retained_max
     high = Rule(high_key, high_value, src(high_key, retain_max))
     low_value = retain_min if retain_min is not None else parsed.snapshot_retained_min
+    low_source = src(low_key, retain_min)
     if high.value is not None and low_value > high.value:
-        if retain_min is not None or retain_max is None:
+        if low_source != "default":  # both set, by the caller or by the table: they contradict each other
             raise InvalidOptionError(
-                f"{low_key} ({low_value}) must not be larger than {high_key} ({high.value})"
+                f"{low_key} ({low_value}) must not be larger than {high_key} ({high.value}); set both"
                 if retain_min is None
                 else f"retain_min ({low_value}) must not be larger than retain_max ({high.value})"
             )
-        low_value = high.value  # an explicit retain_max below the table's minimum lowers the minimum
-    low = Rule(low_key, low_value, src(low_key, retain_min))
+        # a maximum (given, or the table's) below the default minimum lowers the minimum to it
+        low_value, low_source = high.value, high.source
+    low = Rule(low_key, low_value, low_source)
     age_value = older_than_ms if older_than_ms is not None else parsed.snapshot_time_retained_ms
     return Retention(low, high, Rule(age_key, age_value, src(age_key, older_than_ms)))
 

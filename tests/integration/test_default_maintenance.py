@@ -118,12 +118,17 @@ def test_rules_come_from_arguments_then_options_then_defaults() -> None:
     assert (r.older_than.value, r.older_than.source) == (2 * 24 * HOUR_MS, "option")
     r = resolve_retention({}, retain_max=2)  # at most 2 asked for: the default minimum of 10 yields
     assert (r.retain_min.value, r.retain_max.value) == (2, 2)
+    assert r.retain_min.source == "argument"  # the report says where the lowered minimum came from
     with pytest.raises(lakefmt.InvalidOptionError, match="retain_min"):
         resolve_retention({}, retain_min=5, retain_max=2)
     with pytest.raises(lakefmt.InvalidOptionError, match="retain_min"):
         resolve_retention({}, retain_min=0)
-    with pytest.raises(lakefmt.InvalidOptionError, match=r"snapshot\.num-retained\.min"):
-        resolve_retention({"snapshot.num-retained.max": "4"})  # a table whose options predate the check
+    # a table whose options predate the check sets a maximum below the default minimum: the maximum wins (its
+    # automatic expiration would otherwise stop without a word)
+    r = resolve_retention({"snapshot.num-retained.max": "4"})
+    assert (r.retain_min.value, r.retain_min.source, r.retain_max.value) == (4, "option", 4)
+    with pytest.raises(lakefmt.InvalidOptionError, match=r"snapshot\.num-retained\.min \(5\).*set both"):
+        resolve_retention({"snapshot.num-retained.max": "4", "snapshot.num-retained.min": "5"})
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
