@@ -100,13 +100,14 @@ def resolve_retention(
     low_value = retain_min if retain_min is not None else parsed.snapshot_retained_min
     low_source = src(low_key, retain_min)
     if high.value is not None and low_value > high.value:
-        if low_source != "default":  # both set, by the caller or by the table: they contradict each other
+        # a maximum given below the table's minimum, or a table maximum below the default minimum (options that
+        # predate the check) lowers the minimum to it; two given, or both the table's own, contradict each other
+        if retain_min is not None or (retain_max is None and low_source == "option"):
             raise InvalidOptionError(
                 f"{low_key} ({low_value}) must not be larger than {high_key} ({high.value}); set both"
                 if retain_min is None
                 else f"retain_min ({low_value}) must not be larger than retain_max ({high.value})"
             )
-        # a maximum (given, or the table's) below the default minimum lowers the minimum to it
         low_value, low_source = high.value, high.source
     low = Rule(low_key, low_value, low_source)
     age_value = older_than_ms if older_than_ms is not None else parsed.snapshot_time_retained_ms

@@ -119,6 +119,8 @@ def test_rules_come_from_arguments_then_options_then_defaults() -> None:
     r = resolve_retention({}, retain_max=2)  # at most 2 asked for: the default minimum of 10 yields
     assert (r.retain_min.value, r.retain_max.value) == (2, 2)
     assert r.retain_min.source == "argument"  # the report says where the lowered minimum came from
+    r = resolve_retention({"snapshot.num-retained.min": "5"}, retain_max=2)  # below the table's own minimum too
+    assert (r.retain_min.value, r.retain_min.source, r.retain_max.value) == (2, "argument", 2)
     with pytest.raises(lakefmt.InvalidOptionError, match="retain_min"):
         resolve_retention({}, retain_min=5, retain_max=2)
     with pytest.raises(lakefmt.InvalidOptionError, match="retain_min"):
