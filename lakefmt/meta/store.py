@@ -142,6 +142,24 @@ class MetaStore:
             raise SnapshotNotFoundError(f"snapshot {snapshot_id} does not exist (the table has {span})")
         return snap
 
+    def expiring(self, snapshot_id: int) -> str | None:
+        """Why snapshot ``snapshot_id`` is expired or being expired (a sentence), or None while it is retained: its
+        file is gone from below the earliest snapshot, or an expiration announced an earliest snapshot past it (the
+        ``EARLIEST`` hint, believed when the snapshot it names exists: a garbage hint names nothing)."""
+        if self.try_snapshot(snapshot_id) is None:
+            ids = self.snapshot_ids()
+            if not ids or snapshot_id < ids[0]:
+                first = f"; the earliest retained snapshot is {ids[0]}" if ids else ""
+                return f"snapshot {snapshot_id} has expired{first}"
+            return None
+        hint = self.read_hint(layout.EARLIEST)
+        if hint is None or snapshot_id >= hint or self.try_snapshot(hint) is None:
+            return None
+        return (
+            f"snapshot {snapshot_id} has expired: an expiration that keeps snapshots {hint} and later is deleting "
+            "its files (or was interrupted, and running expire again finishes it)"
+        )
+
     def read_hint(self, path: str) -> int | None:
         """The id a hint file holds, or None if it is missing or not a positive number. A hint is only a
         starting point: callers check it against the snapshot files that exist."""
@@ -169,7 +187,11 @@ class MetaStore:
     def retained_snapshots(self) -> list[Snapshot]:
         """Every retained snapshot, oldest first (one expiring meanwhile is left out; the latest is always in)."""
         out = []
-        for sid in self.snapshot_ids():
+        ids = self.snapshot_ids()
+        hint = self.read_hint(layout.EARLIEST)
+        if hint is not None and hint in ids:  # below it: being expired, or half-expired by an interrupted run
+            ids = [i for i in ids if i >= hint]
+        for sid in ids:
             snap = self.try_snapshot(sid)
             if snap is not None:
                 out.append(snap)

@@ -32,6 +32,7 @@ from lakefmt.meta import entries as ents
 from lakefmt.meta.store import MetaStore
 from lakefmt.meta.tags import tagged_snapshot
 from lakefmt.meta.versions import snapshot_as_of
+from lakefmt.read.expired import expired_reads
 from lakefmt.read.files import read_entries
 from lakefmt.read.masks import Vector, deleted_positions, load_vectors
 from lakefmt.read.rows_at import RowReader, RowRequest
@@ -200,7 +201,8 @@ def change_batches(
     names = [*(columns or schema.arrow_schema.names), *full.names[len(schema.arrow_schema) :]]
     walker = _Walker(io, store, schema)
     for snap in snaps:
-        labelled = walker.changes(snap)
+        with expired_reads(store, max(start, 1), "this change feed"):
+            labelled = walker.changes(snap)
         if labelled is None:
             continue
         rows, kinds = labelled

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import time
 from collections.abc import Iterator, Sequence
@@ -29,6 +30,7 @@ from lakefmt.meta.versions import snapshot_as_of
 from lakefmt.read import engines
 from lakefmt.read.bounds import SchemaLookup
 from lakefmt.read.evolve import dataset_for, read_evolved, runs
+from lakefmt.read.expired import expired_reads
 from lakefmt.read.files import read_entries, read_entries_parallel
 from lakefmt.read.incremental import added_between
 from lakefmt.read.masks import Vector, deleted_count, load_vectors, mask_whole
@@ -129,12 +131,14 @@ class Scan:
         as_of_millis = None if as_of is None else _to_millis(as_of)
         self._io = io
         self._store = store
+        self._tagged = False
         self.filter: pc.Expression | None = None
         self.columns = list(columns) if columns is not None else None
         self._incremental = from_snapshot is not None or to_snapshot is not None
         if self._incremental:
             self.snapshot = self._resolve_range(from_snapshot, to_snapshot)
         elif tag is not None:  # the tag's copy of its snapshot: it reads after the snapshot file expired
+            self._tagged = True
             self.snapshot = tagged_snapshot(store.io, tag, int(time.time() * 1000)).snapshot
         elif snapshot_id is not None:
             self.snapshot = store.snapshot(snapshot_id)
@@ -401,8 +405,17 @@ class Scan:
 
     def to_batches(self) -> Iterator[pa.RecordBatch]:
         """Record batches of the rows matching the filter, projected to the columns asked for."""
-        with evaluating(self.filter, "scan filter"):
+        with self._reading(), evaluating(self.filter, "scan filter"):
             yield from self._batches()
+
+    def _reading(self) -> contextlib.AbstractContextManager[None]:
+        """Within the block (where the planned files are read), a file missing because the scan's snapshot (for an
+        incremental scan, the first of its range) expired after it was planned is :class:`SnapshotNotFoundError`
+        naming that snapshot. A tag's snapshot is the tag's copy: the tag keeps its files."""
+        if self.snapshot is None or self._tagged:
+            return contextlib.nullcontext()
+        first = self._from + 1 if self._incremental else self.snapshot.id
+        return expired_reads(self._store, min(first, self.snapshot.id), "this scan")
 
     def _masked(self, columns: list[str] | None, filter: pc.Expression | None) -> Iterator[pa.RecordBatch]:
         """The planned files' rows with the deletion vectors applied (:func:`lakefmt.read.files.read_entries`)."""
@@ -439,7 +452,7 @@ class Scan:
 
     def to_arrow(self) -> pa.Table:
         """The rows matching the filter as one Arrow table."""
-        with evaluating(self.filter, "scan filter"):
+        with self._reading(), evaluating(self.filter, "scan filter"):
             return self._table()
 
     def _table(self) -> pa.Table:
@@ -506,19 +519,19 @@ class Scan:
 
     def count(self) -> int:
         """Number of matching rows (from metadata alone when there is no filter)."""
-        if self.filter is None:
-            rows = int(pc.sum(self.entries().column("row_count")).as_py() or 0)
-            vectors = self.vectors()
-            if not vectors:
-                return rows
-            entries = self.entries()
-            counts = entries.column("row_count").to_pylist()
-            return rows - deleted_count(self._io, vectors, ents.paths(entries), counts)
-        with evaluating(self.filter, "scan filter"):
-            return self._count()
+        with self._reading():
+            if self.filter is None:
+                rows = int(pc.sum(self.entries().column("row_count")).as_py() or 0)
+                vectors = self.vectors()
+                if not vectors:
+                    return rows
+                entries = self.entries()
+                counts = entries.column("row_count").to_pylist()
+                return rows - deleted_count(self._io, vectors, ents.paths(entries), counts)
+            with evaluating(self.filter, "scan filter"):
+                return self._count()
 
     def _count(self) -> int:
         if not self.pushdown_safe() or self._mapped() or self.vectors():
             return sum(b.num_rows for b in self.to_batches())
         return int(self._files_dataset().count_rows(filter=self.filter))
-
