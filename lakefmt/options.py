@@ -159,8 +159,8 @@ def _changelog_producer(text: str, key: str) -> str:
     value = str(text).strip().lower()
     if value in _CHANGELOG_LATER:
         raise InvalidOptionError(
-            f"option {key}: {value} is not supported yet; use none or lookup (the change feed is computed from the "
-            "deletion vectors each commit writes, see docs/changes.md)"
+            f"option {key}: {value} is not supported yet; use none (the change feed is derived from each commit's "
+            "files and deletion vectors) or lookup (commits store their change rows), see docs/changes.md"
         )
     if value not in CHANGELOG_PRODUCERS:
         raise InvalidOptionError(f"option {key} is none or lookup, got {text!r}")
@@ -336,9 +336,11 @@ class TableOptions:
     default_aggregate_function: str | None = None
     #: ``fields.<f>.aggregate-function``: per field, the function of the ``aggregation`` engine, as (field, name)
     aggregate_functions: tuple[tuple[str, str], ...] = ()
-    #: ``changelog-producer`` (Paimon's name): what a commit stores for the change feed. ``none`` (the default) and
-    #: ``lookup`` store no changelog file: the writer's key lookup already records each replaced row's position in
-    #: the deletion vector it commits, and :meth:`lakefmt.Table.changes` reads the pre-images at those positions.
+    #: ``changelog-producer`` (Paimon's name): what a commit stores for the change feed. ``none`` (the default)
+    #: stores nothing: :meth:`lakefmt.Table.changes` derives a commit's changes from its files and deletion vectors,
+    #: reading each replaced row out of the older file it was in. ``lookup``: a commit that replaces or deletes rows
+    #: by deletion vector stores its change rows in a changelog file when it is made (the key lookup already found
+    #: every replaced row; :mod:`lakefmt.rewrite.changelog`), and the feed reads that file alone.
     #: ``input`` and ``full-compaction`` are refused (not built).
     changelog_producer: str = "none"
     #: whether the table sets ``snapshot.num-retained.max`` or ``snapshot.time-retained`` itself (not an option:

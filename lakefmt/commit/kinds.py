@@ -25,11 +25,12 @@ import pyarrow.compute as pc
 
 from lakefmt.commit.merge import ManifestMerger
 from lakefmt.commit.producer import SnapshotProducer
-from lakefmt.commit.types import CommitOutcome, CommitResult
+from lakefmt.commit.types import CommitOutcome, CommitResult, ListRef
 from lakefmt.errors import CommitConflictError, InvalidPartitionError, LakefmtError, RewriteConflictError
 from lakefmt.io import FileIO
 from lakefmt.meta import entries
 from lakefmt.meta.store import MetaStore
+from lakefmt.options import TableOptions
 from lakefmt.spec import CommitKind, ManifestFileMeta, Snapshot, TableSchema, operations
 from lakefmt.spec.manifest import ColumnStats
 from lakefmt.spec.scope import OverwriteScope
@@ -320,6 +321,8 @@ class VectorChanges:
     removed: pa.Table
     added: pa.Table
     state: frozenset[str]
+    #: the entries of the changelog files the plan stored (``changelog-producer=lookup``), or None
+    changelog: pa.Table | None = None
 
 
 class VectorPlanner(Protocol):
@@ -353,6 +356,7 @@ class KeyedProducer(SnapshotProducer):
         self.planner = planner
         self.kind = kind  # type: ignore[misc]
         self.changes: VectorChanges | None = None
+        self._changelog: tuple[VectorChanges, ListRef] | None = None  # the list written for the current plan
 
     def commit(self) -> CommitResult:
         """The protocol (:meth:`SnapshotProducer.commit`), deleting the files of plans known not to land
@@ -374,6 +378,17 @@ class KeyedProducer(SnapshotProducer):
         if not parts:
             return []
         return merger.write_entries(entries.concat_entries(parts), 100.0)
+
+    def changelog_list(self, merger: ManifestMerger, schema: TableSchema, options: TableOptions) -> ListRef | None:
+        changes = self.changes
+        if changes is None or changes.changelog is None or changes.changelog.num_rows == 0:
+            return None
+        if self._changelog is None or self._changelog[0] is not changes:
+            metas = merger.write_entries(changes.changelog, 100.0)
+            written = self._write_list(merger, metas, schema, options)
+            rows = sum(m.num_added_rows for m in metas)
+            self._changelog = (changes, ListRef(written.name, written.size, rows))
+        return self._changelog[1]
 
     def check_conflict(self, latest: Snapshot | None, schema: TableSchema, replaced: pa.Table) -> pa.Table | None:
         assert self.changes is not None
@@ -428,6 +443,8 @@ def _discarding_plans(
     keep: frozenset[str] = frozenset()
     if result.outcome is CommitOutcome.COMMITTED and producer.changes is not None:
         keep = frozenset(entries.paths(producer.changes.added))
+        if producer.changes.changelog is not None:
+            keep |= frozenset(entries.paths(producer.changes.changelog))
     _delete_quietly(producer.io, planner.written, keep)
     return result
 

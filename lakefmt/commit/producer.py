@@ -122,6 +122,11 @@ class SnapshotProducer:
         writer's commit and must not age anyone's dedup mark out)."""
         return False
 
+    def changelog_list(self, merger: ManifestMerger, schema: TableSchema, options: TableOptions) -> ListRef | None:
+        """The manifest list of the changelog files the commit stored (``changelog-producer=lookup``), written
+        when first asked for each plan; None: it stored none."""
+        return None
+
     def superseded(self, latest: Snapshot | None) -> bool:
         """Whether ``latest`` already does what this commit would (a schema change's snapshot, once the latest
         records that schema): the commit then ends as ALREADY_COMMITTED."""
@@ -170,7 +175,8 @@ class SnapshotProducer:
                     raise  # damage, not a race
             else:
                 base_list = self._write_list(merger, base, schema, options)
-                snap = self._snapshot(latest, schema, options, base_list, delta_list, delta)
+                changelog = self.changelog_list(merger, schema, options)
+                snap = self._snapshot(latest, schema, options, base_list, delta_list, delta, changelog)
                 if self._publish(snap, options.fsync):  # (e)
                     if options.auto_expire:
                         verify_in_history(self.store, snap, self.request)
@@ -238,6 +244,7 @@ class SnapshotProducer:
         base: ListRef,
         delta_list: ListRef,
         delta: Sequence[ManifestFileMeta],
+        changelog: ListRef | None = None,
     ) -> Snapshot:
         req = self.request
         clock_ms = int(self._clock() * 1000)
@@ -276,6 +283,9 @@ class SnapshotProducer:
             commit_users=users,
             nonce=uuid.uuid4().hex,
             version=schema.format_version,
+            changelog_manifest_list=None if changelog is None else changelog.name,
+            changelog_manifest_list_size=0 if changelog is None else changelog.size,
+            changelog_record_count=0 if changelog is None else changelog.rows,
         )
 
     def _publish(self, snap: Snapshot, sync: bool) -> bool:

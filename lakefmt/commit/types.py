@@ -42,7 +42,8 @@ class CommitRequest:
 
 
 class ListRef(NamedTuple):
-    """A manifest list written for a snapshot: its file name and size."""
+    """A manifest list written for a snapshot: its file name and size (and, for a changelog list, its rows)."""
 
     name: str
     size: int
+    rows: int = 0

@@ -8,7 +8,8 @@ What goes with them, in this order (so a crash anywhere leaves a readable table 
 
 1. data files deleted by the snapshots ``e+1 .. k``, except those a restore after ``e`` adds again (the only
    commit that ADDs a path DELETEd before: a file deleted in the window is live in a retained snapshot only if a
-   restore brought it back) and those live in a tagged snapshot (:mod:`lakefmt.maintenance.keep`);
+   restore brought it back) and those live in a tagged snapshot (:mod:`lakefmt.maintenance.keep`); and the
+   changelog files the expired snapshots stored, except a tagged one's;
 2. manifests and manifest lists that expired snapshots use and no retained or tagged snapshot does;
 3. the snapshot files, oldest first; 4. the EARLIEST hint (also written before step 1, as an announcement
    that orphan-clean, tag creation and restores honour); 5. the records of consumers past
@@ -35,10 +36,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from lakefmt.errors import CorruptMetadataError, LakefmtError
+from lakefmt.errors import CorruptMetadataError, LakefmtError, MissingMetadataError
 from lakefmt.io import FileIO
 from lakefmt.maintenance.holds import HeldBack, Hold, TableHolds, apply_holds, table_holds
-from lakefmt.maintenance.keep import readded_paths, tag_references
+from lakefmt.maintenance.keep import changelog_paths, readded_paths, tag_references
 from lakefmt.maintenance.report import FileClass, MaintenanceReport, Progress
 from lakefmt.meta import entries as ents
 from lakefmt.meta.consumers import delete_consumer_if_unchanged
@@ -184,16 +185,26 @@ def plan_expiration(
                 paths = ents.paths(dels)
                 deletable.update(paths)
                 sizes.update(zip(paths, dels.column(ents.FILE_SIZE).to_pylist(), strict=True))
+    # ... and the changelog files the expired snapshots stored (only their own snapshot names them)
+    changelogs: set[str] = set()
+    for s in expired:
+        try:
+            stored = changelog_paths(store, s)
+            changelogs.update(stored)
+            sizes.update(stored)
+        except MissingMetadataError:
+            continue  # an interrupted run deleted its manifests, after the files they name
     # ... but not a path a restore after e adds again, nor one a tag keeps
-    tagged = tag_references(store, live_tags, data=bool(deletable))
+    tagged = tag_references(store, live_tags, data=bool(deletable or changelogs))
     if deletable:
         deletable -= readded_paths(store, snaps[1:])
         deletable -= tagged.data
+    changelogs -= tagged.data
     # 2. metadata only expired snapshots use (and no tag does)
     used_lists: set[str] = set(tagged.lists)
     used_manifests: set[str] = set(tagged.manifests)
     for s in retained:
-        for name in (s.base_manifest_list, s.delta_manifest_list):
+        for name in s.manifest_lists:
             used_lists.add(name)
             used_manifests.update(m.file_name for m in store.manifest_list(name))
         sizes[s.base_manifest_list] = s.base_manifest_list_size
@@ -201,7 +212,7 @@ def plan_expiration(
     lists: set[str] = set()
     manifests: set[str] = set()
     for s in expired:
-        for name in (s.base_manifest_list, s.delta_manifest_list):
+        for name in s.manifest_lists:
             if name in used_lists:
                 continue
             lists.add(name)
@@ -215,8 +226,11 @@ def plan_expiration(
                     sizes[m.file_name] = m.file_size
         sizes[s.base_manifest_list] = s.base_manifest_list_size
         sizes[s.delta_manifest_list] = s.delta_manifest_list_size
+        if s.changelog_manifest_list is not None:
+            sizes[s.changelog_manifest_list] = s.changelog_manifest_list_size
     deletions = (
         [PlannedDeletion(_file_class(p), p, sizes.get(p, 0)) for p in sorted(deletable)]
+        + [PlannedDeletion(FileClass.CHANGELOG, p, sizes.get(p, 0)) for p in sorted(changelogs)]
         + [PlannedDeletion(FileClass.MANIFEST, layout.manifest_path(n), sizes.get(n, 0)) for n in sorted(manifests)]
         + [
             PlannedDeletion(FileClass.MANIFEST_LIST, layout.manifest_list_path(n), sizes.get(n, 0))

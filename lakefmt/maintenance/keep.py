@@ -1,7 +1,8 @@
 """What maintenance keeps beyond the retained snapshots, without holding any snapshot back.
 
 * **Tags** (:mod:`lakefmt.meta.tags`): every live tag (and every restore's pin) keeps its snapshot's manifest
-  lists, their manifests and the data files live in it, also after the snapshot file itself expired. Unlike a
+  lists, their manifests, the data files live in it and the changelog files it stored, also after the snapshot
+  file itself expired. Unlike a
   consumer's hold, a tag does not stop the expiration of other snapshots (Paimon's semantics): a month-end tag
   never stops a stream's table from expiring. A tag past its ``retain`` time keeps nothing. Deleting a tag
   leaves the files only it kept to orphan-clean: expiration has already passed them.
@@ -22,7 +23,7 @@ from lakefmt.meta import entries as ents
 from lakefmt.meta.store import MetaStore
 from lakefmt.spec import Snapshot, Tag, layout
 
-__all__ = ["Kept", "readded_paths", "tag_references"]
+__all__ = ["Kept", "changelog_paths", "readded_paths", "tag_references"]
 
 
 @dataclass(frozen=True)
@@ -56,11 +57,12 @@ def tag_references(store: MetaStore, tags: Sequence[Tag], *, data: bool = True) 
             continue
         seen.add((snap.id, snap.nonce))
         try:
-            for name in (snap.base_manifest_list, snap.delta_manifest_list):
+            for name in snap.manifest_lists:
                 lists.add(name)
                 manifests.update(m.file_name for m in store.manifest_list(name))
             if data:
                 files.update(ents.paths(ents.live_entries(store, snap)))
+                files.update(changelog_paths(store, snap))
         except (CorruptMetadataError, PathOutsideTableError) as exc:  # name the tag: it is the way out
             what = "a restore's pin" if tag.pin else f"tag {tag.name!r}"
             raise type(exc)(
@@ -69,6 +71,19 @@ def tag_references(store: MetaStore, tags: Sequence[Tag], *, data: bool = True) 
                 + ("" if tag.pin else f": delete tag {tag.name!r} (lakefmt tag delete URI NAME, or Table.delete_tag)")
             ) from exc
     return Kept(frozenset(files), frozenset(manifests), frozenset(lists), tuple(tags))
+
+
+def changelog_paths(store: MetaStore, snap: Snapshot) -> dict[str, int]:
+    """The changelog files ``snap`` stored (``changelog-producer=lookup``) and their sizes, paths checked; none
+    when it stored none."""
+    if snap.changelog_manifest_list is None:
+        return {}
+    metas = store.manifest_list(snap.changelog_manifest_list)
+    if not metas:
+        return {}
+    added = ents.adds(ents.concat_entries([store.manifest(m.file_name) for m in metas]))
+    ents.check_data_paths(added, f"the changelog manifests of snapshot {snap.id}")
+    return dict(zip(ents.paths(added), added.column(ents.FILE_SIZE).to_pylist(), strict=True))
 
 
 def readded_paths(store: MetaStore, snapshots: Iterable[Snapshot]) -> set[str]:

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Sequence
 from lakefmt.errors import LakefmtError, MissingMetadataError
 from lakefmt.io import FileIO
 from lakefmt.io.paths import is_temp
-from lakefmt.maintenance.keep import tag_references
+from lakefmt.maintenance.keep import changelog_paths, tag_references
 from lakefmt.maintenance.report import MaintenanceReport, Progress, classify
 from lakefmt.meta import entries as ents
 from lakefmt.meta.store import MetaStore
@@ -65,9 +65,10 @@ def referenced_files(store: MetaStore) -> set[str]:
         if snap is None:
             continue  # expired meanwhile
         refs.add(layout.snapshot_path(sid))
-        for name in (snap.base_manifest_list, snap.delta_manifest_list):
+        for name in snap.manifest_lists:
             refs.add(layout.manifest_list_path(name))
             refs.update(layout.manifest_path(m.file_name) for m in store.manifest_list(name))
+        refs.update(changelog_paths(store, snap))
         if first:
             refs.update(ents.paths(ents.live_entries(store, snap)))
             first = False
@@ -105,7 +106,7 @@ def _refs_of_half_expired(store: MetaStore, sid: int, refs: set[str]) -> None:
     if snap is None:
         return
     refs.add(layout.snapshot_path(sid))
-    for name in (snap.base_manifest_list, snap.delta_manifest_list):
+    for name in snap.manifest_lists:
         refs.add(layout.manifest_list_path(name))
         try:
             metas = store.manifest_list(name)

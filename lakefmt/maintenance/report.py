@@ -22,6 +22,7 @@ class FileClass(enum.Enum):
     MANIFEST = "manifests"
     DATA = "data_files"
     DELETION_VECTORS = "deletion_vector_files"
+    CHANGELOG = "changelog_files"
     CONSUMER = "consumers"
     TAG = "tags"
     TEMP = "temp_files"
@@ -41,6 +42,8 @@ def classify(rel_path: str) -> FileClass:
         return FileClass.TAG
     if rel_path.startswith("manifest/"):
         return FileClass.MANIFEST_LIST if name.startswith("manifest-list-") else FileClass.MANIFEST
+    if rel_path.startswith("changelog/") and name.startswith("changelog-"):
+        return FileClass.CHANGELOG
     if name.endswith(".parquet"):
         return FileClass.DATA
     if name.endswith(".puffin"):

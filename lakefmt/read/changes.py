@@ -32,11 +32,13 @@ from lakefmt.meta import entries as ents
 from lakefmt.meta.store import MetaStore
 from lakefmt.meta.tags import tagged_snapshot
 from lakefmt.meta.versions import snapshot_as_of
+from lakefmt.read.change_labels import ROW_KINDS, label_changes, names_of
 from lakefmt.read.expired import expired_reads
 from lakefmt.read.files import read_entries
 from lakefmt.read.masks import Vector, deleted_positions, load_vectors
 from lakefmt.read.rows_at import RowReader, RowRequest
 from lakefmt.spec import CommitKind, Snapshot, TableSchema
+from lakefmt.spec.changelog import read_row_kinds
 from lakefmt.spec.filters import check_filter
 from lakefmt.spec.instants import Instant
 from lakefmt.spec.snapshot import check_snapshot_id
@@ -58,9 +60,6 @@ CHANGE_TYPE = "_change_type"
 ROW_KIND = "_row_kind"
 COMMIT_SNAPSHOT = "_commit_snapshot"
 COMMIT_TIMESTAMP = "_commit_timestamp"
-INSERT, PREIMAGE, POSTIMAGE, DELETE = "insert", "update_preimage", "update_postimage", "delete"
-#: Delta's change types -> Paimon's row kinds
-ROW_KINDS = {INSERT: "+I", PREIMAGE: "-U", POSTIMAGE: "+U", DELETE: "-D"}
 _TIMESTAMP = pa.timestamp("ms", tz="UTC")
 
 
@@ -184,19 +183,21 @@ def change_batches(
             )
     if filter is not None:
         filter = check_filter(filter, change_schema(schema, None, row_kinds), "change feed filter")
-    snaps = []
     # snapshot ``start`` too: the changes of ``start+1`` read the files it replaced (old vectors, removed files),
-    # which expiration deletes with the last snapshot holding them
-    for sid in range(max(start, 1) if end > start else start + 1, end + 1):
+    # which expiration deletes with the last snapshot holding them; unless ``start+1`` stored its changes
+    def needed(sid: int) -> Snapshot:
         try:
-            snap = store.snapshot(sid)
+            return store.snapshot(sid)
         except SnapshotNotFoundError as exc:
             raise SnapshotNotFoundError(
                 f"the changes of snapshots {start + 1}..{end} need snapshot {sid}"
                 f"{' (the files its successor replaced)' if sid == start else ''}: {exc}"
             ) from exc
-        if sid > start:
-            snaps.append(snap)
+
+    first = needed(start + 1) if end > start else None
+    if start >= 1 and (first is None or first.changelog_manifest_list is None):
+        needed(start)
+    snaps = [] if first is None else [first, *(needed(sid) for sid in range(start + 2, end + 1))]
     full = change_schema(schema, None, row_kinds)
     names = [*(columns or schema.arrow_schema.names), *full.names[len(schema.arrow_schema) :]]
     walker = _Walker(io, store, schema)
@@ -205,11 +206,13 @@ def change_batches(
             labelled = walker.changes(snap)
         if labelled is None:
             continue
-        rows, kinds = labelled
+        rows, codes = labelled
         n = rows.num_rows
-        if row_kinds:
-            kinds = pa.array([ROW_KINDS[k] for k in kinds.to_pylist()], pa.string())
-        extra = [kinds, pa.array(np.full(n, snap.id, np.int64)), pa.array(np.full(n, snap.time_millis), _TIMESTAMP)]
+        extra = [
+            names_of(codes, row_kinds),
+            pa.array(np.full(n, snap.id, np.int64)),
+            pa.array(np.full(n, snap.time_millis), _TIMESTAMP),
+        ]
         out = pa.Table.from_arrays([*rows.columns, *extra], schema=full)
         if filter is not None:  # a row where it is null is left out, as in a scan
             out = out.filter(filter)
@@ -226,8 +229,8 @@ class _Walker:
         self.rows = RowReader(io, store, schema)
         self.decoded: dict[str, tuple[Vector, np.ndarray]] = {}  # data path -> its last vector decoded
 
-    def changes(self, snap: Snapshot) -> tuple[pa.Table, pa.Array] | None:
-        """The rows ``snap`` changed, with their change types; None when it changed none."""
+    def changes(self, snap: Snapshot) -> tuple[pa.Table, np.ndarray] | None:
+        """The rows ``snap`` changed, with their row-kind bytes; None when it changed none."""
         metas = self.store.manifest_list(snap.delta_manifest_list)
         if not metas:
             return None
@@ -238,6 +241,8 @@ class _Walker:
         self._follow(snap, added, removed)
         if snap.commit_kind is CommitKind.COMPACT:
             return None
+        if snap.changelog_manifest_list is not None:  # stored when it was committed (changelog-producer=lookup)
+            return self._stored(snap)
         new = load_vectors(self.io, ents.adds(dv))
         old = load_vectors(self.io, ents.deletes(dv))
         added_paths, removed_paths = ents.paths(added), ents.paths(removed)
@@ -265,11 +270,29 @@ class _Walker:
             back = [RowRequest(p, sid, again) for (p, _, again), sid in zip(changed, sids, strict=True) if len(again)]
             deleted.append(self.rows.take(gone))
             inserted.append(self.rows.take(back))
-        return _label(
+        return label_changes(
             pa.concat_tables(deleted) if deleted else inserted[0].slice(0, 0),
             pa.concat_tables(inserted),
             self.schema.primary_keys,
         )
+
+    def _stored(self, snap: Snapshot) -> tuple[pa.Table, np.ndarray] | None:
+        """The change rows ``snap`` stored in its changelog files, in their order, as the current schema."""
+        assert snap.changelog_manifest_list is not None
+        metas = self.store.manifest_list(snap.changelog_manifest_list)
+        entries = ents.adds(ents.concat_entries(ents.read_manifests(self.store, metas))) if metas else None
+        if entries is None or entries.num_rows == 0:
+            return None
+        ents.check_data_paths(entries, f"the changelog manifests of snapshot {snap.id}")
+        rows = self._read(entries, {})
+        codes = [read_row_kinds(self.io, path) for path in ents.paths(entries)]
+        kinds = np.concatenate(codes)
+        if len(kinds) != rows.num_rows or (len(kinds) and (kinds.min() < 0 or kinds.max() > 3)):
+            raise CorruptMetadataError(
+                f"the changelog files of snapshot {snap.id} hold {rows.num_rows} rows and {len(kinds)} row kinds "
+                "(each a byte from 0 to 3): the files are corrupt"
+            )
+        return (rows, kinds) if rows.num_rows else None
 
     def _positions(self, path: str, vector: Vector | None, forward: bool) -> np.ndarray:
         """The positions ``vector`` (of data file ``path``) deletes; the last one decoded per file is kept, as the
@@ -359,50 +382,3 @@ def _multiset_minus(a: pa.Table, b: pa.Table) -> tuple[pa.Table, pa.Table]:
         else:
             keep_b.extend(from_b[len(from_b) + extra :])
     return a.take(pa.array(sorted(keep_a), pa.int64())), b.take(pa.array(sorted(keep_b), pa.int64()))
-
-
-def _label(deleted: pa.Table, inserted: pa.Table, keys: Sequence[str]) -> tuple[pa.Table, pa.Array] | None:
-    """One snapshot's change rows and their types: the deletes, then each update's pre- and post-image together
-    (a key deleted and inserted, on a key table), then the inserts."""
-    if deleted.num_rows == 0 and inserted.num_rows == 0:
-        return None
-    n_del, n_ins = deleted.num_rows, inserted.num_rows
-    pre, post = np.zeros(0, np.int64), np.zeros(0, np.int64)
-    if keys and n_del and n_ins:
-        pre, post = _pairs(deleted, inserted, keys)
-    only_del = np.ones(n_del, dtype=bool)
-    only_del[pre] = False
-    only_ins = np.ones(n_ins, dtype=bool)
-    only_ins[post] = False
-    paired = np.empty(2 * len(pre), np.int64)
-    paired[0::2], paired[1::2] = pre, n_del + post
-    dels, inss = np.nonzero(only_del)[0], np.nonzero(only_ins)[0]
-    order = np.concatenate([dels, paired, n_del + inss])
-    codes = np.concatenate([np.zeros(len(dels), np.int8), np.tile(np.array([1, 2], np.int8), len(pre)),
-                            np.full(len(inss), 3, np.int8)])  # fmt: skip
-    types = pa.array([DELETE, PREIMAGE, POSTIMAGE, INSERT], pa.string()).take(pa.array(codes))
-    both = pa.concat_tables([deleted, inserted]).combine_chunks()
-    return both.take(pa.array(order, pa.int64())), types
-
-
-def _pairs(deleted: pa.Table, inserted: pa.Table, keys: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-    """The updates of a snapshot: the rows of ``deleted`` (in order) whose key a row of ``inserted`` has, and that
-    row (the last one with the key). A hash join; keys of a type Arrow cannot join are matched in Python."""
-    at, of = "__lakefmt_deleted", "__lakefmt_inserted"
-    try:
-        ins = inserted.select(list(keys)).append_column(of, pa.array(np.arange(inserted.num_rows, dtype=np.int64)))
-        last = ins.group_by(list(keys), use_threads=False).aggregate([(of, "max")])
-        dels = deleted.select(list(keys)).append_column(at, pa.array(np.arange(deleted.num_rows, dtype=np.int64)))
-        joined = dels.join(last, keys=list(keys), join_type="inner", use_threads=False)
-    except (pa.ArrowNotImplementedError, pa.ArrowTypeError, pa.ArrowInvalid):
-        ins_at = {k: i for i, k in enumerate(_key_tuples(inserted, keys))}
-        found = [(i, ins_at[k]) for i, k in enumerate(_key_tuples(deleted, keys)) if k in ins_at]
-        return np.array([i for i, _ in found], np.int64), np.array([j for _, j in found], np.int64)
-    i = joined.column(at).to_numpy()
-    j = joined.column(f"{of}_max").to_numpy()
-    order = np.argsort(i, kind="stable")
-    return i[order].astype(np.int64), j[order].astype(np.int64)
-
-
-def _key_tuples(rows: pa.Table, keys: Sequence[str]) -> list[tuple[object, ...]]:
-    return list(zip(*(rows.column(k).to_pylist() for k in keys), strict=True))

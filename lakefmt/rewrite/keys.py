@@ -32,6 +32,7 @@ from lakefmt.read.bounds import column_bounds
 from lakefmt.read.files import read_entries
 from lakefmt.read.masks import deleted_positions, load_vectors
 from lakefmt.read.plan import prune_entries
+from lakefmt.rewrite.changelog import store_changelog
 from lakefmt.rewrite.lookup import KeyIndex, Probe, clear_cache, index_of, match, probe_of
 from lakefmt.spec import DataFile, FileKind, ManifestFileMeta, Snapshot, TableSchema, layout
 from lakefmt.spec.deletion_vector import encode_puffin
@@ -222,6 +223,10 @@ class _Planner:
         #: every file a plan wrote or began to write (vectors, merged rows), for the producer to delete those of
         #: plans that never land
         self.written: list[str] = []
+        #: whether a plan stores its change rows when the table's changelog-producer is lookup, and the entries of
+        #: the commit's new data files (an upsert's) they are read from
+        self.stores_changelog = True
+        self.new_files: pa.Table | None = None
 
     def state(self, latest: Snapshot | None) -> frozenset[str]:
         return _state(_live_in(self.store, latest, self.schema, self.buckets))
@@ -249,15 +254,37 @@ class _Planner:
             if old_dv.num_rows:
                 removed.append(old_dv)
         removed_t = ents.concat_entries(removed) if removed else ents.empty_entries_for(schema)
-        added_t = entries_table(
+        added_t = self._entries(added, schema)
+        stored = self._changelog(live, marks, schema)
+        changelog = None if stored is None else self._entries([stored], schema)
+        return VectorChanges(removed_t, added_t, _state(live), changelog)
+
+    @staticmethod
+    def _entries(files: list[DataFile], schema: TableSchema) -> pa.Table:
+        return entries_table(
             FileKind.ADD,
-            added,
+            files,
             schema.arrow_schema,
             schema.partition_keys,
             ids=schema.stats_ids,
             version=schema.format_version,
         )
-        return VectorChanges(removed_t, added_t, _state(live))
+
+    def _changelog(self, live: pa.Table, marks: dict[BucketKey, _Marks], schema: TableSchema) -> DataFile | None:
+        """With ``changelog-producer=lookup``, store the plan's change rows (:mod:`lakefmt.rewrite.changelog`)."""
+        if schema.table_options.changelog_producer != "lookup" or not self.stores_changelog:
+            return None
+        by_path: dict[str, np.ndarray] = {}
+        for mark in marks.values():
+            for path, parts in mark.by_file.items():
+                by_path[path] = _sorted_unique(np.concatenate([by_path.get(path, np.zeros(0, np.int64)), *parts]))
+        new = self.new_files if self.new_files is not None else ents.empty_entries_for(schema)
+        self._k += 1
+        path = layout.changelog_file_path(self.writer_id, self._k - 1)
+        self.written.append(path)
+        return store_changelog(
+            self.io, self.store, schema, old=ents.data_files(live), new=new, marks=by_path, path=path
+        )
 
     def _write_vectors(self, bk: BucketKey, blobs: list[tuple[str, pa.Array]], schema: TableSchema) -> DataFile:
         values, bucket = bk
@@ -393,6 +420,7 @@ class UpsertPlanner(_Planner):
     ) -> None:
         super().__init__(io, store, schema)
         self.against_live = against_live
+        self.stores_changelog = against_live  # an overwrite's changes are derived from the files it replaces
         #: keys (the key columns, conformed) whose live rows this commit deletes too, planned with the new rows on
         #: the snapshot it lands on (:func:`lakefmt.rewrite.upsert.apply_key_changes`); none of them is a new row's
         self.deletes = deletes
@@ -401,6 +429,7 @@ class UpsertPlanner(_Planner):
         schema = self.schema if latest is None else self.store.schema_for(latest)
         tables = [self.store.manifest(m.file_name) for m in added]
         new = ents.data_files(ents.adds(ents.concat_entries(tables))) if tables else ents.empty_entries_for(schema)
+        self.new_files = new
         seq = schema.table_options.sequence_field
         if seq in schema.primary_keys:  # the same value for every version of a key: ties alone, the later wins
             seq = None

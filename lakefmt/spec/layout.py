@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 __all__ = [
+    "CHANGELOG_DIR",
     "CONSUMER_DIR",
     "EARLIEST",
     "LATEST",
@@ -13,6 +14,7 @@ __all__ = [
     "SNAPSHOT_DIR",
     "TAG_DIR",
     "bucket_folder",
+    "changelog_file_path",
     "consumer_path",
     "data_file_name",
     "dv_file_name",
@@ -31,6 +33,7 @@ MANIFEST_DIR = "manifest"
 CONSUMER_DIR = "consumer"
 CONSUMER_PREFIX = "consumer-"
 TAG_DIR = "tag"
+CHANGELOG_DIR = "changelog"
 TAG_PREFIX = "tag-"
 PIN_PREFIX = "pin-"
 LATEST = f"{SNAPSHOT_DIR}/LATEST"
@@ -85,6 +88,11 @@ def data_file_name(writer_id: str, k: int) -> str:
 def dv_file_name(writer_id: str, k: int) -> str:
     """A deletion-vector file (a Puffin file of one bucket's vectors), in its bucket's folder."""
     return f"dv-{writer_id}-{k}.puffin"
+
+
+def changelog_file_path(writer_id: str, k: int) -> str:
+    """A changelog file (``changelog-producer=lookup``: the change rows of one commit, in one Parquet file)."""
+    return f"{CHANGELOG_DIR}/changelog-{writer_id}-{k}.parquet"
 
 
 def bucket_folder(partition_folder: str, bucket: int) -> str:

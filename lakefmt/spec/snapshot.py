@@ -59,6 +59,11 @@ class Snapshot:
     commit_users: Mapping[str, UserMark] = field(default_factory=dict)
     nonce: str = ""
     version: int = FORMAT_VERSION
+    #: the changelog files the commit stored (``changelog-producer=lookup``; Paimon's field): a manifest list of
+    #: their ADD entries, read by the change feed instead of deriving the changes; None: nothing stored
+    changelog_manifest_list: str | None = None
+    changelog_manifest_list_size: int = 0
+    changelog_record_count: int = 0
 
     def to_json(self) -> bytes:
         """The snapshot file's bytes."""
@@ -84,6 +89,10 @@ class Snapshot:
             obj["properties"] = dict(self.properties)
         obj["commitUsers"] = {u: list(v) for u, v in self.commit_users.items()}
         obj["nonce"] = self.nonce
+        if self.changelog_manifest_list is not None:
+            obj["changelogManifestList"] = self.changelog_manifest_list
+            obj["changelogManifestListSize"] = self.changelog_manifest_list_size
+            obj["changelogRecordCount"] = self.changelog_record_count
         return encode_json(obj)
 
     @classmethod
@@ -112,9 +121,21 @@ class Snapshot:
                 properties={str(k): str(v) for k, v in (obj.get("properties") or {}).items()},
                 commit_users={str(u): UserMark(_int(v[0]), _int(v[1])) for u, v in users.items()},
                 nonce=str(obj.get("nonce", "")),
+                changelog_manifest_list=(
+                    None if obj.get("changelogManifestList") is None else _str(obj["changelogManifestList"])
+                ),
+                changelog_manifest_list_size=_int(obj.get("changelogManifestListSize", 0)),
+                changelog_record_count=_int(obj.get("changelogRecordCount", 0)),
             )
         except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
             raise CorruptMetadataError(f"{what} is malformed: missing or invalid field {exc}") from exc
+
+    @property
+    def manifest_lists(self) -> tuple[str, ...]:
+        """Every manifest list the snapshot names: its base and delta lists, and its changelog list if it has one
+        (what maintenance keeps or deletes with it; the table's rows are in the first two alone)."""
+        lists = (self.base_manifest_list, self.delta_manifest_list)
+        return lists if self.changelog_manifest_list is None else (*lists, self.changelog_manifest_list)
 
     @property
     def operation(self) -> Operation:

@@ -1,0 +1,161 @@
+"""``changelog-producer=lookup``: a commit that replaces or deletes rows stores its change rows when it is made.
+
+Two twin tables take the same random mix of upserts (with keys twice in one batch), deletes by key and by filter,
+CDC rows, MERGE and compactions: one derives its feed (``none``), the other stores it (``lookup``); their feeds
+must hold the same rows. The stored feed reads no replaced row out of an older file, survives the expiration of
+those files, and its files live and die with their snapshot (expire, tags, orphan-clean)."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+import lakefmt
+from lakefmt.errors import CorruptMetadataError, SnapshotNotFoundError
+from lakefmt.maintenance.report import FileClass
+from lakefmt.read.rows_at import RowReader
+from lakefmt.rewrite.changelog import clear_readers
+
+SCHEMA = pa.schema([pa.field("k", pa.int64(), False), pa.field("dt", pa.string(), False), ("v", pa.string())])
+OPTS = {"bucket": "2", "compaction.auto": "false", "snapshot.num-retained.min": "1000"}
+
+
+def _rows(items: list[tuple[int, str, str | None]]) -> pa.Table:
+    return pa.table({n: [r[i] for r in items] for i, n in enumerate(SCHEMA.names)}, schema=SCHEMA)
+
+
+def _twins(root: Any, **extra: str) -> tuple[lakefmt.Table, lakefmt.Table]:
+    def make(name: str, producer: str) -> lakefmt.Table:
+        options = {**OPTS, **extra, "changelog-producer": producer}
+        return lakefmt.create_table(str(root / name), SCHEMA, primary_key=["k", "dt"], partition_by=["dt"],
+                                    options=options)  # fmt: skip
+
+    return make("derived", "none"), make("stored", "lookup")
+
+
+def _feed(t: lakefmt.Table, start: int = 0) -> list[tuple[Any, ...]]:
+    rows = t.changes(from_snapshot=start).to_pylist()
+    return sorted((r["_commit_snapshot"], r["_change_type"], r["k"], r["dt"], r["v"]) for r in rows)
+
+
+def _random_history(t: lakefmt.Table, seed: int) -> None:
+    rng = random.Random(seed)
+    for step in range(14):
+        op = rng.choice(["upsert", "upsert", "delete_keys", "delete", "merge", "compact"])
+        keys = [(rng.randrange(30), rng.choice("ab")) for _ in range(rng.randrange(1, 12))]
+        if op == "upsert":
+            t.upsert(_rows([(k, dt, f"{step}-{k}-{i}") for i, (k, dt) in enumerate(keys)]))
+        elif op == "delete_keys":
+            t.delete_keys(pa.table({"k": [k for k, _ in keys], "dt": [dt for _, dt in keys]}))
+        elif op == "delete":
+            t.delete(f"(k = {step} OR k > {25 - step % 3}) AND dt = 'a'")
+        elif op == "merge":
+            source = _rows([(k, dt, f"m{step}-{k}") for k, dt in dict.fromkeys(keys)])
+            (
+                t.merge(source, "t.k = s.k AND t.dt = s.dt", source_alias="s", target_alias="t")
+                .when_matched_update_all(predicate="s.k > 12")
+                .when_matched_delete()
+                .when_not_matched_insert_all()
+                .execute()
+            )
+        else:
+            t.compact(min_files=1)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_stored_feed_equals_the_derived_one(tmp_path: Any, seed: int) -> None:
+    derived, stored = _twins(tmp_path)
+    _random_history(derived, seed)
+    _random_history(stored, seed)
+    assert _feed(stored) == _feed(derived)
+    assert stored.to_arrow().sort_by("k").equals(derived.to_arrow().sort_by("k"))
+    snaps = stored.snapshots()
+    assert any(s.changelog_manifest_list for s in snaps)
+    assert not any(s.changelog_manifest_list for s in derived.snapshots())
+    for s in snaps:  # only commits that replaced or deleted a row store a changelog; compactions never do
+        if s.changelog_manifest_list is not None:
+            assert s.operation.value in ("UPSERT", "DELETE", "MERGE") and s.changelog_record_count > 0
+
+
+def test_the_stored_feed_reads_no_older_file(tmp_path: Any, monkeypatch: Any) -> None:
+    _, stored = _twins(tmp_path)
+    stored.upsert(_rows([(k, "a", "old") for k in range(100)]))
+    start = stored.version()
+    stored.upsert(_rows([(k, "a", "new") for k in range(0, 100, 3)]))
+    stored.delete_keys(pa.table({"k": [1, 2], "dt": ["a", "a"]}))
+
+    def refuse(self: RowReader, requests: Any) -> pa.Table:
+        raise AssertionError("the feed read replaced rows out of older files")
+
+    monkeypatch.setattr(RowReader, "take", refuse)
+    kinds = [f[1] for f in _feed(stored, start)]
+    assert (kinds.count("update_preimage"), kinds.count("update_postimage"), kinds.count("delete")) == (34, 34, 2)
+
+
+def test_a_stored_feed_needs_no_snapshot_before_its_range(tmp_path: Any) -> None:
+    """A derived feed of snapshot 2 reads the rows it replaced through snapshot 1; a stored one needs only 2."""
+    for t in _twins(tmp_path):
+        t.upsert(_rows([(k, "a", "v0") for k in range(20)]))
+        t.upsert(_rows([(k, "a", "v1") for k in range(5)]))
+        expected = _feed(t, 1)
+        t.compact(min_files=1)
+        t.expire_snapshots(retain_max=2, retain_min=1)
+        assert [s.id for s in t.snapshots()] == [2, 3]
+        if t.options["changelog-producer"] == "none":
+            with pytest.raises(SnapshotNotFoundError, match=r"need snapshot 1 \(the files its successor replaced"):
+                t.changes(from_snapshot=1)
+        else:
+            assert len(expected) == 10 and _feed(t, 1) == expected
+
+
+def test_changelog_files_live_and_expire_with_their_snapshot(tmp_path: Any) -> None:
+    _, stored = _twins(tmp_path)
+    stored.upsert(_rows([(k, "a", "v0") for k in range(10)]))
+    for i in range(1, 4):
+        stored.upsert(_rows([(k, "a", f"v{i}") for k in range(3)]))
+
+    def files() -> list[str]:
+        return stored.io.list("changelog")
+
+    assert len(files()) == 3
+    stored.create_tag("keep", snapshot_id=3)
+    assert stored.remove_orphan_files(older_than=0).total_files == 0
+    assert len(files()) == 3
+    report = stored.expire_snapshots(retain_max=1)
+    assert report.expired_snapshots == [1, 2, 3]
+    left = files()
+    assert len(left) == 2  # snapshot 4's, and the one tagged snapshot 3 stored; snapshot 2's went
+    assert report.count(FileClass.CHANGELOG) == 1
+    assert stored.changes(from_tag="keep").num_rows == 6
+    stored.delete_tag("keep")
+    stored.remove_orphan_files(older_than=0)
+    assert len(files()) == 1
+
+
+def test_a_corrupt_changelog_is_named(tmp_path: Any) -> None:
+    _, stored = _twins(tmp_path)
+    stored.upsert(_rows([(1, "a", "x")]))
+    stored.upsert(_rows([(1, "a", "y")]))
+    (name,) = stored.io.list("changelog")
+    path = f"changelog/{name}"
+    stored.io.write(path, pa.BufferOutputStream().getvalue().to_pybytes() + b"PAR1", sync=False)
+    with pytest.raises((CorruptMetadataError, OSError, pa.ArrowInvalid)):
+        stored.changes()
+    clear_readers()
+
+
+def test_a_stored_changelog_reads_under_a_later_schema(tmp_path: Any) -> None:
+    _, stored = _twins(tmp_path)
+    stored.upsert(_rows([(1, "a", "x"), (2, "b", "y")]))
+    stored.upsert(_rows([(1, "a", "x2")]))
+    with stored.update_schema() as u:
+        u.add_column("extra", pa.int32())
+        u.rename_column("v", "value")
+    rows = stored.changes(from_snapshot=1).to_pylist()
+    assert [(r["_change_type"], r["k"], r["value"], r["extra"]) for r in rows] == [
+        ("update_preimage", 1, "x", None),
+        ("update_postimage", 1, "x2", None),
+    ]
