@@ -38,7 +38,7 @@ from lakefmt.read.files import read_entries
 from lakefmt.read.masks import Vector, deleted_positions, load_vectors
 from lakefmt.read.rows_at import RowReader, RowRequest
 from lakefmt.spec import CommitKind, Snapshot, TableSchema
-from lakefmt.spec.changelog import read_row_kinds
+from lakefmt.spec.changelog import read_changelog, read_row_kinds
 from lakefmt.spec.filters import check_filter
 from lakefmt.spec.instants import Instant
 from lakefmt.spec.snapshot import check_snapshot_id
@@ -231,6 +231,11 @@ class _Walker:
 
     def changes(self, snap: Snapshot) -> tuple[pa.Table, np.ndarray] | None:
         """The rows ``snap`` changed, with their row-kind bytes; None when it changed none."""
+        if self.live is None:  # no live file is being followed: a commit that changed no row, or stored its rows,
+            if snap.commit_kind is CommitKind.COMPACT:  # needs no look at its files
+                return None
+            if snap.changelog_manifest_list is not None:
+                return self._stored(snap)
         metas = self.store.manifest_list(snap.delta_manifest_list)
         if not metas:
             return None
@@ -284,9 +289,13 @@ class _Walker:
         if entries is None or entries.num_rows == 0:
             return None
         ents.check_data_paths(entries, f"the changelog manifests of snapshot {snap.id}")
-        rows = self._read(entries, {})
-        codes = [read_row_kinds(self.io, path) for path in ents.paths(entries)]
-        kinds = np.concatenate(codes)
+        if set(_schema_ids(entries)) == {self.schema.id}:  # written under the current schema: one read per file
+            parts = [read_changelog(self.io, path, self.schema.arrow_schema) for path in ents.paths(entries)]
+            rows = pa.concat_tables([p for p, _ in parts])
+            kinds = np.concatenate([k for _, k in parts])
+        else:  # columns matched by field id; the row kinds read on their own
+            rows = self._read(entries, {})
+            kinds = np.concatenate([read_row_kinds(self.io, path) for path in ents.paths(entries)])
         if len(kinds) != rows.num_rows or (len(kinds) and (kinds.min() < 0 or kinds.max() > 3)):
             raise CorruptMetadataError(
                 f"the changelog files of snapshot {snap.id} hold {rows.num_rows} rows and {len(kinds)} row kinds "

@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 from lakefmt.errors import CorruptMetadataError
 from lakefmt.io import FileIO
 
-__all__ = ["ROW_KIND_COLUMN", "encode_changelog", "read_row_kinds"]
+__all__ = ["ROW_KIND_COLUMN", "encode_changelog", "read_changelog", "read_row_kinds"]
 
 ROW_KIND_COLUMN = "_lakefmt_row_kind"
 
@@ -38,7 +38,24 @@ def read_row_kinds(io: FileIO, path: str) -> np.ndarray:
     """The row-kind bytes of changelog file ``path`` (relative to the table root), in row order."""
     with io.fs.open(io.full_path(path), "rb") as f:
         table = pq.read_table(f, columns=[ROW_KIND_COLUMN])
-    column = table.column(ROW_KIND_COLUMN) if table.num_columns else None
+    return _kinds(table, path)
+
+
+def read_changelog(io: FileIO, path: str, schema: pa.Schema) -> tuple[pa.Table, np.ndarray]:
+    """The rows (as ``schema``, the schema the file was written under) and row-kind bytes of changelog file
+    ``path``, in one read."""
+    with io.fs.open(io.full_path(path), "rb") as f:
+        table = pq.read_table(f, columns=[*schema.names, ROW_KIND_COLUMN])
+    kinds = _kinds(table, path)
+    try:
+        rows = table.select(schema.names).cast(schema)
+    except (KeyError, ValueError, pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        raise CorruptMetadataError(f"changelog file {path} does not hold the table's columns: {exc}") from exc
+    return rows, kinds
+
+
+def _kinds(table: pa.Table, path: str) -> np.ndarray:
+    column = table.column(ROW_KIND_COLUMN) if ROW_KIND_COLUMN in table.column_names else None
     if column is None or column.type != pa.int8() or column.null_count:
         raise CorruptMetadataError(f"changelog file {path} has no non-null int8 column {ROW_KIND_COLUMN}")
     return np.asarray(column.to_numpy(), np.int8)
