@@ -35,3 +35,63 @@ def test_an_engine_reading_a_scan_whose_snapshot_expired_names_it(tmp_path: Any,
             scan.to_polars().collect()
         else:
             scan.to_dataset().to_table()
+
+
+def _filter_table(tmp_path: Any) -> lakefmt.Table:
+    import datetime
+    from decimal import Decimal
+
+    schema = pa.schema([
+        ("id", pa.int64()), ("date", pa.date32()), ("amount", pa.decimal128(10, 2)),
+        ("ts", pa.timestamp("us")), ("tz", pa.timestamp("us", tz="UTC")),
+    ])
+    rows = [
+        {"id": i, "date": datetime.date(2026, 1, i), "amount": Decimal(f"{i}.50"),
+         "ts": datetime.datetime(2026, 1, i, 12), "tz": datetime.datetime(2026, 1, i, 12, tzinfo=datetime.UTC)}
+        for i in range(1, 5)
+    ]
+    t = lakefmt.create_table(str(tmp_path / "f"), schema, options=OPTS)
+    t.append(pa.Table.from_pylist(rows, schema=schema))
+    t.append(pa.Table.from_pylist([{"id": 9}], schema=schema))  # nulls elsewhere
+    return t
+
+
+@pytest.mark.parametrize(
+    ("text", "ids"),
+    [
+        ("date = '2026-01-02'", [2]),  # a column named date, as Spark and Delta take it
+        ("date >= DATE '2026-01-03'", [3, 4]),
+        ("date IS NULL", [9]),
+        ("date IN (DATE '2026-01-01', '2026-01-04')", [1, 4]),
+        ("DATE '2026-01-02' = date", [2]),
+        ("amount > 2", [2, 3, 4]),  # a whole number against a decimal column
+        ("amount BETWEEN 1 AND 3", [1, 2]),
+        ("amount IN (1.5, 4)", [1]),
+        ("ts > TIMESTAMP '2026-01-02 12:00:00'", [3, 4]),
+        ("ts = TIMESTAMP '2026-01-01T12:00:00'", [1]),
+        ("tz <= TIMESTAMP '2026-01-02 12:00:00+00:00'", [1, 2]),
+    ],
+)
+def test_sql_text_filters_spark_users_type(tmp_path: Any, text: str, ids: list[int]) -> None:
+    t = _filter_table(tmp_path)
+    got = sorted(t.scan(filter=text).to_arrow().column("id").to_pylist())
+    assert got == ids
+    assert t.scan(filter=text).count() == len(ids)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("tz > '2026-01-02 12:00:00'", r"column tz of type .*: it has a time zone: give the value one"),
+        ("tz > TIMESTAMP '2026-01-02 12:00:00'", r"column tz of type .*: it has a time zone: give the value one"),
+        ("ts > TIMESTAMP '2026-13-01'", r"expected a timestamp"),
+        ("date = TIMESTAMP '2026-01-02 05:00:00'", r"cannot be compared with column date"),  # never truncated
+        ("id = \u0661", "unexpected '\u0661'"),  # a digit of another script is not a number in SQL
+    ],
+)
+def test_sql_text_filters_refused_with_a_reason(tmp_path: Any, text: str, message: str) -> None:
+    from lakefmt.errors import InvalidPredicateError
+
+    t = _filter_table(tmp_path)
+    with pytest.raises(InvalidPredicateError, match=message):
+        t.scan(filter=text).to_arrow()
