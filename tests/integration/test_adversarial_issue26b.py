@@ -95,3 +95,22 @@ def test_sql_text_filters_refused_with_a_reason(tmp_path: Any, text: str, messag
     t = _filter_table(tmp_path)
     with pytest.raises(InvalidPredicateError, match=message):
         t.scan(filter=text).to_arrow()
+
+
+@pytest.mark.parametrize("how", ["write_table", "create_table", "append"])
+def test_a_polars_object_column_is_refused_not_stored_as_addresses(tmp_path: Any, how: str) -> None:
+    pl = pytest.importorskip("polars")
+    from lakefmt.errors import SchemaMismatchError
+
+    frame = pl.DataFrame({"id": [1], "o": pl.Series([object()], dtype=pl.Object)})
+    uri = str(tmp_path / "t")
+    with pytest.raises(SchemaMismatchError, match="column 'o' has Polars type Object"):
+        if how == "write_table":
+            lakefmt.write_table(uri, frame)
+        elif how == "create_table":
+            lakefmt.create_table(uri, frame)
+        else:
+            t = lakefmt.create_table(uri, pa.schema([("id", pa.int64()), ("o", pa.binary(8))]))
+            t.append(frame)
+    if how == "append":
+        assert t.to_arrow().num_rows == 0
