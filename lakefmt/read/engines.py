@@ -70,6 +70,7 @@ class Scan(Protocol):
     def vectors(self) -> dict[str, Vector]: ...
     def pushdown_safe(self) -> bool: ...
     def full_paths(self, paths: list[str]) -> list[str]: ...
+    def check_present(self, full_paths: Sequence[str]) -> None: ...
     def narrowed(self, prune: pc.Expression | None = None, columns: Sequence[str] | None = None) -> Scan: ...
     def __arrow_c_stream__(self, requested_schema: object | None = None) -> object: ...
 
@@ -141,7 +142,10 @@ def _local_paths(scan: Scan, entries: pa.Table) -> list[str] | None:
     if not _filter_decided(scan) or _may_hold_nan(scan, entries):
         return None
     paths = scan.full_paths(ents.paths(entries))
-    return None if any(_GLOB.search(p) for p in paths) else paths
+    if any(_GLOB.search(p) for p in paths):
+        return None
+    scan.check_present(paths)  # the engine's reader would name only a path
+    return paths
 
 
 def _may_hold_nan(scan: Scan, entries: pa.Table) -> bool:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import errno
+import os
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -293,6 +295,7 @@ class Scan:
                 "has no row mask. Read this scan with to_arrow(), to_batches(), pyarrow.table(scan), to_duckdb(), "
                 "to_polars() or to_pandas(), which apply them"
             )
+        self.check_present(self.full_paths(ents.paths(self.entries())))  # the dataset reads them later
         dataset = self._files_dataset()
         if self.filter is None:
             return dataset
@@ -416,6 +419,18 @@ class Scan:
             return contextlib.nullcontext()
         first = self._from + 1 if self._incremental else self.snapshot.id
         return expired_reads(self._store, min(first, self.snapshot.id), "this scan")
+
+    def check_present(self, full_paths: Sequence[str]) -> None:
+        """Before an engine opens planned files by path on local disk (DuckDB's or Polars' own reader, a pyarrow
+        dataset), where its own error would name only a path: a file gone because the scan's snapshot expired
+        since it was planned is :class:`SnapshotNotFoundError` naming the snapshot (:meth:`_reading`), any other
+        missing file :class:`FileNotFoundError`. Nothing is checked off local disk (a request per file)."""
+        if not self.on_local_disk:
+            return
+        with self._reading():
+            for path in full_paths:
+                if not os.path.exists(path):
+                    raise FileNotFoundError(errno.ENOENT, "a planned file is missing", path)
 
     def _masked(self, columns: list[str] | None, filter: pc.Expression | None) -> Iterator[pa.RecordBatch]:
         """The planned files' rows with the deletion vectors applied (:func:`lakefmt.read.files.read_entries`)."""

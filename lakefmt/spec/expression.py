@@ -38,7 +38,7 @@ from lakefmt.spec.predicate import _OPS, _Parser, _short, _value
 __all__ = ["Call", "Expr", "Lit", "Ref", "bind_expression", "conjuncts", "parse_expression", "refs"]
 
 _XTOKEN = re.compile(
-    r"\s*(?:(?P<num>(?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?)"  # unsigned: a sign is an operator here
+    r"\s*(?:(?P<num>(?:[0-9]+\.[0-9]*|\.[0-9]+|[0-9]+)(?:[eE][+-]?[0-9]+)?)"  # unsigned: a sign is an operator
     r"|(?P<str>'(?:[^'\\]|\\.|'')*'|\"(?:[^\"\\]|\\.|\"\")*\")"
     r"|(?P<quoted>`(?:[^`]|``)+`)"
     r"|(?P<word>[A-Za-z_][A-Za-z0-9_]*)"

@@ -13,11 +13,14 @@ Grammar (keywords in any case)::
     op         := '=' | '==' | '!=' | '<>' | '<' | '<=' | '>' | '>='
     column     := name | `quoted name`            (matched exactly, else case-insensitively)
     literal    := 'text' | "text" | integer | decimal | TRUE | FALSE | DATE 'yyyy-mm-dd'
+                | TIMESTAMP 'yyyy-mm-dd[ hh:mm[:ss[.ffffff]]][+hh:mm|Z]'
 
-Text literals double a quote to contain it (``'it''s'``) or escape it with a backslash (``\\\\`` is a
-backslash; another escape, such as ``\\t``, is refused: Spark reads a tab, standard SQL a backslash). Evaluation
-follows SQL: a comparison with a null value is unknown, and only rows where the predicate is true match. Anything
-else (column against column, functions, arithmetic, LIKE, NULL inside IN) is refused with the position named.
+DATE and TIMESTAMP are keywords only before a text literal: elsewhere they name a column (``date = '2026-11-01'``,
+as Spark takes it); numbers are written in ASCII digits. Text literals double a quote to contain it (``'it''s'``)
+or escape it with a backslash (``\\\\`` is a backslash; another escape, such as ``\\t``, is refused: Spark reads a
+tab, standard SQL a backslash). Evaluation follows SQL: a comparison with a null value is unknown, and only rows
+where the predicate is true match. Anything else (column against column, functions, arithmetic, LIKE, NULL inside
+IN) is refused with the position named.
 """
 
 from __future__ import annotations
@@ -50,14 +53,16 @@ __all__ = [
 _OPS = {"=": "=", "==": "=", "!=": "!=", "<>": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
 _FLIP = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 _TOKEN = re.compile(
-    r"\s*(?:(?P<num>[+-]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?)"
+    r"\s*(?:(?P<num>[+-]?(?:[0-9]+\.[0-9]*|\.[0-9]+|[0-9]+)(?:[eE][+-]?[0-9]+)?)"  # ASCII digits only
     r"|(?P<str>'(?:[^'\\]|\\.|'')*'|\"(?:[^\"\\]|\\.|\"\")*\")"
     r"|(?P<quoted>`(?:[^`]|``)+`)"
     r"|(?P<word>[A-Za-z_][A-Za-z0-9_]*)"
     r"|(?P<op><=|>=|<>|!=|==|=|<|>)"
     r"|(?P<punct>[(),]))"
 )
-_KEYWORDS = {"and", "or", "not", "in", "is", "null", "true", "false", "between", "date"}
+_KEYWORDS = {"and", "or", "not", "in", "is", "null", "true", "false", "between", "date", "timestamp"}
+#: keywords only before a text literal (``DATE '2026-11-01'``); elsewhere a column's name
+_TYPED = {"date", "timestamp"}
 
 
 @dataclass(frozen=True)
@@ -240,9 +245,14 @@ class _Parser:
             raise self.fail(f"expected a comparison, IN, BETWEEN or IS [NOT] NULL after column {column}")
         return Not(pred) if negated else pred
 
-    @staticmethod
-    def _is_column(tok: _Tok) -> bool:
-        return tok.kind == "quoted" or (tok.kind == "word" and tok.keyword is None)
+    def _is_column(self, tok: _Tok) -> bool:
+        """Whether ``tok`` (the next token) names a column: a quoted name, a word that is no keyword, or DATE or
+        TIMESTAMP not followed by a text literal (a column named ``date`` is common)."""
+        if tok.kind == "quoted" or (tok.kind == "word" and tok.keyword is None):
+            return True
+        if tok.keyword in _TYPED and self.toks[self.i] is tok:
+            return self.toks[self.i + 1].kind != "str"
+        return False
 
     def column(self) -> str:
         tok = self.take()
@@ -282,6 +292,14 @@ class _Parser:
                 return datetime.date.fromisoformat(self.text_value(inner))
             except ValueError:
                 raise self.fail("expected a date as 'yyyy-mm-dd'", inner) from None
+        if keyword == "timestamp":
+            inner = self.take()
+            if inner.kind != "str":
+                raise self.fail("expected a quoted timestamp after TIMESTAMP", inner)
+            try:
+                return datetime.datetime.fromisoformat(self.text_value(inner))
+            except ValueError:
+                raise self.fail("expected a timestamp as 'yyyy-mm-dd hh:mm:ss[.ffffff][+hh:mm]'", inner) from None
         if keyword == "null":
             hint = "; use IS NULL" if in_list else "; use IS NULL or IS NOT NULL"
             raise InvalidPredicateError(
@@ -363,12 +381,25 @@ def _value(value: Any, f: pa.Field, text: str) -> pa.Scalar:
             # made in the column's type: inferred first, an int above 2**63 - 1 overflows int64 though uint64's
             # largest values hold it
             return pa.scalar(value, f.type)
+        if isinstance(value, int) and not isinstance(value, bool) and pa.types.is_decimal(f.type):
+            value = Decimal(value)  # an int64 scalar casts to a decimal only of precision 19 and more
+        if isinstance(value, datetime.datetime) and (
+            (value.tzinfo is None and _zoned(f.type)) or pa.types.is_date(f.type)  # a date cast would drop the time
+        ):
+            raise TypeError
         return pa.scalar(value).cast(f.type)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, TypeError, OverflowError):
         outside = " (outside its range)" if isinstance(value, int) and pa.types.is_integer(f.type) else ""
+        if isinstance(value, str | datetime.datetime) and _zoned(f.type):
+            outside = ": it has a time zone: give the value one ('...Z' or '...+00:00')"
         raise InvalidPredicateError(
             f"{text!r}: {_show(value)} cannot be compared with column {f.name} of type {f.type}{outside}"
         ) from None
+
+
+def _zoned(t: pa.DataType) -> bool:
+    """Whether ``t`` is a timestamp type with a time zone."""
+    return pa.types.is_timestamp(t) and t.tz is not None
 
 
 def _show(value: Any) -> str:
@@ -377,6 +408,8 @@ def _show(value: Any) -> str:
         return "'" + value.replace("'", "''") + "'"
     if isinstance(value, bool):
         return "TRUE" if value else "FALSE"
+    if isinstance(value, datetime.datetime):
+        return f"TIMESTAMP '{value.isoformat(sep=' ')}'"
     if isinstance(value, datetime.date):
         return f"DATE '{value.isoformat()}'"
     return str(value)

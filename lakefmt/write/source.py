@@ -20,6 +20,20 @@ def _is_pandas(data: Any) -> bool:
     return type(data).__module__.split(".")[0] == "pandas" and hasattr(data, "columns")
 
 
+def _check_polars(data: Any) -> None:
+    """:class:`SchemaMismatchError` naming a Polars ``Object`` column: Polars exports it as 8 bytes a value (the
+    address of each Python object), which a write would store as if they were data."""
+    if type(data).__module__.split(".")[0] != "polars" or not hasattr(data, "collect_schema"):
+        return
+    for name, dtype in data.collect_schema().items():
+        if type(dtype).__name__ == "Object":
+            raise SchemaMismatchError(
+                f"the frame's column {name!r} has Polars type Object (Python objects), which Arrow cannot hold: "
+                "Polars would export their memory addresses; give it a type, e.g. "
+                f"df.with_columns(pl.col({name!r}).cast(pl.String))"
+            )
+
+
 def as_arrow(data: Any) -> Any:
     """``data`` as Arrow the writer reads (a Table, a RecordBatch or a RecordBatchReader), read at most once: a
     pandas frame without its index (a RangeIndex carries no data; name a meaningful index with
@@ -30,6 +44,7 @@ def as_arrow(data: Any) -> Any:
     if _is_pandas(data):
         return _converted(lambda f: pa.Table.from_pandas(f, preserve_index=False), _with_named_index(data))
     if hasattr(data, "__arrow_c_stream__"):
+        _check_polars(data)
         return pa.RecordBatchReader.from_stream(data)
     if isinstance(data, Iterable) and not isinstance(data, str | bytes | dict):  # batches: read as they come
         items = iter(data)
@@ -125,6 +140,7 @@ def _schema(data: Any) -> pa.Schema:
     if hasattr(data, "__arrow_c_schema__") and not hasattr(data, "__arrow_c_stream__"):
         return pa.schema(data)
     if hasattr(data, "__arrow_c_stream__"):
+        _check_polars(data)
         return pa.RecordBatchReader.from_stream(data).schema
     raise TypeError(
         "schema must be a pyarrow.Schema or data that has one (a pyarrow Table, RecordBatch or RecordBatchReader, "
