@@ -34,6 +34,7 @@ import re
 from collections.abc import Iterator, Sequence
 from typing import Any, Protocol
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -217,26 +218,31 @@ _ROW = "file_row_number"
 def _duckdb_masked(con: Any, scan: Scan, paths: list[str], vectors: dict[str, Vector]) -> Any:
     """DuckDB's own Parquet reader over ``paths`` (the scan's planned files, in order) that leaves out the rows the
     deletion vectors delete: every file's rows numbered by position in the file and anti-joined with the deleted
-    (file, position) pairs, so DuckDB's filters and row-group skipping never shift a position. Every column of the
-    table, and the two it adds; None when a column of the table takes one of their names."""
+    (file, position) pairs, so DuckDB's filters and row-group skipping never shift a position. A file is named by
+    its index in ``paths`` (DuckDB's ``file_index``: an integer join key, where a file name would hash a string per
+    row). Every column of the table, and the two it adds; None when a column of the table takes one of their
+    names."""
     names = scan.schema.arrow_schema.names
     file_col = "__lakefmt_file"
     while file_col in names:
         file_col += "_"
-    if _ROW in names:
+    if _ROW in names or "file_index" in names:  # DuckDB's virtual columns: a table's own would shadow them
         return None
     files, positions = [], []
-    for rel, full in zip(ents.paths(scan.entries()), paths, strict=True):
+    for i, rel in enumerate(ents.paths(scan.entries())):
         vector = vectors.get(rel)
         if vector is None:
             continue
         deleted = deleted_positions(scan._io, vector)
-        files.append(pa.repeat(pa.scalar(full, pa.string()), len(deleted)))
-        positions.append(pa.array(deleted, pa.int64()))
-    marks = pa.table({file_col: pa.chunked_array(files, pa.string()), _ROW: pa.chunked_array(positions, pa.int64())})
+        files.append(np.full(len(deleted), i, dtype=np.uint64))
+        positions.append(deleted)
+    marks = pa.table({
+        file_col: pa.array(np.concatenate(files) if files else np.zeros(0, np.uint64), pa.uint64()),
+        _ROW: pa.array(np.concatenate(positions) if positions else np.zeros(0, np.int64), pa.int64()),
+    })
     listed = ", ".join("'" + p.replace("'", "''") + "'" for p in paths)
     rows = con.sql(
-        f"SELECT * FROM read_parquet([{listed}], filename='{file_col}', file_row_number=true, "
+        f'SELECT *, file_index AS "{file_col}" FROM read_parquet([{listed}], file_row_number=true, '
         "hive_partitioning=false, union_by_name=false)"
     )
     deleted_rel = con.from_arrow(marks)
