@@ -38,7 +38,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakefmt.errors import MissingDependencyError
+from lakefmt.errors import CorruptMetadataError, MissingDependencyError
 from lakefmt.io import FileIO
 from lakefmt.meta import entries as ents
 from lakefmt.read.bounds import SchemaLookup, column_bounds
@@ -308,7 +308,14 @@ def _polars_frames(
         needed = list(dict.fromkeys([*needed, *predicate.meta.root_names()]))
     prune = _arrow_predicate(pl, predicate, scan) if predicate is not None else None
     narrowed = narrow(scan, prune, columns=needed or names[:1])  # no column asked (a count): read one
-    paths = native_paths(scan, narrowed.entries())
+    entries = narrowed.entries()
+    paths = native_paths(scan, entries)
+    if paths is None and scan.vectors():
+        local = _local_paths(scan, entries)
+        if local is not None:  # Polars' reader, each file's deleted positions left out before anything else
+            read = narrowed.columns or names[:1]
+            yield from _polars_masked(pl, scan, entries, local, read, columns, predicate, n_rows)
+            return
     if paths is not None:
         if not paths:
             return
@@ -323,6 +330,80 @@ def _polars_frames(
     remaining = n_rows
     for batch in narrowed.to_batches():
         frame = pl.from_arrow(batch)
+        if predicate is not None:
+            frame = frame.filter(predicate)
+        frame = frame.select(columns)
+        if remaining is not None:
+            frame = frame.head(remaining)
+            remaining -= frame.height
+        if frame.height:
+            yield frame
+        if remaining == 0:
+            return
+
+
+#: files a masked Polars read collects at once (enough for Polars' threads, few enough to bound the memory)
+_POLARS_GROUP_FILES = 16
+_POLARS_GROUP_ROWS = 4 << 20
+
+
+def _polars_masked(
+    pl: Any,
+    scan: Scan,
+    entries: pa.Table,
+    paths: list[str],
+    read: list[str],
+    columns: list[str],
+    predicate: Any,
+    n_rows: int | None,
+) -> Iterator[Any]:
+    """The frames of files some of which have a deletion vector, read by Polars' own Parquet reader: each file
+    with a vector numbered by physical row position (a row index, which Polars counts in the file whatever it
+    reads) and its deleted positions left out by that number; a run of files without one read as it is. Only
+    the columns ``read`` are read and nothing else is pushed into the reader: the predicate and the row limit
+    are applied to the masked frames. Files are collected in groups (Polars reads a group's files in parallel)."""
+    index = "__lakefmt_pos"
+    while index in read:
+        index += "_"
+    dtype = pl.get_index_type()
+    vectors = scan.vectors()
+    counts = entries.column(ents.ROW_COUNT).to_pylist()
+
+    def frames(group: list[tuple[str, str, int]]) -> list[Any]:
+        out, plain = [], []
+        for rel, full, count in group:
+            vector = vectors.get(rel)
+            if vector is None:
+                plain.append(full)
+                continue
+            if plain:
+                out.append(pl.scan_parquet(plain, hive_partitioning=False, glob=False).select(read))
+                plain = []
+            deleted = deleted_positions(scan._io, vector)
+            if len(deleted) and int(deleted[-1]) >= count:
+                raise CorruptMetadataError(
+                    f"the deletion vector of {rel} deletes row {int(deleted[-1])}, but the file holds {count} rows"
+                )
+            lazy = pl.scan_parquet(full, hive_partitioning=False, glob=False, row_index_name=index)
+            dead = pl.Series(deleted).cast(dtype).implode()
+            out.append(lazy.filter(~pl.col(index).is_in(dead)).select(read))
+        if plain:
+            out.append(pl.scan_parquet(plain, hive_partitioning=False, glob=False).select(read))
+        return out
+
+    groups: list[list[tuple[str, str, int]]] = [[]]
+    rows = 0
+    for item in zip(ents.paths(entries), paths, counts, strict=True):
+        if groups[-1] and (len(groups[-1]) >= _POLARS_GROUP_FILES or rows + item[2] > _POLARS_GROUP_ROWS):
+            groups.append([])
+            rows = 0
+        groups[-1].append(item)
+        rows += item[2]
+    remaining = n_rows
+    for group in groups:
+        if not group:
+            continue
+        frame = pl.concat(frames(group), how="vertical").collect()
         if predicate is not None:
             frame = frame.filter(predicate)
         frame = frame.select(columns)
