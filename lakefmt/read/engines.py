@@ -19,7 +19,9 @@ Files with a deletion vector (a key table's replaced or deleted rows, :mod:`lake
 natively as they are: every form drops their deleted rows by physical row position, before any filter. DuckDB
 still reads such files with its own Parquet reader when the conditions above hold, numbering each file's rows
 (``file_row_number``, the position in the file whatever it skips) and leaving out the deleted positions by an
-anti-join; every other form reads the scan's masked record batches (:meth:`Scan.to_batches`).
+anti-join on (``file_index``, position); Polars reads them with its own reader too, each file's rows numbered by a
+row index and its deleted positions left out before its predicate and row limit are applied to the frames; every
+other form reads the scan's masked record batches (:meth:`Scan.to_batches`).
 
 The engines are optional dependencies: a missing one raises :class:`~lakefmt.errors.MissingDependencyError`
 naming the extra that installs it (``pip install 'lakefmt[duckdb]'``).
