@@ -19,7 +19,9 @@ Files with a deletion vector (a key table's replaced or deleted rows, :mod:`lake
 natively as they are: every form drops their deleted rows by physical row position, before any filter. DuckDB
 still reads such files with its own Parquet reader when the conditions above hold, numbering each file's rows
 (``file_row_number``, the position in the file whatever it skips) and leaving out the deleted positions by an
-anti-join; every other form reads the scan's masked record batches (:meth:`Scan.to_batches`).
+anti-join on (``file_index``, position); Polars reads them with its own reader too, each file's rows numbered by a
+row index and its deleted positions left out before its predicate and row limit are applied to the frames; every
+other form reads the scan's masked record batches (:meth:`Scan.to_batches`).
 
 The engines are optional dependencies: a missing one raises :class:`~lakefmt.errors.MissingDependencyError`
 naming the extra that installs it (``pip install 'lakefmt[duckdb]'``).
@@ -34,10 +36,11 @@ import re
 from collections.abc import Iterator, Sequence
 from typing import Any, Protocol
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakefmt.errors import MissingDependencyError
+from lakefmt.errors import CorruptMetadataError, MissingDependencyError
 from lakefmt.io import FileIO
 from lakefmt.meta import entries as ents
 from lakefmt.read.bounds import SchemaLookup, column_bounds
@@ -221,26 +224,31 @@ _ROW = "file_row_number"
 def _duckdb_masked(con: Any, scan: Scan, paths: list[str], vectors: dict[str, Vector]) -> Any:
     """DuckDB's own Parquet reader over ``paths`` (the scan's planned files, in order) that leaves out the rows the
     deletion vectors delete: every file's rows numbered by position in the file and anti-joined with the deleted
-    (file, position) pairs, so DuckDB's filters and row-group skipping never shift a position. Every column of the
-    table, and the two it adds; None when a column of the table takes one of their names."""
+    (file, position) pairs, so DuckDB's filters and row-group skipping never shift a position. A file is named by
+    its index in ``paths`` (DuckDB's ``file_index``: an integer join key, where a file name would hash a string per
+    row). Every column of the table, and the two it adds; None when a column of the table takes one of their
+    names."""
     names = scan.schema.arrow_schema.names
     file_col = "__lakefmt_file"
     while file_col in names:
         file_col += "_"
-    if _ROW in names:
+    if _ROW in names or "file_index" in names:  # DuckDB's virtual columns: a table's own would shadow them
         return None
     files, positions = [], []
-    for rel, full in zip(ents.paths(scan.entries()), paths, strict=True):
+    for i, rel in enumerate(ents.paths(scan.entries())):
         vector = vectors.get(rel)
         if vector is None:
             continue
         deleted = deleted_positions(scan._io, vector)
-        files.append(pa.repeat(pa.scalar(full, pa.string()), len(deleted)))
-        positions.append(pa.array(deleted, pa.int64()))
-    marks = pa.table({file_col: pa.chunked_array(files, pa.string()), _ROW: pa.chunked_array(positions, pa.int64())})
+        files.append(np.full(len(deleted), i, dtype=np.uint64))
+        positions.append(deleted)
+    marks = pa.table({
+        file_col: pa.array(np.concatenate(files) if files else np.zeros(0, np.uint64), pa.uint64()),
+        _ROW: pa.array(np.concatenate(positions) if positions else np.zeros(0, np.int64), pa.int64()),
+    })
     listed = ", ".join("'" + p.replace("'", "''") + "'" for p in paths)
     rows = con.sql(
-        f"SELECT * FROM read_parquet([{listed}], filename='{file_col}', file_row_number=true, "
+        f'SELECT *, file_index AS "{file_col}" FROM read_parquet([{listed}], file_row_number=true, '
         "hive_partitioning=false, union_by_name=false)"
     )
     deleted_rel = con.from_arrow(marks)
@@ -306,7 +314,14 @@ def _polars_frames(
         needed = list(dict.fromkeys([*needed, *predicate.meta.root_names()]))
     prune = _arrow_predicate(pl, predicate, scan) if predicate is not None else None
     narrowed = narrow(scan, prune, columns=needed or names[:1])  # no column asked (a count): read one
-    paths = native_paths(scan, narrowed.entries())
+    entries = narrowed.entries()
+    paths = native_paths(scan, entries)
+    if paths is None and scan.vectors():
+        local = _local_paths(scan, entries)
+        if local is not None:  # Polars' reader, each file's deleted positions left out before anything else
+            read = narrowed.columns or names[:1]
+            yield from _polars_masked(pl, scan, entries, local, read, columns, predicate, n_rows)
+            return
     if paths is not None:
         if not paths:
             return
@@ -321,6 +336,80 @@ def _polars_frames(
     remaining = n_rows
     for batch in narrowed.to_batches():
         frame = pl.from_arrow(batch)
+        if predicate is not None:
+            frame = frame.filter(predicate)
+        frame = frame.select(columns)
+        if remaining is not None:
+            frame = frame.head(remaining)
+            remaining -= frame.height
+        if frame.height:
+            yield frame
+        if remaining == 0:
+            return
+
+
+#: files a masked Polars read collects at once (enough for Polars' threads, few enough to bound the memory)
+_POLARS_GROUP_FILES = 16
+_POLARS_GROUP_ROWS = 4 << 20
+
+
+def _polars_masked(
+    pl: Any,
+    scan: Scan,
+    entries: pa.Table,
+    paths: list[str],
+    read: list[str],
+    columns: list[str],
+    predicate: Any,
+    n_rows: int | None,
+) -> Iterator[Any]:
+    """The frames of files some of which have a deletion vector, read by Polars' own Parquet reader: each file
+    with a vector numbered by physical row position (a row index, which Polars counts in the file whatever it
+    reads) and its deleted positions left out by that number; a run of files without one read as it is. Only
+    the columns ``read`` are read and nothing else is pushed into the reader: the predicate and the row limit
+    are applied to the masked frames. Files are collected in groups (Polars reads a group's files in parallel)."""
+    index = "__lakefmt_pos"
+    while index in read:
+        index += "_"
+    dtype = pl.get_index_type()
+    vectors = scan.vectors()
+    counts = entries.column(ents.ROW_COUNT).to_pylist()
+
+    def frames(group: list[tuple[str, str, int]]) -> list[Any]:
+        out, plain = [], []
+        for rel, full, count in group:
+            vector = vectors.get(rel)
+            if vector is None:
+                plain.append(full)
+                continue
+            if plain:
+                out.append(pl.scan_parquet(plain, hive_partitioning=False, glob=False).select(read))
+                plain = []
+            deleted = deleted_positions(scan._io, vector)
+            if len(deleted) and int(deleted[-1]) >= count:
+                raise CorruptMetadataError(
+                    f"the deletion vector of {rel} deletes row {int(deleted[-1])}, but the file holds {count} rows"
+                )
+            lazy = pl.scan_parquet(full, hive_partitioning=False, glob=False, row_index_name=index)
+            dead = pl.Series(deleted).cast(dtype).implode()
+            out.append(lazy.filter(~pl.col(index).is_in(dead)).select(read))
+        if plain:
+            out.append(pl.scan_parquet(plain, hive_partitioning=False, glob=False).select(read))
+        return out
+
+    groups: list[list[tuple[str, str, int]]] = [[]]
+    rows = 0
+    for item in zip(ents.paths(entries), paths, counts, strict=True):
+        if groups[-1] and (len(groups[-1]) >= _POLARS_GROUP_FILES or rows + item[2] > _POLARS_GROUP_ROWS):
+            groups.append([])
+            rows = 0
+        groups[-1].append(item)
+        rows += item[2]
+    remaining = n_rows
+    for group in groups:
+        if not group:
+            continue
+        frame = pl.concat(frames(group), how="vertical").collect()
         if predicate is not None:
             frame = frame.filter(predicate)
         frame = frame.select(columns)

@@ -9,6 +9,7 @@ below it (a row skipped before masking would shift every position after it).
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
@@ -38,6 +39,10 @@ class Vector:
 
 
 _CACHE_BYTES = 64 << 20
+#: threads that filter masked files' rows at once (:func:`mask_whole`)
+_FILTER_THREADS = min(4, os.cpu_count() or 1)
+#: the fewest rows a thread of :func:`mask_whole` filters (below it, a thread costs more than it saves)
+_SEGMENT_ROWS = 1 << 16
 _cache: OrderedDict[str, bytes] = OrderedDict()  # immutable Puffin files, by full path
 _cache_size = 0
 _lock = threading.Lock()
@@ -175,16 +180,52 @@ def deleted_count(io: FileIO, vectors: Mapping[str, Vector], paths: Iterable[str
 def mask_whole(io: FileIO, table: pa.Table, entries: pa.Table, vectors: Mapping[str, Vector], what: str) -> pa.Table:
     """The live rows of ``table``: every row of the files of ``entries``, in their order, each file's rows at its
     offset (from the entries' row counts, which must add up to the table's rows: :class:`CorruptMetadataError`
-    naming ``what`` otherwise), masked by the files' ``vectors``."""
+    naming ``what`` otherwise), masked by the files' ``vectors``.
+
+    Only the rows of files with a vector are copied: consecutive such files are filtered together, in a few
+    segments of similar size filtered by a few threads at once (Arrow's filter releases the GIL), and the rows of
+    the other files are kept as slices of ``table``."""
     counts = np.asarray(entries.column(ents.ROW_COUNT).to_numpy(zero_copy_only=False), dtype=np.int64)
     total = int(counts.sum())
     if table.num_rows != total:
         raise CorruptMetadataError(f"{what} hold {table.num_rows} rows, their manifest entries say {total}")
-    keep = np.ones(total, dtype=bool)
     offsets = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
-    for path, offset, count in zip(ents.paths(entries), offsets.tolist(), counts.tolist(), strict=True):
-        vector = vectors.get(path)
-        if vector is not None:
-            mask = keep_mask(count, deleted_positions(io, vector), path)
-            keep[offset : offset + count] = mask.to_numpy(zero_copy_only=False)
-    return table.filter(pa.array(keep))
+    paths = ents.paths(entries)
+    masked_rows = sum(c for p, c in zip(paths, counts.tolist(), strict=True) if p in vectors)
+    if not masked_rows:
+        return table
+    target = max(_SEGMENT_ROWS, -(-masked_rows // _FILTER_THREADS))
+    # (start, rows, files with a vector: (path, offset in the segment, rows)) or (start, rows, None): kept as is
+    segments: list[tuple[int, int, list[tuple[str, int, int]] | None]] = []
+    for path, offset, count in zip(paths, offsets.tolist(), counts.tolist(), strict=True):
+        vector = path in vectors
+        last = segments[-1] if segments else None
+        if last is not None and (last[2] is None) == (not vector) and (not vector or last[1] < target):
+            start, rows, files = last
+            if files is not None:
+                files.append((path, rows, count))
+            segments[-1] = (start, rows + count, files)
+        else:
+            segments.append((offset, count, [(path, 0, count)] if vector else None))
+
+    def part(segment: tuple[int, int, list[tuple[str, int, int]] | None]) -> pa.Table:
+        start, rows, files = segment
+        piece = table.slice(start, rows)
+        if files is None:
+            return piece
+        keep = np.ones(rows, dtype=bool)
+        for path, at, count in files:
+            positions = deleted_positions(io, vectors[path])
+            if len(positions) and int(positions[-1]) >= count:
+                raise CorruptMetadataError(
+                    f"the deletion vector of {path} deletes row {int(positions[-1])}, but the file holds {count} rows"
+                )
+            keep[at + positions] = False
+        return piece.filter(pa.array(keep))
+
+    if sum(files is not None for _, _, files in segments) > 1 and _FILTER_THREADS > 1:
+        with ThreadPoolExecutor(max_workers=_FILTER_THREADS) as pool:
+            parts = list(pool.map(part, segments))
+    else:
+        parts = [part(segment) for segment in segments]
+    return pa.concat_tables(parts) if len(parts) > 1 else parts[0]
