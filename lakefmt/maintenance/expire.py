@@ -152,6 +152,7 @@ def plan_expiration(
     ids = [i for i in store.snapshot_ids() if i <= latest.id]
     snaps = [s for s in (store.try_snapshot(i) for i in ids) if s is not None]
     count = select_expired(snaps, retain_min, retain_max, older_than_ms, now)
+    count = max(count, _begun_below_hint(store, snaps))
     count, held = apply_holds(snaps, count, own.holds)
     expired, retained = snaps[:count], snaps[count:]
     kept = (retained[0].id, retained[-1].id) if retained else None
@@ -249,6 +250,34 @@ def plan_expiration(
         seen_tags,
         kept_times,
     )
+
+
+def _begun_below_hint(store: MetaStore, snaps: list[Snapshot]) -> int:
+    """How many of the oldest ``snaps`` an earlier expiration announced expired (the ``EARLIEST`` hint) and began to
+    delete: some file only they need is already gone, so they cannot be read and this run finishes the job,
+    whatever its own rules. Snapshots below a hint that are intact (a run that stopped before deleting anything, a
+    hand-made hint) are left to the rules: a hint alone never deletes a readable snapshot."""
+    hint = store.read_hint(layout.EARLIEST)
+    ids = [s.id for s in snaps]
+    if hint is None or hint not in ids or ids.index(hint) == 0:
+        return 0
+    below = ids.index(hint)
+    io = store.io
+    try:
+        for s in snaps[1 : below + 1]:  # data files first: an expiration deletes them first
+            for m in store.manifest_list(s.delta_manifest_list):
+                if m.num_deleted_files:
+                    dels = ents.deletes(store.manifest(m.file_name))
+                    ents.check_data_paths(dels, f"a manifest of snapshot {s.id}")
+                    if not all(io.exists(p) for p in ents.paths(dels)):
+                        return below
+        for s in snaps[:below]:
+            for name in s.manifest_lists:
+                for m in store.manifest_list(name):
+                    store.manifest(m.file_name)
+    except MissingMetadataError:
+        return below
+    return 0
 
 
 def apply_expiration(

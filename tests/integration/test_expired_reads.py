@@ -104,3 +104,14 @@ def test_a_file_missing_from_a_retained_snapshot_is_not_called_expired(tmp_path:
     t.io.delete(path.path)  # deleted behind the table's back: the storage's error stands
     with pytest.raises(OSError):
         scan.to_arrow()
+
+
+def test_a_hint_alone_never_expires_a_readable_snapshot(tmp_path: Any) -> None:
+    """A hand-made EARLIEST naming the latest snapshot (or a run that stopped before deleting anything): the
+    snapshots below it are intact, and expire with the table's rules keeps them."""
+    t = _table(str(tmp_path / "t"), 4)
+    t.io.write(layout.EARLIEST, b"4", sync=False)
+    report = t.expire_snapshots()
+    assert report.expired_snapshots == [] and report.total_files == 0
+    assert MetaStore(t.io).snapshot_ids() == [1, 2, 3, 4]
+    assert t.to_arrow(snapshot_id=1).column("id").to_pylist() == [0]
