@@ -21,12 +21,19 @@ field id), with ``_change_type``, ``_commit_snapshot`` and ``_commit_timestamp``
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
+from typing import Literal
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakefmt.errors import CorruptMetadataError, InvalidOptionError, SchemaMismatchError, SnapshotNotFoundError
+from lakefmt.errors import (
+    CorruptMetadataError,
+    InvalidOptionError,
+    MissingMetadataError,
+    SchemaMismatchError,
+    SnapshotNotFoundError,
+)
 from lakefmt.io import FileIO
 from lakefmt.meta import entries as ents
 from lakefmt.meta.store import MetaStore
@@ -234,8 +241,8 @@ class _Walker:
         if self.live is None:  # no live file is being followed: a commit that changed no row, or stored its rows,
             if snap.commit_kind is CommitKind.COMPACT:  # needs no look at its files
                 return None
-            if snap.changelog_manifest_list is not None:
-                return self._stored(snap)
+            if snap.changelog_manifest_list is not None and (stored := self._stored(snap)) is not False:
+                return stored
         metas = self.store.manifest_list(snap.delta_manifest_list)
         if not metas:
             return None
@@ -246,8 +253,8 @@ class _Walker:
         self._follow(snap, added, removed)
         if snap.commit_kind is CommitKind.COMPACT:
             return None
-        if snap.changelog_manifest_list is not None:  # stored when it was committed (changelog-producer=lookup)
-            return self._stored(snap)
+        if snap.changelog_manifest_list is not None and (stored := self._stored(snap)) is not False:
+            return stored  # stored when it was committed (changelog-producer=lookup)
         new = load_vectors(self.io, ents.adds(dv))
         old = load_vectors(self.io, ents.deletes(dv))
         added_paths, removed_paths = ents.paths(added), ents.paths(removed)
@@ -281,21 +288,25 @@ class _Walker:
             self.schema.primary_keys,
         )
 
-    def _stored(self, snap: Snapshot) -> tuple[pa.Table, np.ndarray] | None:
-        """The change rows ``snap`` stored in its changelog files, in their order, as the current schema."""
+    def _stored(self, snap: Snapshot) -> tuple[pa.Table, np.ndarray] | Literal[False] | None:
+        """The change rows ``snap`` stored in its changelog files, in their order, as the current schema; False
+        when a file of them is missing (removed by a tool that did not know them): the changes are then derived."""
         assert snap.changelog_manifest_list is not None
-        metas = self.store.manifest_list(snap.changelog_manifest_list)
-        entries = ents.adds(ents.concat_entries(ents.read_manifests(self.store, metas))) if metas else None
-        if entries is None or entries.num_rows == 0:
-            return None
-        ents.check_data_paths(entries, f"the changelog manifests of snapshot {snap.id}")
-        if set(_schema_ids(entries)) == {self.schema.id}:  # written under the current schema: one read per file
-            parts = [read_changelog(self.io, path, self.schema.arrow_schema) for path in ents.paths(entries)]
-            rows = pa.concat_tables([p for p, _ in parts])
-            kinds = np.concatenate([k for _, k in parts])
-        else:  # columns matched by field id; the row kinds read on their own
-            rows = self._read(entries, {})
-            kinds = np.concatenate([read_row_kinds(self.io, path) for path in ents.paths(entries)])
+        try:
+            metas = self.store.manifest_list(snap.changelog_manifest_list)
+            entries = ents.adds(ents.concat_entries(ents.read_manifests(self.store, metas))) if metas else None
+            if entries is None or entries.num_rows == 0:
+                return None
+            ents.check_data_paths(entries, f"the changelog manifests of snapshot {snap.id}")
+            if set(_schema_ids(entries)) == {self.schema.id}:  # written under the current schema: one read a file
+                parts = [read_changelog(self.io, path, self.schema.arrow_schema) for path in ents.paths(entries)]
+                rows = pa.concat_tables([p for p, _ in parts])
+                kinds = np.concatenate([k for _, k in parts])
+            else:  # columns matched by field id; the row kinds read on their own
+                rows = self._read(entries, {})
+                kinds = np.concatenate([read_row_kinds(self.io, path) for path in ents.paths(entries)])
+        except (FileNotFoundError, MissingMetadataError):
+            return False
         if len(kinds) != rows.num_rows or (len(kinds) and (kinds.min() < 0 or kinds.max() > 3)):
             raise CorruptMetadataError(
                 f"the changelog files of snapshot {snap.id} hold {rows.num_rows} rows and {len(kinds)} row kinds "

@@ -159,3 +159,16 @@ def test_a_stored_changelog_reads_under_a_later_schema(tmp_path: Any) -> None:
         ("update_preimage", 1, "x", None),
         ("update_postimage", 1, "x2", None),
     ]
+
+
+def test_a_missing_changelog_file_is_derived_instead(tmp_path: Any) -> None:
+    """A tool that did not know changelog files (an older orphan-clean) removed one: the feed derives those
+    changes from the files and vectors, as for a table that stores none."""
+    derived, stored = _twins(tmp_path)
+    for t in (derived, stored):
+        t.upsert(_rows([(k, "a", "v0") for k in range(10)]))
+        t.upsert(_rows([(k, "a", "v1") for k in range(4)]))
+        t.delete_keys(pa.table({"k": [8], "dt": ["a"]}))
+    for name in stored.io.list("changelog"):
+        stored.io.delete(f"changelog/{name}")
+    assert _feed(stored) == _feed(derived) and len(_feed(stored)) == 10 + 8 + 1
