@@ -68,19 +68,24 @@ class MergePlanner(UpsertPlanner):
             rows = self._bucket(schema, bk, mine, live, marks.setdefault(bk, _Marks({})))
             if rows is not None and rows.num_rows:
                 merged.append(rows)
+        data = ents.empty_entries_for(schema)
+        if merged:
+            files = self._write_merged(pa.concat_tables(merged), schema)
+            data = entries_table(
+                FileKind.ADD,
+                files,
+                schema.arrow_schema,
+                schema.partition_keys,
+                ids=schema.stats_ids,
+                version=schema.format_version,
+            )
+        self.new_files = ents.concat_entries([new, data])  # a stored changelog's post-images: the merged rows too
         changes = self._changes(live if live is not None else new.slice(0, 0), marks, schema)
         if not merged:
             return changes
-        files = self._write_merged(pa.concat_tables(merged), schema)
-        data = entries_table(
-            FileKind.ADD,
-            files,
-            schema.arrow_schema,
-            schema.partition_keys,
-            ids=schema.stats_ids,
-            version=schema.format_version,
+        return VectorChanges(
+            changes.removed, ents.concat_entries([changes.added, data]), changes.state, changes.changelog
         )
-        return VectorChanges(changes.removed, ents.concat_entries([changes.added, data]), changes.state)
 
     def _bucket(
         self,
