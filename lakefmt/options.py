@@ -151,8 +151,8 @@ def _rowkind_format(text: str, key: str) -> str:
 
 
 #: ``changelog-producer`` values (Paimon's names) that lakefmt takes, and those it refuses for now
-CHANGELOG_PRODUCERS = ("none", "lookup")
-_CHANGELOG_LATER = ("input", "full-compaction")
+CHANGELOG_PRODUCERS = ("none", "input", "lookup")
+_CHANGELOG_LATER = ("full-compaction",)
 
 
 def _changelog_producer(text: str, key: str) -> str:
@@ -160,10 +160,11 @@ def _changelog_producer(text: str, key: str) -> str:
     if value in _CHANGELOG_LATER:
         raise InvalidOptionError(
             f"option {key}: {value} is not supported yet; use none (the change feed is derived from each commit's "
-            "files and deletion vectors) or lookup (commits store their change rows), see docs/changes.md"
+            "files and deletion vectors), lookup (commits store their change rows) or input (commits store the "
+            "rows given), see docs/changes.md"
         )
     if value not in CHANGELOG_PRODUCERS:
-        raise InvalidOptionError(f"option {key} is none or lookup, got {text!r}")
+        raise InvalidOptionError(f"option {key} is none, input or lookup, got {text!r}")
     return value
 
 
@@ -340,8 +341,9 @@ class TableOptions:
     #: stores nothing: :meth:`lakefmt.Table.changes` derives a commit's changes from its files and deletion vectors,
     #: reading each replaced row out of the older file it was in. ``lookup``: a commit that replaces or deletes rows
     #: by deletion vector stores its change rows in a changelog file when it is made (the key lookup already found
-    #: every replaced row; :mod:`lakefmt.rewrite.changelog`), and the feed reads that file alone.
-    #: ``input`` and ``full-compaction`` are refused (not built).
+    #: every replaced row; :mod:`lakefmt.rewrite.changelog`), and the feed reads that file alone. ``input``: a commit
+    #: on a key table stores the rows it was given, as they were written, each with its own row kind (the
+    #: ``rowkind.field`` value, else an insert; a delete by key as its key). ``full-compaction`` is refused.
     changelog_producer: str = "none"
     #: whether the table sets ``snapshot.num-retained.max`` or ``snapshot.time-retained`` itself (not an option:
     #: read from the keys present); see :attr:`auto_expire`

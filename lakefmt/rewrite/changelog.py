@@ -1,15 +1,20 @@
-"""The ``lookup`` changelog producer (``changelog-producer=lookup``, Paimon's name): a commit that replaces or
-deletes rows by deletion vector stores its change rows in a changelog file (:mod:`lakefmt.spec.changelog`).
+"""Stored changelogs (``changelog-producer``, Paimon's option and values): what a commit on a key table (or a
+merge-on-read delete) stores for the change feed, in one changelog file (:mod:`lakefmt.spec.changelog`).
 
-The commit's planner (:mod:`lakefmt.rewrite.keys`) already found, through the key lookup, the position of every row
-it deletes; this module reads those rows (the pre-images), and the commit's new rows that stay live (the
-post-images), labels them as the change feed would (:func:`lakefmt.read.change_labels.label_changes`) and writes
-them. The feed then reads that one file instead of reading the replaced rows out of older files.
+* ``lookup`` (:func:`store_changelog`): a commit that replaces or deletes rows by deletion vector stores its change
+  rows. Its planner (:mod:`lakefmt.rewrite.keys`) already found, through the key lookup, the position of every row
+  it deletes; this module reads those rows (the pre-images) and the commit's new rows that stay live (the
+  post-images), labels them as the change feed would (:func:`lakefmt.read.change_labels.label_changes`) and writes
+  them. The feed then reads that one file instead of reading the replaced rows out of older files. A commit that
+  only inserts stores nothing: the feed reads its rows from its new files, which costs no more.
+* ``input`` (:func:`store_input`): every commit stores the rows it was given, as they were written, each with its
+  own row kind (the ``rowkind.field`` value, else an insert), and a delete by key as its key: the feed shows the
+  input, not what it did to the table (Paimon's meaning). Writers drop an update's before-image (``-U``) before
+  writing, so it is not stored.
 
-The rows are read through a per-process cache of row groups (:class:`lakefmt.read.rows_at.RowReader`, one per table
-and schema, a few tables at a time): a long-lived writer reads each row group of the table once, and the rows it
-writes are cached as it labels them, so a later commit finds the rows it replaces in memory. A commit that only
-inserts stores nothing: the feed reads its rows from its new files, which costs no more.
+Rows are read through a per-process cache of row groups (:class:`lakefmt.read.rows_at.RowReader`, one per table and
+schema, a few tables at a time): a long-lived writer reads each row group of the table once, and the rows it writes
+are cached as it labels them, so a later commit finds the rows it replaces in memory.
 """
 
 from __future__ import annotations
@@ -30,8 +35,9 @@ from lakefmt.read.rows_at import RowReader, RowRequest
 from lakefmt.spec import DataFile, TableSchema
 from lakefmt.spec.changelog import encode_changelog
 from lakefmt.spec.manifest import FileContent
+from lakefmt.spec.rowkind import change_codes
 
-__all__ = ["clear_readers", "store_changelog"]
+__all__ = ["clear_readers", "store_changelog", "store_input"]
 
 _READERS: OrderedDict[tuple[str, int], tuple[RowReader, threading.Lock]] = OrderedDict()
 _LOCK = threading.Lock()
@@ -94,10 +100,14 @@ def store_changelog(
     if labelled is None:
         return None
     rows, codes = labelled
+    return _write(io, schema, rows, codes, path)
+
+
+def _write(io: FileIO, schema: TableSchema, rows: pa.Table, codes: np.ndarray, path: str) -> DataFile:
     options = schema.table_options
     file_schema = schema.id_schema if schema.format_version >= 2 else schema.arrow_schema
     compression = None if options.compression == "none" else options.compression
-    data = encode_changelog(rows, codes, file_schema, compression)
+    data = encode_changelog(rows, codes, _nullable(file_schema), compression)
     io.write(path, data, sync=options.fsync)
     return DataFile(
         path=path,
@@ -109,6 +119,46 @@ def store_changelog(
         creation_time_ms=int(time.time() * 1000),
         content=FileContent.DATA,
     )
+
+
+def store_input(
+    io: FileIO,
+    store: MetaStore,
+    schema: TableSchema,
+    *,
+    new: pa.Table,
+    deleted_keys: pa.Table | None,
+    path: str,
+) -> DataFile | None:
+    """Write the ``input`` changelog file of a commit at ``path``: every row of its writers' files ``new``, in
+    order, as it was written, with its own row kind (the ``rowkind.field`` value, else an insert), then a delete
+    for each of ``deleted_keys`` (its key columns; the other columns null). None, writing nothing, for no row."""
+    reader, lock = _reader(io, store, schema)
+    every = [
+        RowRequest(p, sid, np.arange(count, dtype=np.int64))
+        for p, sid, count in zip(ents.paths(new), _schema_ids(new), new.column(ents.ROW_COUNT).to_pylist(), strict=True)
+        if count
+    ]
+    with lock:
+        rows = reader.take(every)
+    options = schema.table_options
+    field = options.rowkind_field
+    codes = change_codes(rows.column(field), options) if field else np.zeros(rows.num_rows, np.int8)
+    if deleted_keys is not None and deleted_keys.num_rows:
+        keys = {k: deleted_keys.column(k).cast(schema.arrow_schema.field(k).type) for k in schema.primary_keys}
+        n = deleted_keys.num_rows
+        deletes = pa.table(
+            [keys.get(f.name, pa.nulls(n, f.type)) for f in schema.arrow_schema], schema=_nullable(schema.arrow_schema)
+        )
+        rows = pa.concat_tables([rows.cast(deletes.schema), deletes])
+        codes = np.concatenate([codes, np.full(n, 3, np.int8)])
+    if rows.num_rows == 0:
+        return None
+    return _write(io, schema, rows, codes, path)
+
+
+def _nullable(schema: pa.Schema) -> pa.Schema:
+    return pa.schema([f.with_nullable(True) for f in schema], metadata=schema.metadata)
 
 
 def _schema_ids(entries: pa.Table) -> list[int | None]:

@@ -58,6 +58,7 @@ class MergePlanner(UpsertPlanner):
             return super().plan(latest, schema, added)
         tables = [self.store.manifest(m.file_name) for m in added]
         new = ents.data_files(ents.adds(ents.concat_entries(tables))) if tables else ents.empty_entries_for(schema)
+        self.input_files, self.input_deletes = new, self.deletes
         new_bks = _bucket_keys(new, schema)
         self.buckets = set(new_bks)
         live = _live_in(self.store, latest, schema, self.buckets) if self.against_live else None

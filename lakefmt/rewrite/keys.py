@@ -32,7 +32,7 @@ from lakefmt.read.bounds import column_bounds
 from lakefmt.read.files import read_entries
 from lakefmt.read.masks import deleted_positions, load_vectors
 from lakefmt.read.plan import prune_entries
-from lakefmt.rewrite.changelog import store_changelog
+from lakefmt.rewrite.changelog import store_changelog, store_input
 from lakefmt.rewrite.lookup import KeyIndex, Probe, clear_cache, index_of, match, probe_of
 from lakefmt.spec import DataFile, FileKind, ManifestFileMeta, Snapshot, TableSchema, layout
 from lakefmt.spec.deletion_vector import encode_puffin
@@ -223,10 +223,13 @@ class _Planner:
         #: every file a plan wrote or began to write (vectors, merged rows), for the producer to delete those of
         #: plans that never land
         self.written: list[str] = []
-        #: whether a plan stores its change rows when the table's changelog-producer is lookup, and the entries of
-        #: the commit's new data files (an upsert's) they are read from
+        #: whether a plan stores its change rows when the table has a changelog-producer; the entries of the
+        #: commit's new data files (an upsert's: its writers' and any merged ones), the writers' alone (the
+        #: ``input``), and the keys it deletes by key (``input``: stored as deletes)
         self.stores_changelog = True
         self.new_files: pa.Table | None = None
+        self.input_files: pa.Table | None = None
+        self.input_deletes: pa.Table | None = None
 
     def state(self, latest: Snapshot | None) -> frozenset[str]:
         return _state(_live_in(self.store, latest, self.schema, self.buckets))
@@ -271,9 +274,16 @@ class _Planner:
         )
 
     def _changelog(self, live: pa.Table, marks: dict[BucketKey, _Marks], schema: TableSchema) -> DataFile | None:
-        """With ``changelog-producer=lookup``, store the plan's change rows (:mod:`lakefmt.rewrite.changelog`)."""
-        if schema.table_options.changelog_producer != "lookup" or not self.stores_changelog:
+        """With a ``changelog-producer``, store the plan's change rows (:mod:`lakefmt.rewrite.changelog`)."""
+        producer = schema.table_options.changelog_producer
+        if producer == "none" or not self.stores_changelog:
             return None
+        if producer == "input":
+            self._k += 1
+            path = layout.changelog_file_path(self.writer_id, self._k - 1)
+            self.written.append(path)
+            inputs = self.input_files if self.input_files is not None else ents.empty_entries_for(schema)
+            return store_input(self.io, self.store, schema, new=inputs, deleted_keys=self.input_deletes, path=path)
         by_path: dict[str, np.ndarray] = {}
         for mark in marks.values():
             for path, parts in mark.by_file.items():
@@ -429,7 +439,8 @@ class UpsertPlanner(_Planner):
         schema = self.schema if latest is None else self.store.schema_for(latest)
         tables = [self.store.manifest(m.file_name) for m in added]
         new = ents.data_files(ents.adds(ents.concat_entries(tables))) if tables else ents.empty_entries_for(schema)
-        self.new_files = new
+        self.new_files = self.input_files = new
+        self.input_deletes = self.deletes
         seq = schema.table_options.sequence_field
         if seq in schema.primary_keys:  # the same value for every version of a key: ties alone, the later wins
             seq = None
@@ -515,7 +526,7 @@ class DeleteKeysPlanner(_Planner):
 
     def __init__(self, io: FileIO, store: MetaStore, schema: TableSchema, keys: pa.Table) -> None:
         super().__init__(io, store, schema)
-        self.keys = keys
+        self.keys = self.input_deletes = keys
         self.deleted = 0  #: rows the last plan marks
 
     def plan(self, latest: Snapshot | None, schema: TableSchema, added: Sequence[ManifestFileMeta]) -> VectorChanges:

@@ -28,7 +28,17 @@ import pyarrow.compute as pc
 from lakefmt.errors import InvalidRowKindError
 from lakefmt.options import ROWKIND_FORMATS, TableOptions
 
-__all__ = ["DELETE", "IGNORE", "ROWKIND_FORMATS", "SPELLINGS", "UPSERT", "drop_ignored", "row_kinds"]
+__all__ = [
+    "CHANGE_CODES",
+    "DELETE",
+    "IGNORE",
+    "ROWKIND_FORMATS",
+    "SPELLINGS",
+    "UPSERT",
+    "change_codes",
+    "drop_ignored",
+    "row_kinds",
+]
 
 UPSERT, DELETE, IGNORE = 0, 1, 2  #: what a row does (the values :func:`row_kinds` returns)
 
@@ -69,6 +79,26 @@ def row_kinds(column: pa.Array | pa.ChunkedArray, options: TableOptions) -> np.n
         )
     codes = np.array(list(spelling.values()), np.int8)
     out: np.ndarray = codes[pc.fill_null(at, 0).to_numpy(zero_copy_only=False)]
+    return out
+
+
+#: each accepted value's change as Paimon's row-kind byte (``+I`` 0, ``-U`` 1, ``+U`` 2, ``-D`` 3): what a stored
+#: ``input`` changelog records
+CHANGE_CODES = {
+    "+I": 0, "-U": 1, "+U": 2, "-D": 3,
+    "insert": 0, "update_preimage": 1, "update_postimage": 2, "delete": 3,
+    "c": 0, "r": 0, "u": 2, "d": 3,
+}  # fmt: skip
+
+
+def change_codes(column: pa.Array | pa.ChunkedArray, options: TableOptions) -> np.ndarray:
+    """Each row's change as a row-kind byte (:data:`CHANGE_CODES`), its value checked as :func:`row_kinds` does."""
+    row_kinds(column, options)
+    if len(column) == 0:
+        return np.zeros(0, np.int8)
+    values = pa.array(list(CHANGE_CODES), column.type)
+    at = pc.index_in(column, value_set=values).to_numpy(zero_copy_only=False)
+    out: np.ndarray = np.array(list(CHANGE_CODES.values()), np.int8)[at]
     return out
 
 

@@ -302,7 +302,7 @@ def test_cli_changes(tmp_path: Path, capsys: Any) -> None:
 
 def test_changelog_producer_option(tmp_path: Path) -> None:
     """``changelog-producer``: none (the default) and lookup give the same feed (the vectors a commit writes are
-    the lookup's result); input and full-compaction are refused, and a bad value names itself; no table is made."""
+    the lookup's result); full-compaction is refused, and a bad value names itself; no table is made."""
     feeds = []
     for producer in ("none", "lookup"):
         t = lakefmt.create_table(
@@ -316,7 +316,10 @@ def test_changelog_producer_option(tmp_path: Path) -> None:
         feeds.append(_bag(_feed(t, 0)))
     assert feeds[0] == feeds[1]
     assert feeds[1][("update_preimage", 2, (1, "a", 10))] == 1 and feeds[1][("delete", 3, (2, "a", 20))] == 1
-    for value, message in (("input", "input is not supported yet"), ("Lookups", "none or lookup, got 'Lookups'")):
+    for value, message in (
+        ("full-compaction", "full-compaction is not supported yet"),
+        ("Lookups", "none, input or lookup, got 'Lookups'"),
+    ):
         with pytest.raises(InvalidOptionError, match=message):
             lakefmt.create_table(
                 str(tmp_path / "bad"), SCHEMA, primary_key=["id"], options={"changelog-producer": value}
