@@ -21,6 +21,7 @@ field id), with ``_change_type``, ``_commit_snapshot`` and ``_commit_timestamp``
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from typing import Literal
 
 import numpy as np
@@ -68,6 +69,7 @@ ROW_KIND = "_row_kind"
 COMMIT_SNAPSHOT = "_commit_snapshot"
 COMMIT_TIMESTAMP = "_commit_timestamp"
 _TIMESTAMP = pa.timestamp("ms", tz="UTC")
+_READ_AHEAD = 8  #: stored changelogs read ahead of the snapshot being turned into rows
 
 
 def change_range(
@@ -207,31 +209,37 @@ def change_batches(
     snaps = [] if first is None else [first, *(needed(sid) for sid in range(start + 2, end + 1))]
     full = change_schema(schema, None, row_kinds)
     names = [*(columns or schema.arrow_schema.names), *full.names[len(schema.arrow_schema) :]]
-    walker = _Walker(io, store, schema)
-    for snap in snaps:
-        with expired_reads(store, max(start, 1), "this change feed"):
-            labelled = walker.changes(snap)
-        if labelled is None:
-            continue
-        rows, codes = labelled
-        n = rows.num_rows
-        extra = [
-            names_of(codes, row_kinds),
-            pa.array(np.full(n, snap.id, np.int64)),
-            pa.array(np.full(n, snap.time_millis), _TIMESTAMP),
-        ]
-        out = pa.Table.from_arrays([*rows.columns, *extra], schema=full)
-        if filter is not None:  # a row where it is null is left out, as in a scan
-            out = out.filter(filter)
-        if out.num_rows:
-            yield out.select(names)
+    stored = [s for s in snaps if s.changelog_manifest_list is not None]
+    with ThreadPoolExecutor(max_workers=4, thread_name_prefix="lakefmt-feed") as pool:
+        walker = _Walker(io, store, schema, pool if len(stored) > 1 else None)
+        for i, snap in enumerate(snaps):
+            walker.read_ahead(snaps[i : i + _READ_AHEAD])
+            with expired_reads(store, max(start, 1), "this change feed"):
+                labelled = walker.changes(snap)
+            if labelled is None:
+                continue
+            rows, codes = labelled
+            n = rows.num_rows
+            extra = [
+                names_of(codes, row_kinds),
+                pa.repeat(pa.scalar(snap.id, pa.int64()), n),
+                pa.repeat(pa.scalar(snap.time_millis, _TIMESTAMP), n),
+            ]
+            out = pa.Table.from_arrays([*rows.columns, *extra], schema=full)
+            if filter is not None:  # a row where it is null is left out, as in a scan
+                out = out.filter(filter)
+            if out.num_rows:
+                yield out.select(names)
 
 
 class _Walker:
-    """Goes through the snapshots of a range in order, turning each one's delta into change rows."""
+    """Goes through the snapshots of a range in order, turning each one's delta into change rows. With a ``pool``,
+    the stored changelogs of the next snapshots are read ahead, a few at once (:meth:`read_ahead`)."""
 
-    def __init__(self, io: FileIO, store: MetaStore, schema: TableSchema) -> None:
+    def __init__(self, io: FileIO, store: MetaStore, schema: TableSchema, pool: Executor | None = None) -> None:
         self.io, self.store, self.schema = io, store, schema
+        self.pool = pool
+        self.ahead: dict[int, Future[tuple[pa.Table, np.ndarray] | Literal[False] | None]] = {}
         self.live: dict[str, int | None] | None = None  # live data path -> its schema id, once a vector needs it
         self.rows = RowReader(io, store, schema)
         self.decoded: dict[str, tuple[Vector, np.ndarray]] = {}  # data path -> its last vector decoded
@@ -288,7 +296,20 @@ class _Walker:
             self.schema.primary_keys,
         )
 
+    def read_ahead(self, snaps: Sequence[Snapshot]) -> None:
+        """Start reading the stored changelogs of ``snaps`` (those not started yet) in the pool."""
+        if self.pool is None:
+            return
+        for snap in snaps:
+            if snap.changelog_manifest_list is not None and snap.id not in self.ahead:
+                self.ahead[snap.id] = self.pool.submit(self._load_stored, snap)
+
     def _stored(self, snap: Snapshot) -> tuple[pa.Table, np.ndarray] | Literal[False] | None:
+        """The change rows ``snap`` stored in its changelog files (read ahead, or now)."""
+        future = self.ahead.pop(snap.id, None)
+        return future.result() if future is not None else self._load_stored(snap)
+
+    def _load_stored(self, snap: Snapshot) -> tuple[pa.Table, np.ndarray] | Literal[False] | None:
         """The change rows ``snap`` stored in its changelog files, in their order, as the current schema; False
         when a file of them is missing (removed by a tool that did not know them): the changes are then derived."""
         assert snap.changelog_manifest_list is not None
