@@ -17,6 +17,7 @@ from lakefmt.errors import (
     LocationNotEmptyError,
     NotATableError,
     TableAlreadyExistsError,
+    UnsupportedTypeError,
 )
 from lakefmt.io import file_io_for
 from lakefmt.io.paths import is_temp_of
@@ -48,6 +49,7 @@ def first_schema(
         raise TypeError(f"schema must be a pyarrow.Schema, got {type(schema).__name__}")
     for f in schema:
         type_to_json(f.type)
+    _check_names(schema)
     opts = {str(k): str(v) for k, v in (options or {}).items()}
     TableOptions.check_keys(opts)
     parsed = TableOptions.from_map(opts).check()
@@ -84,6 +86,20 @@ def first_schema(
         format_version=FORMAT_VERSION if keyed else BASE_FORMAT_VERSION,
         primary_keys=keys,
     )
+
+
+def _check_names(schema: pa.Schema) -> None:
+    """Column names a new table cannot have: an empty one, and two that differ only in case (Spark SQL resolves
+    names case-insensitively, so it could read neither of them)."""
+    if any(not name.strip() for name in schema.names):
+        raise UnsupportedTypeError(f"a column name is empty (columns: {schema.names}); give every column a name")
+    folded: dict[str, str] = {}
+    for name in schema.names:
+        other = folded.setdefault(name.casefold(), name)
+        if other != name:
+            raise UnsupportedTypeError(
+                f"columns {other!r} and {name!r} differ only in case; Spark SQL could tell neither apart: rename one"
+            )
 
 
 def _check_rowkind(schema: pa.Schema, keys: Sequence[str], parsed: TableOptions, opts: Mapping[str, str]) -> None:

@@ -141,3 +141,13 @@ def test_expire_with_default_arguments_after_an_interrupted_run_agrees_with_the_
     report = fresh.expire_snapshots()  # the defaults keep at least 10, but 1..5 are half-expired: finished
     assert report.kept_snapshots == (6, 8) and report.expired_snapshots == [1, 2, 3, 4, 5]
     assert MetaStore(t.io).snapshot_ids() == [6, 7, 8]
+
+
+@pytest.mark.parametrize(("names", "message"), [(["a", "A"], "differ only in case"), (["id", " "], "name is empty")])
+def test_a_new_table_refuses_names_spark_cannot_tell_apart(tmp_path: Any, names: list[str], message: str) -> None:
+    data = pa.table({n: [1] for n in names})
+    uri = str(tmp_path / "t")
+    for make in (lambda: lakefmt.write_table(uri, data), lambda: lakefmt.create_table(uri, data.schema)):
+        with pytest.raises(lakefmt.UnsupportedTypeError, match=message):
+            make()
+        assert not (tmp_path / "t").exists()
