@@ -27,6 +27,7 @@ from typing import Literal
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from lakefmt.errors import (
     CorruptMetadataError,
@@ -46,7 +47,7 @@ from lakefmt.read.files import read_entries
 from lakefmt.read.masks import Vector, deleted_positions, load_vectors
 from lakefmt.read.rows_at import RowReader, RowRequest
 from lakefmt.spec import CommitKind, Snapshot, TableSchema
-from lakefmt.spec.changelog import read_changelog, read_row_kinds
+from lakefmt.spec.changelog import ROW_KIND_COLUMN, row_kinds_of, rows_of
 from lakefmt.spec.filters import check_filter
 from lakefmt.spec.instants import Instant
 from lakefmt.spec.snapshot import check_snapshot_id
@@ -319,21 +320,31 @@ class _Walker:
             if entries is None or entries.num_rows == 0:
                 return None
             ents.check_data_paths(entries, f"the changelog manifests of snapshot {snap.id}")
+            paths = ents.paths(entries)
             if set(_schema_ids(entries)) == {self.schema.id}:  # written under the current schema: one read a file
-                parts = [read_changelog(self.io, path, self.schema.arrow_schema) for path in ents.paths(entries)]
-                rows = pa.concat_tables([p for p, _ in parts])
-                kinds = np.concatenate([k for _, k in parts])
+                names = [*self.schema.arrow_schema.names, ROW_KIND_COLUMN]
+                read = [(p, self._parquet(p, names)) for p in paths]
+                rows = pa.concat_tables([rows_of(t, self.schema.arrow_schema, p) for p, t in read])
+                kinds = np.concatenate([row_kinds_of(t, p) for p, t in read])
             else:  # columns matched by field id; the row kinds read on their own
                 rows = self._read(entries, {})
-                kinds = np.concatenate([read_row_kinds(self.io, path) for path in ents.paths(entries)])
+                kinds = np.concatenate([row_kinds_of(self._parquet(p, [ROW_KIND_COLUMN]), p) for p in paths])
         except (FileNotFoundError, MissingMetadataError):
             return False
-        if len(kinds) != rows.num_rows or (len(kinds) and (kinds.min() < 0 or kinds.max() > 3)):
+        if len(kinds) != rows.num_rows:
             raise CorruptMetadataError(
-                f"the changelog files of snapshot {snap.id} hold {rows.num_rows} rows and {len(kinds)} row kinds "
-                "(each a byte from 0 to 3): the files are corrupt"
+                f"the changelog files of snapshot {snap.id} hold {rows.num_rows} rows and {len(kinds)} row kinds: "
+                "the files are corrupt"
             )
         return (rows, kinds) if rows.num_rows else None
+
+    def _parquet(self, path: str, columns: list[str]) -> pa.Table:
+        """``columns`` of Parquet file ``path`` (relative to the root), read whole."""
+        with self.io.fs.open(self.io.full_path(path), "rb") as f:
+            try:
+                return pq.read_table(f, columns=columns)
+            except (pa.ArrowInvalid, KeyError) as exc:  # not Parquet, or a column missing
+                raise CorruptMetadataError(f"changelog file {path} cannot be read as one: {exc}") from exc
 
     def _positions(self, path: str, vector: Vector | None, forward: bool) -> np.ndarray:
         """The positions ``vector`` (of data file ``path``) deletes; the last one decoded per file is kept, as the

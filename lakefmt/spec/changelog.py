@@ -15,9 +15,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lakefmt.errors import CorruptMetadataError
-from lakefmt.io import FileIO
 
-__all__ = ["ROW_KIND_COLUMN", "encode_changelog", "read_changelog", "read_row_kinds"]
+__all__ = ["ROW_KIND_COLUMN", "encode_changelog", "row_kinds_of", "rows_of"]
 
 ROW_KIND_COLUMN = "_lakefmt_row_kind"
 
@@ -34,28 +33,21 @@ def encode_changelog(rows: pa.Table, codes: np.ndarray, file_schema: pa.Schema, 
     return bytes(sink.getvalue())
 
 
-def read_row_kinds(io: FileIO, path: str) -> np.ndarray:
-    """The row-kind bytes of changelog file ``path`` (relative to the table root), in row order."""
-    with io.fs.open(io.full_path(path), "rb") as f:
-        table = pq.read_table(f, columns=[ROW_KIND_COLUMN])
-    return _kinds(table, path)
-
-
-def read_changelog(io: FileIO, path: str, schema: pa.Schema) -> tuple[pa.Table, np.ndarray]:
-    """The rows (as ``schema``, the schema the file was written under) and row-kind bytes of changelog file
-    ``path``, in one read."""
-    with io.fs.open(io.full_path(path), "rb") as f:
-        table = pq.read_table(f, columns=[*schema.names, ROW_KIND_COLUMN])
-    kinds = _kinds(table, path)
-    try:
-        rows = table.select(schema.names).cast(schema)
-    except (KeyError, ValueError, pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-        raise CorruptMetadataError(f"changelog file {path} does not hold the table's columns: {exc}") from exc
-    return rows, kinds
-
-
-def _kinds(table: pa.Table, path: str) -> np.ndarray:
+def row_kinds_of(table: pa.Table, path: str) -> np.ndarray:
+    """The row-kind bytes of a changelog file's rows (``table``: what was read of it, ``path``: its path, named in
+    the error), checked: a non-null int8 column of bytes 0 to 3."""
     column = table.column(ROW_KIND_COLUMN) if ROW_KIND_COLUMN in table.column_names else None
     if column is None or column.type != pa.int8() or column.null_count:
         raise CorruptMetadataError(f"changelog file {path} has no non-null int8 column {ROW_KIND_COLUMN}")
-    return np.asarray(column.to_numpy(), np.int8)
+    kinds = np.asarray(column.to_numpy(), np.int8)
+    if len(kinds) and (int(kinds.min()) < 0 or int(kinds.max()) > 3):
+        raise CorruptMetadataError(f"changelog file {path} has a row kind outside 0..3 in {ROW_KIND_COLUMN}")
+    return kinds
+
+
+def rows_of(table: pa.Table, schema: pa.Schema, path: str) -> pa.Table:
+    """A changelog file's rows (``table``: what was read of it) as ``schema``, the schema it was written under."""
+    try:
+        return table.select(schema.names).cast(schema)
+    except (KeyError, ValueError, pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        raise CorruptMetadataError(f"changelog file {path} does not hold the table's columns: {exc}") from exc

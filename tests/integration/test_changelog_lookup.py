@@ -11,13 +11,13 @@ import random
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 import lakefmt
 from lakefmt.errors import CorruptMetadataError, SnapshotNotFoundError
 from lakefmt.maintenance.report import FileClass
 from lakefmt.read.rows_at import RowReader
-from lakefmt.rewrite.changelog import clear_readers
 
 SCHEMA = pa.schema([pa.field("k", pa.int64(), False), pa.field("dt", pa.string(), False), ("v", pa.string())])
 OPTS = {"bucket": "2", "compaction.auto": "false", "snapshot.num-retained.min": "1000"}
@@ -140,16 +140,29 @@ def test_changelog_files_live_and_expire_with_their_snapshot(tmp_path: Any) -> N
     assert len(files()) == 1
 
 
-def test_a_corrupt_changelog_is_named(tmp_path: Any) -> None:
+@pytest.mark.parametrize("damage", ["not parquet", "no row kind", "kind out of range", "null kind", "no column"])
+def test_a_corrupt_changelog_is_named(tmp_path: Any, damage: str) -> None:
     _, stored = _twins(tmp_path)
-    stored.upsert(_rows([(1, "a", "x")]))
+    stored.upsert(_rows([(1, "a", "x"), (2, "a", "z")]))
     stored.upsert(_rows([(1, "a", "y")]))
     (name,) = stored.io.list("changelog")
     path = f"changelog/{name}"
-    stored.io.write(path, pa.BufferOutputStream().getvalue().to_pybytes() + b"PAR1", sync=False)
-    with pytest.raises((CorruptMetadataError, OSError, pa.ArrowInvalid)):
+    table = pq.read_table(stored.io.full_path(path))
+    kinds = table.column("_lakefmt_row_kind")
+    if damage == "no row kind":
+        table = table.drop_columns(["_lakefmt_row_kind"])
+    elif damage == "kind out of range":
+        table = table.set_column(table.num_columns - 1, "_lakefmt_row_kind", pa.array([7] * len(kinds), pa.int8()))
+    elif damage == "null kind":
+        table = table.set_column(table.num_columns - 1, "_lakefmt_row_kind", pa.nulls(len(kinds), pa.int8()))
+    elif damage == "no column":
+        table = table.drop_columns(["v"])
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink)
+    stored.io.write(path, b"PAR1 not parquet" if damage == "not parquet" else sink.getvalue().to_pybytes(), sync=False)
+    with pytest.raises(CorruptMetadataError, match=f"changelog file {path}"):
         stored.changes()
-    clear_readers()
+    assert stored.to_arrow().num_rows == 2  # the table's rows are not the changelog's
 
 
 def test_a_stored_changelog_reads_under_a_later_schema(tmp_path: Any) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime
 import random
 from typing import Any
@@ -247,10 +248,22 @@ def test_snapshot_json_uses_paimon_field_names() -> None:
 
 def test_snapshot_unknown_fields_are_ignored() -> None:
     obj = orjson.loads(_snapshot().to_json())
-    obj["changelogManifestList"] = "manifest-list-x"
+    obj["statistics"] = "stats-x"
     obj["indexManifest"] = None
     obj["someFutureThing"] = {"nested": [1, 2, {"x": True}]}
     assert Snapshot.from_json(orjson.dumps(obj)) == _snapshot()
+
+
+def test_snapshot_changelog_fields_round_trip() -> None:
+    snap = dataclasses.replace(
+        _snapshot(), changelog_manifest_list="manifest-list-c", changelog_manifest_list_size=9, changelog_record_count=4
+    )
+    back = Snapshot.from_json(snap.to_json())
+    assert back == snap and back.manifest_lists[-1] == "manifest-list-c" and len(_snapshot().manifest_lists) == 2
+    obj = orjson.loads(snap.to_json())
+    obj["changelogManifestList"] = 7
+    with pytest.raises(CorruptMetadataError):
+        Snapshot.from_json(orjson.dumps(obj))
 
 
 def test_snapshot_optional_fields_may_be_absent() -> None:
