@@ -238,6 +238,13 @@ def check_filter(filter: Any, schema: pa.Schema, what: str = "filter") -> pc.Exp
                 f"precision: give the literal the column's own type, as pc.field({c!r}) > "
                 f"pa.scalar(Decimal('1'), pa.{t})"
             )
+        elif "no kernel matching input types" in reason and any(
+            pa.types.is_float16(schema.field(c).type) for c in info.columns
+        ):
+            hint = (
+                "pyarrow has no comparison of half-precision (float16) values: read the column, then filter it "
+                "cast to float32"
+            )
         elif "no kernel matching input types" in reason:
             hint = "a column is compared with a value of another type"
         else:

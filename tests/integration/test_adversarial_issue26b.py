@@ -151,3 +151,9 @@ def test_a_new_table_refuses_names_spark_cannot_tell_apart(tmp_path: Any, names:
         with pytest.raises(lakefmt.UnsupportedTypeError, match=message):
             make()
         assert not (tmp_path / "t").exists()
+
+
+def test_a_float16_filter_says_pyarrow_cannot_compare_them(tmp_path: Any) -> None:
+    t = lakefmt.create_table(str(tmp_path / "t"), pa.schema([("h", pa.float16())]))
+    with pytest.raises(lakefmt.InvalidPredicateError, match="no comparison of half-precision"):
+        t.scan(filter="h > 1")
