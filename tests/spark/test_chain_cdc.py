@@ -59,6 +59,7 @@ SILVER_OPTIONS = {
     "rowkind.format": "delta",
     "sequence.field": "_commit_snapshot",
     "write.row-group-rows": "2",  # a task's files are open and half written while rows still arrive
+    "changelog-producer": "lookup",  # the sink's commits store their change rows (and are held to them below)
 }
 assert tuple(SILVER_SCHEMA.names) == COLUMNS
 
@@ -88,7 +89,10 @@ class Chain:
             self.root, HERE / "chain_cdc_child.py", [self.bronze_uri, silver_uri, str(checkpoint)], silver_uri,
             checkpoint,
         )
-        bronze = lakefmt.create_table(self.bronze_uri, SCHEMA, primary_key=["id"], options={"bucket": "2"})
+        # bronze stores its change rows (changelog-producer=lookup): the query reads them, never the older files
+        bronze = lakefmt.create_table(
+            self.bronze_uri, SCHEMA, primary_key=["id"], options={"bucket": "2", "changelog-producer": "lookup"}
+        )
         for k in range(FIRST_STEPS):
             rows, gone = step(k)
             bronze.upsert(rows)
@@ -171,6 +175,9 @@ def test_upserts_and_deletes_flow_bronze_to_silver_exactly_once_under_sigkill(tm
     assert kinds <= {"insert", "update_postimage"}, kinds  # a delete or a pre-image is never a live row
     history = bronze.changes(0).column("_change_type").to_pylist()
     assert {"insert", "update_preimage", "update_postimage", "delete"} <= set(history), "bronze's feed lacks a kind"
+    # both stored their change rows (changelog-producer=lookup): the query read bronze's, the sink wrote silver's
+    assert any(s.changelog_manifest_list for s in bronze.snapshots())
+    assert any(s.changelog_manifest_list for s in silver.snapshots())
 
     # -- no micro-batch twice; every snapshot of silver reads ------------------------------------------------
     snaps = check_silver(silver, "at the end")
