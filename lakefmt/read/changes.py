@@ -61,6 +61,7 @@ __all__ = [
     "change_batches",
     "change_range",
     "change_schema",
+    "multiset_minus",
     "read_changes",
     "table_changes",
 ]
@@ -180,11 +181,13 @@ def change_batches(
     columns: Sequence[str] | None = None,
     filter: str | pc.Expression | None = None,
     row_kinds: bool = False,
+    schema: TableSchema | None = None,
 ) -> Iterator[pa.Table]:
-    """The change rows of snapshots ``start+1 .. end``, one table per snapshot that changed a row, in commit order.
+    """The change rows of snapshots ``start+1 .. end``, one table per snapshot that changed a row, in commit order,
+    as ``schema``'s columns (default: the current schema; older files are matched to it by field id).
     Every snapshot of the range must still be retained: :class:`SnapshotNotFoundError` names the first that is
     not, before any row is read."""
-    schema = store.latest_schema()
+    schema = schema or store.latest_schema()
     if columns is not None:
         unknown = [c for c in columns if c not in schema.arrow_schema.names]
         if unknown:
@@ -270,7 +273,7 @@ class _Walker:
         inserted = [self._read(added, new)]
         deleted: list[pa.Table] = []
         if removed.num_rows:
-            gone, kept = _multiset_minus(self._read(removed, old), inserted[0])
+            gone, kept = multiset_minus(self._read(removed, old), inserted[0])
             deleted, inserted = [gone], [kept]
         touched = set(added_paths) | set(removed_paths)
         # a commit other than a restore only adds marks: a vector as long as the previous one is the same vector
@@ -405,7 +408,7 @@ def _groupable(t: pa.DataType) -> bool:
     return not (pa.types.is_nested(t) or pa.types.is_dictionary(t) or pa.types.is_null(t))
 
 
-def _multiset_minus(a: pa.Table, b: pa.Table) -> tuple[pa.Table, pa.Table]:
+def multiset_minus(a: pa.Table, b: pa.Table) -> tuple[pa.Table, pa.Table]:
     """The rows of ``a`` that no row of ``b`` matches, and those of ``b`` that none of ``a`` matches: equal whole
     rows are matched one to one (a row twice in ``a`` and once in ``b`` leaves one), each side keeps its order."""
     if a.num_rows == 0 or b.num_rows == 0:

@@ -71,6 +71,7 @@ class Scan(Protocol):
     def to_arrow(self) -> pa.Table: ...
     def to_dataset(self) -> Any: ...
     def vectors(self) -> dict[str, Vector]: ...
+    def feed_rows(self) -> pa.Table | None: ...
     def pushdown_safe(self) -> bool: ...
     def full_paths(self, paths: list[str]) -> list[str]: ...
     def check_present(self, full_paths: Sequence[str]) -> None: ...
@@ -191,7 +192,8 @@ def to_duckdb(scan: Scan, connection: Any = None, name: str | None = None) -> An
     duckdb = require("duckdb", "duckdb", "Scan.to_duckdb()")
     con = connection if connection is not None else duckdb.default_connection()
     vectors = scan.vectors()
-    paths = _local_paths(scan, scan.entries())
+    by_feed = scan.feed_rows() is not None  # rows from the change feed: no file to hand DuckDB
+    paths = None if by_feed else _local_paths(scan, scan.entries())
     relation = None
     if paths is not None:
         columns = scan.columns
@@ -205,7 +207,7 @@ def to_duckdb(scan: Scan, connection: Any = None, name: str | None = None) -> An
         if relation is not None and columns is not None:
             relation = relation.select(*[duckdb.ColumnExpression(c) for c in columns])
     if relation is None:
-        if vectors or not scan.pushdown_safe() or _may_hold_nan(scan, scan.entries()):
+        if by_feed or vectors or not scan.pushdown_safe() or _may_hold_nan(scan, scan.entries()):
             # lakefmt's reader masks and filters; DuckDB reads the stream (asked for again at every execution)
             relation = con.from_arrow(scan)
         else:  # the dataset carries the filter; DuckDB pushes its own into pyarrow's Parquet scan (never over NaN)
@@ -427,6 +429,10 @@ def to_polars(scan: Scan) -> Any:
     (an IO plugin, :func:`polars.io.plugins.register_io_source`)."""
     pl = require("polars", "polars", "Scan.to_polars()")
     from polars.io.plugins import register_io_source
+
+    net = scan.feed_rows()
+    if net is not None:  # rows from the change feed: no file to hand Polars
+        return pl.from_arrow(net).lazy()
 
     schema = pl.DataFrame(output_schema(scan).empty_table()).schema
     snap = f"snapshot {scan.snapshot.id}" if scan.snapshot is not None else "empty"

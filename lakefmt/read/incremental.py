@@ -13,6 +13,11 @@ A compaction in the range is seen, per partition, in one of three ways:
 
 :func:`through_compactions` rewrites the deltas of a range accordingly; the caller then nets them out (ADD minus
 DELETE, the last entry of a path deciding).
+
+The third case cannot be read file by file on a table with deletion vectors: the in-range inputs are no longer
+live, so neither the rows their vectors had deleted before the compaction nor those later commits deleted through
+the compaction's outputs are masked. :class:`lakefmt.read.scan.Scan` reads such a range from the change feed
+instead (:mod:`lakefmt.read.net`).
 """
 
 from __future__ import annotations
@@ -40,9 +45,12 @@ def _parts(table: pa.Table) -> list[tuple[tuple[str, Any], ...]]:
     return [_part_key(p) for p in table.column(ents.PARTITION).to_pylist()]
 
 
-def through_compactions(deltas: Sequence[tuple[CommitKind, pa.Table]]) -> list[pa.Table]:
+def through_compactions(
+    deltas: Sequence[tuple[CommitKind, pa.Table]], mixed: list[bool] | None = None
+) -> list[pa.Table]:
     """The delta entries of consecutive snapshots (oldest first, with their kinds), with each COMPACT snapshot's
-    entries kept, dropped or turned into the removals it stands for, as the module's docstring says."""
+    entries kept, dropped or turned into the removals it stands for, as the module's docstring says. ``mixed``
+    (a list) gets True appended when a compaction merged files the range added with older ones."""
     if not any(kind is CommitKind.COMPACT for kind, _ in deltas):
         return [t for _, t in deltas]
     out: list[pa.Table] = []
@@ -50,7 +58,7 @@ def through_compactions(deltas: Sequence[tuple[CommitKind, pa.Table]]) -> list[p
     stands_for: dict[str, set[str]] = {}  # a skipped compaction's output -> the in-range files it merged
     for kind, delta in deltas:
         if kind is CommitKind.COMPACT:
-            out.extend(_compaction(delta, added, stands_for))
+            out.extend(_compaction(delta, added, stands_for, mixed))
             continue
         dels = ents.deletes(delta)
         extra: set[str] = set()
@@ -69,7 +77,9 @@ def through_compactions(deltas: Sequence[tuple[CommitKind, pa.Table]]) -> list[p
     return out
 
 
-def _compaction(delta: pa.Table, added: set[str], stands_for: dict[str, set[str]]) -> list[pa.Table]:
+def _compaction(
+    delta: pa.Table, added: set[str], stands_for: dict[str, set[str]], mixed: list[bool] | None
+) -> list[pa.Table]:
     """One COMPACT snapshot's delta, partition by partition: kept where it moved only in-range files."""
     adds, dels = ents.adds(delta), ents.deletes(delta)
     add_parts, del_parts = _parts(adds), _parts(dels)
@@ -89,6 +99,8 @@ def _compaction(delta: pa.Table, added: set[str], stands_for: dict[str, set[str]
         if merged:
             for o in outs:
                 stands_for[o] = set(merged)
+            if mixed is not None:
+                mixed.append(True)
     if not keep_parts:
         return []
     if len(keep_parts) == len(set(add_parts) | set(del_parts)):
@@ -98,17 +110,19 @@ def _compaction(delta: pa.Table, added: set[str], stands_for: dict[str, set[str]
     return [delta.filter(mask)]
 
 
-def added_between(store: MetaStore, start: int, end: Snapshot, schema: TableSchema) -> pa.Table:
+def added_between(
+    store: MetaStore, start: int, end: Snapshot, schema: TableSchema, mixed: list[bool] | None = None
+) -> pa.Table:
     """The entries of the files snapshots ``start+1 .. end`` added and did not delete again within the range, a
     compaction's moves followed (:func:`through_compactions`: no row is read twice), paths checked. A path a
-    restore added again after its DELETE counts as added."""
+    restore added again after its DELETE counts as added. ``mixed``: as for :func:`through_compactions`."""
     deltas = []
     for sid in range(start + 1, end.id + 1):
         snap = end if sid == end.id else store.snapshot(sid)
         parts = [store.manifest(m.file_name) for m in store.manifest_list(snap.delta_manifest_list)]
         if parts:
             deltas.append((snap.commit_kind, ents.concat_entries(parts)))
-    tables = through_compactions(deltas)
+    tables = through_compactions(deltas, mixed)
     if not tables:
         return ents.empty_entries_for(schema)
     added = ents.net_added(tables)

@@ -36,6 +36,7 @@ from lakefmt.read.expired import expired_reads
 from lakefmt.read.files import read_entries, read_entries_parallel
 from lakefmt.read.incremental import added_between
 from lakefmt.read.masks import Vector, deleted_count, load_vectors, mask_whole
+from lakefmt.read.net import net_rows
 from lakefmt.read.plan import live_entries, prune_entries
 from lakefmt.spec import Snapshot, TableSchema
 from lakefmt.spec.filters import check_filter, evaluating, pushdown_safe, referenced_columns
@@ -166,6 +167,8 @@ class Scan:
         self._entries: pa.Table | None = None
         self._vectors: dict[str, Vector] | None = None
         self._vector_entries: pa.Table | None = None
+        self._net = False  # read from the change feed (:meth:`_net_rows`)
+        self._net_table: pa.Table | None = None
 
     def _resolve_range(self, start: int | None, end: int | None) -> Snapshot | None:
         end_snap = self._store.snapshot(end) if end is not None else self._store.latest_snapshot()
@@ -185,9 +188,11 @@ class Scan:
                 entries = ents.empty_entries_for(self.schema)
                 self._vector_entries = entries
             elif self._incremental:
-                entries = self._added_between(self._from, self.snapshot)
+                mixed: list[bool] = []
+                entries = added_between(self._store, self._from, self.snapshot, self.schema, mixed)
                 # rows the range added and the end of the range still holds: its snapshot's vectors apply
                 if ents.CONTENT in entries.column_names:
+                    self._net = bool(mixed)  # unless a compaction mixed in-range files with older ones
                     live = live_entries(self._store, self.snapshot, self.schema, self.filter)
                     self._vector_entries = ents.vector_files(live)
                 entries = ents.data_files(entries)
@@ -208,12 +213,34 @@ class Scan:
             self._vectors = {} if dv is None or dv.num_rows == 0 else load_vectors(self._io, dv, data=entries)
         return self._vectors
 
-    def _added_between(self, start: int, end: Snapshot) -> pa.Table:
-        """Files added by snapshots start+1..end (:func:`lakefmt.read.incremental.added_between`)."""
-        return added_between(self._store, start, end, self.schema)
+    def feed_rows(self) -> pa.Table | None:
+        """For an incremental scan that cannot be read file by file (a table with deletion vectors, and a compaction
+        in the range that merged files the range added with older ones): its rows, from the change feed
+        (:mod:`lakefmt.read.net`), filtered and projected; None for every other scan."""
+        self.entries()
+        if not self._net or self.snapshot is None:
+            return None
+        if self._net_table is None:
+            rows = net_rows(self._io, self._store, self._from, self.snapshot.id, self.schema)
+            if self.filter is not None:
+                rows = rows.filter(self.filter)
+            self._net_table = rows if self.columns is None else rows.select(self.columns)
+        return self._net_table
+
+    def _check_by_file(self, what: str) -> None:
+        if self.feed_rows() is not None:
+            raise DeletionVectorsError(
+                f"{what}: snapshots {self._from + 1}..{self.snapshot.id if self.snapshot else '-'} cannot be read "
+                "file by file: a compaction in the range merged files the range added with older ones, and on a "
+                "table with deletion vectors their rows are read from the change feed instead; use to_arrow(), "
+                "to_batches(), to_pandas() or count() (or a range that ends before the compaction)"
+            )
 
     def files(self) -> list[FileTask]:
-        """The data files this scan reads."""
+        """The data files this scan reads. An incremental scan read from the change feed (a compaction in its range
+        mixed its files with older ones, on a table with deletion vectors) has none to give:
+        :class:`~lakefmt.errors.DeletionVectorsError` says so."""
+        self._check_by_file("Scan.files()")
         e = self.entries()
         paths = ents.paths(e)
         full = self.full_paths(paths)
@@ -288,6 +315,7 @@ class Scan:
         :class:`~lakefmt.errors.UnsupportedFilterError`: pyarrow's Parquet scan would drop NaN rows such a filter
         keeps (see :meth:`pushdown_safe`). Read such a scan with :meth:`to_arrow`, :meth:`to_batches`,
         ``pyarrow.table(scan)`` or an engine (:meth:`to_duckdb`, :meth:`to_polars`), which apply it exactly."""
+        self._check_by_file("Scan.to_dataset()")
         if self.vectors():
             raise DeletionVectorsError(
                 f"to_dataset() cannot apply the deletion vectors of {len(self.vectors())} planned file(s) of snapshot "
@@ -445,6 +473,10 @@ class Scan:
         )
 
     def _batches(self) -> Iterator[pa.RecordBatch]:
+        net = self.feed_rows()
+        if net is not None:
+            yield from net.to_batches()
+            return
         if self.vectors():
             yield from self._masked(self.columns, self.filter)
             return
@@ -471,6 +503,9 @@ class Scan:
             return self._table()
 
     def _table(self) -> pa.Table:
+        net = self.feed_rows()
+        if net is not None:
+            return net
         names = self.schema.arrow_schema.names if self.columns is None else self.columns
         if self.vectors():
             if not self._mapped():
@@ -535,6 +570,9 @@ class Scan:
     def count(self) -> int:
         """Number of matching rows (from metadata alone when there is no filter)."""
         with self._reading():
+            net = self.feed_rows()
+            if net is not None:
+                return int(net.num_rows)
             if self.filter is None:
                 rows = int(pc.sum(self.entries().column("row_count")).as_py() or 0)
                 vectors = self.vectors()
