@@ -39,14 +39,17 @@ from lakefmt.spec.rowkind import change_codes
 
 __all__ = ["clear_readers", "store_changelog", "store_input"]
 
-_READERS: OrderedDict[tuple[str, int], tuple[RowReader, threading.Lock]] = OrderedDict()
+_READERS: OrderedDict[tuple[str, int, str], tuple[RowReader, threading.Lock]] = OrderedDict()
 _LOCK = threading.Lock()
 _MAX_READERS = 4
 
 
 def _reader(io: FileIO, store: MetaStore, schema: TableSchema) -> tuple[RowReader, threading.Lock]:
-    """The table's cached reader for ``schema``, and the lock its user holds (a reader is not thread-safe)."""
-    key = (io.uri, schema.id)
+    """The table's cached reader for ``schema``, and the lock its user holds (a reader is not thread-safe). Keyed
+    by location and the schema itself (a table dropped and created again at the same location with other columns
+    gets a reader of its own; its files have other names), shared by every table object of the same table (a
+    Spark sink opens the table again for each micro-batch)."""
+    key = (io.uri, schema.id, schema.id_schema.to_string(show_field_metadata=True))
     with _LOCK:
         hit = _READERS.get(key)
         if hit is None:
@@ -95,6 +98,7 @@ def store_changelog(
         if len(live):
             kept.append(RowRequest(p, sid, live))
     with lock:
+        reader.io, reader.store = io, store  # this commit's: files and schemas by id are read through them
         deleted, inserted = reader.take(gone), reader.take(kept)
     labelled = label_changes(deleted, inserted, schema.primary_keys)
     if labelled is None:
@@ -140,6 +144,7 @@ def store_input(
         if count
     ]
     with lock:
+        reader.io, reader.store = io, store
         rows = reader.take(every)
     options = schema.table_options
     field = options.rowkind_field

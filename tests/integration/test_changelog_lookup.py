@@ -8,6 +8,7 @@ those files, and its files live and die with their snapshot (expire, tags, orpha
 from __future__ import annotations
 
 import random
+import shutil
 from typing import Any
 
 import pyarrow as pa
@@ -210,3 +211,19 @@ def test_input_stores_the_rows_given(tmp_path: Any) -> None:
     ]  # fmt: skip
     assert sorted((r["k"], r["v"]) for r in t.to_arrow().to_pylist()) == [(2, "B"), (4, "d")]
     assert all(s.changelog_manifest_list for s in t.snapshots())
+
+
+def test_a_table_created_again_at_the_same_place_gets_its_own_rows(tmp_path: Any) -> None:
+    """The writer's cache of row groups is per table and schema: a table dropped and created again at the same
+    location with other columns stores its own rows."""
+    uri = str(tmp_path / "t")
+    first = lakefmt.create_table(uri, SCHEMA, primary_key=["k", "dt"], options={**OPTS, "changelog-producer": "lookup"})
+    first.upsert(_rows([(1, "a", "x")]))
+    first.upsert(_rows([(1, "a", "y")]))
+    shutil.rmtree(uri)
+    other = pa.schema([pa.field("k", pa.int64(), False), pa.field("dt", pa.string(), False), ("w", pa.int64())])
+    again = lakefmt.create_table(uri, other, primary_key=["k", "dt"], options={**OPTS, "changelog-producer": "lookup"})
+    again.upsert(pa.table({"k": [1], "dt": ["a"], "w": [5]}, schema=other))
+    again.upsert(pa.table({"k": [1], "dt": ["a"], "w": [6]}, schema=other))
+    rows = [(r["_change_type"], r["w"]) for r in again.changes(from_snapshot=1).to_pylist()]
+    assert rows == [("update_preimage", 5), ("update_postimage", 6)]
