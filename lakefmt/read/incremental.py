@@ -119,6 +119,8 @@ def added_between(
     deltas = []
     for sid in range(start + 1, end.id + 1):
         snap = end if sid == end.id else store.snapshot(sid)
+        if mixed is not None and snap.properties.get("lakefmt.operation") == "restore":
+            mixed.append(True)  # its files hold rows from before the range: on a vector table, read from the feed
         parts = [store.manifest(m.file_name) for m in store.manifest_list(snap.delta_manifest_list)]
         if parts:
             deltas.append((snap.commit_kind, ents.concat_entries(parts)))

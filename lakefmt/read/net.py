@@ -39,13 +39,17 @@ def net_rows(io: FileIO, store: MetaStore, start: int, end: int, schema: TableSc
     if schema.primary_keys:
         return _last_per_key(pa.concat_tables(parts), schema)
     live = schema.arrow_schema.empty_table()
+    older = schema.arrow_schema.empty_table()  # rows from before the range the range deleted (so far)
     for part in parts:  # in commit order; within a snapshot the deletes come before the inserts
         kinds = part.column(CHANGE_TYPE)
-        gone = part.filter(pc.is_in(kinds, pa.array([DELETE, PREIMAGE]))).select(names)
-        new = part.filter(pc.is_in(kinds, pa.array([INSERT, POSTIMAGE]))).select(names)
+        gone = part.filter(pc.is_in(kinds, pa.array([DELETE, PREIMAGE]))).select(names).cast(schema.arrow_schema)
+        new = part.filter(pc.is_in(kinds, pa.array([INSERT, POSTIMAGE]))).select(names).cast(schema.arrow_schema)
         if gone.num_rows:
-            _, live = multiset_minus(gone, live)
-        live = pa.concat_tables([live, new.cast(schema.arrow_schema)])
+            before, live = multiset_minus(gone, live)
+            older = pa.concat_tables([older, before])
+        if new.num_rows and older.num_rows:  # a row from before the range brought back (a restore): not added
+            older, new = multiset_minus(older, new)
+        live = pa.concat_tables([live, new])
     return live
 
 
@@ -56,4 +60,13 @@ def _last_per_key(changes: pa.Table, schema: TableSchema) -> pa.Table:
     at = np.sort(last.column(f"{_SEQ}_max").to_numpy())
     rows = changes.take(pa.array(at, pa.int64()))
     kept = rows.filter(pc.is_in(rows.column(CHANGE_TYPE), pa.array([INSERT, POSTIMAGE])))
-    return kept.select(schema.arrow_schema.names).cast(schema.arrow_schema)
+    kept = kept.select(schema.arrow_schema.names).cast(schema.arrow_schema)
+    # a key whose first change in the range deleted its row from before the range, and whose last one brought
+    # that very row back (a restore): the row is not one the range added
+    first = numbered.select([*keys, _SEQ]).group_by(keys, use_threads=False).aggregate([(_SEQ, "min")])
+    firsts = changes.take(pa.array(np.sort(first.column(f"{_SEQ}_min").to_numpy()), pa.int64()))
+    older = firsts.filter(pc.is_in(firsts.column(CHANGE_TYPE), pa.array([DELETE, PREIMAGE])))
+    if older.num_rows == 0 or kept.num_rows == 0:
+        return kept
+    _, back = multiset_minus(older.select(schema.arrow_schema.names).cast(schema.arrow_schema), kept)
+    return back  # each side keeps its order
