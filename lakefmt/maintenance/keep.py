@@ -82,7 +82,7 @@ def changelog_paths(store: MetaStore, snap: Snapshot) -> dict[str, int]:
     if not metas:
         return {}
     added = ents.adds(ents.concat_entries([store.manifest(m.file_name) for m in metas]))
-    ents.check_data_paths(added, f"the changelog manifests of snapshot {snap.id}")
+    ents.check_changelog_paths(added, f"the changelog manifests of snapshot {snap.id}")
     return dict(zip(ents.paths(added), added.column(ents.FILE_SIZE).to_pylist(), strict=True))
 
 

@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 from lakefmt.errors import CorruptMetadataError
 from lakefmt.io.paths import BAD_RELATIVE_PATH, check_relative_paths
 from lakefmt.meta.store import MetaStore
-from lakefmt.spec import FileKind, ManifestFileMeta, Snapshot, TableSchema
+from lakefmt.spec import FileKind, ManifestFileMeta, Snapshot, TableSchema, layout
 from lakefmt.spec.manifest import FileContent, manifest_schema
 
 __all__ = [
@@ -163,6 +163,20 @@ def check_data_paths(entries_or_paths: pa.Table | pa.ChunkedArray | pa.Array, wh
     raise CorruptMetadataError(
         f"{what} lists data file {sample!r}, which is in the table's metadata folders: the metadata is corrupt"
     )
+
+
+def check_changelog_paths(entries: pa.Table, what: str) -> None:
+    """As :func:`check_data_paths`, and refuse a path outside the changelog folder (:class:`CorruptMetadataError`):
+    the changelog files a snapshot names are deleted with it, so a list naming a data file must not reach that."""
+    check_data_paths(entries, what)
+    column = entries.column(PATH)
+    outside = pc.invert(pc.starts_with(column, f"{layout.CHANGELOG_DIR}/"))
+    if pc.any(outside).as_py():
+        sample = column.filter(outside)[0].as_py()
+        raise CorruptMetadataError(
+            f"{what} list {sample!r}, which is not in the table's {layout.CHANGELOG_DIR}/ folder: "
+            "the metadata is corrupt"
+        )
 
 
 def read_manifests(store: MetaStore, metas: Sequence[ManifestFileMeta]) -> list[pa.Table]:

@@ -322,7 +322,7 @@ class _Walker:
             entries = ents.adds(ents.concat_entries(ents.read_manifests(self.store, metas))) if metas else None
             if entries is None or entries.num_rows == 0:
                 return None
-            ents.check_data_paths(entries, f"the changelog manifests of snapshot {snap.id}")
+            ents.check_changelog_paths(entries, f"the changelog manifests of snapshot {snap.id}")
             paths = ents.paths(entries)
             if set(_schema_ids(entries)) == {self.schema.id}:  # written under the current schema: one read a file
                 names = [*self.schema.arrow_schema.names, ROW_KIND_COLUMN]

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from typing import Any
 
 import pyarrow as pa
+import pytest
 
 import lakefmt
+from lakefmt.errors import CorruptMetadataError
 
 SCHEMA = pa.schema([pa.field("k", pa.int64(), False), ("v", pa.string())])
 
@@ -59,3 +62,24 @@ def test_an_incremental_scan_of_a_merge_on_read_table_through_a_restore(tmp_path
     t.restore(3)
     t.append(_tb([1], "f"))
     _check(t)
+
+
+def test_a_changelog_list_naming_a_data_file_is_refused_not_expired(tmp_path: Any) -> None:
+    """A snapshot whose changelogManifestList names its delta list (ADD entries of live data files): expiring it
+    once deleted those data files, live in every later snapshot (data loss)."""
+    t = lakefmt.create_table(str(tmp_path / "t"), SCHEMA, primary_key=["k"], options={
+        "bucket": "1", "changelog-producer": "lookup", "compaction.auto": "false",
+    })  # fmt: skip
+    t.upsert(_tb([1, 2], "a"))
+    t.upsert(_tb([2], "b"))
+    t.upsert(_tb([3], "c"))
+    path = tmp_path / "t" / "snapshot" / "snapshot-1"
+    snap = json.loads(path.read_text())
+    snap["changelogManifestList"] = snap["deltaManifestList"]
+    snap["changelogManifestListSize"] = snap["deltaManifestListSize"]
+    path.write_text(json.dumps(snap))
+    with pytest.raises(CorruptMetadataError, match="not in the table's changelog/ folder"):
+        t.changes(from_snapshot=0)
+    with pytest.raises(CorruptMetadataError, match="not in the table's changelog/ folder"):
+        t.expire_snapshots(retain_max=1)
+    assert sorted(lakefmt.open_table(t.uri).to_arrow().column("k").to_pylist()) == [1, 2, 3]
