@@ -16,13 +16,14 @@ import pyarrow.compute as pc
 from lakefmt.errors import CorruptMetadataError
 from lakefmt.io.paths import BAD_RELATIVE_PATH, check_relative_paths
 from lakefmt.meta.store import MetaStore
-from lakefmt.spec import FileKind, ManifestFileMeta, Snapshot, TableSchema, layout
-from lakefmt.spec.manifest import FileContent, manifest_schema
+from lakefmt.spec import DataFile, FileKind, ManifestFileMeta, Snapshot, TableSchema, layout
+from lakefmt.spec.manifest import FileContent, entries_table, manifest_schema
 
 __all__ = [
     "KIND",
     "PARTITION",
     "PATH",
+    "added_entries_for",
     "adds",
     "as_deletes",
     "cancel_pairs",
@@ -37,6 +38,7 @@ __all__ = [
     "net_added",
     "paths",
     "read_manifests",
+    "schema_ids",
     "vector_files",
 ]
 
@@ -186,6 +188,26 @@ def read_manifests(store: MetaStore, metas: Sequence[ManifestFileMeta]) -> list[
         return [store.manifest(n) for n in names]
     with ThreadPoolExecutor(max_workers=min(16, len(names))) as pool:
         return list(pool.map(store.manifest, names))
+
+
+def added_entries_for(files: Sequence[DataFile], schema: TableSchema) -> pa.Table:
+    """ADD entries of ``files`` (written under ``schema``), with the manifest schema of that table schema."""
+    return entries_table(
+        FileKind.ADD,
+        files,
+        schema.arrow_schema,
+        schema.partition_keys,
+        ids=schema.stats_ids,
+        version=schema.format_version,
+    )
+
+
+def schema_ids(entries: pa.Table) -> list[int | None]:
+    """Each entry's schema id (None throughout for entries of a table version without them: its first schema)."""
+    if SCHEMA_ID not in entries.column_names:
+        return [None] * entries.num_rows
+    out: list[int | None] = entries.column(SCHEMA_ID).to_pylist()
+    return out
 
 
 def empty_entries_for(schema: TableSchema) -> pa.Table:

@@ -324,7 +324,7 @@ class _Walker:
                 return None
             ents.check_changelog_paths(entries, f"the changelog manifests of snapshot {snap.id}")
             paths = ents.paths(entries)
-            if set(_schema_ids(entries)) == {self.schema.id}:  # written under the current schema: one read a file
+            if set(ents.schema_ids(entries)) == {self.schema.id}:  # written under the current schema: one read a file
                 names = [*self.schema.arrow_schema.names, ROW_KIND_COLUMN]
                 read = [(p, self._parquet(p, names)) for p in paths]
                 rows = pa.concat_tables([rows_of(t, self.schema.arrow_schema, p) for p, t in read])
@@ -373,25 +373,19 @@ class _Walker:
             return
         for path in ents.paths(removed):
             self.live.pop(path, None)
-        self.live.update(zip(ents.paths(added), _schema_ids(added), strict=True))
+        self.live.update(zip(ents.paths(added), ents.schema_ids(added), strict=True))
 
     def _schema_id(self, snap: Snapshot, path: str) -> int | None:
         """The schema id of data file ``path`` (live in ``snap``), whose rows a vector's positions index."""
         if self.live is None or path not in self.live:  # the first need, or a file this walk has not seen added
             live = ents.data_files(ents.live_entries(self.store, snap))
-            self.live = dict(zip(ents.paths(live), _schema_ids(live), strict=True))
+            self.live = dict(zip(ents.paths(live), ents.schema_ids(live), strict=True))
         if path not in self.live:
             raise CorruptMetadataError(
                 f"snapshot {snap.id} has a deletion vector for {path}, a data file it does not hold"
             )
         return self.live[path]
 
-
-def _schema_ids(entries: pa.Table) -> list[int | None]:
-    if ents.SCHEMA_ID not in entries.column_names:
-        return [None] * entries.num_rows
-    out: list[int | None] = entries.column(ents.SCHEMA_ID).to_pylist()
-    return out
 
 
 def _differences(now: np.ndarray, before: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -335,9 +335,14 @@ def _polars_frames(
             lazy = lazy.head(n_rows)
         yield from lazy.collect_batches()  # Polars' own reader sizes the chunks
         return
+    yield from _limited((pl.from_arrow(batch) for batch in narrowed.to_batches()), predicate, columns, n_rows)
+
+
+def _limited(frames: Iterator[Any], predicate: Any, columns: list[str], n_rows: int | None) -> Iterator[Any]:
+    """``frames`` (Polars frames of masked rows) filtered by ``predicate``, projected to ``columns`` and cut at
+    ``n_rows`` in all: the predicate and the limit applied after masking, never below it."""
     remaining = n_rows
-    for batch in narrowed.to_batches():
-        frame = pl.from_arrow(batch)
+    for frame in frames:
         if predicate is not None:
             frame = frame.filter(predicate)
         frame = frame.select(columns)
@@ -407,21 +412,8 @@ def _polars_masked(
             rows = 0
         groups[-1].append(item)
         rows += item[2]
-    remaining = n_rows
-    for group in groups:
-        if not group:
-            continue
-        frame = pl.concat(frames(group), how="vertical").collect()
-        if predicate is not None:
-            frame = frame.filter(predicate)
-        frame = frame.select(columns)
-        if remaining is not None:
-            frame = frame.head(remaining)
-            remaining -= frame.height
-        if frame.height:
-            yield frame
-        if remaining == 0:
-            return
+    collected = (pl.concat(frames(group), how="vertical").collect() for group in groups if group)
+    yield from _limited(collected, predicate, columns, n_rows)
 
 
 def to_polars(scan: Scan) -> Any:

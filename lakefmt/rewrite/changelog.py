@@ -79,7 +79,7 @@ def store_changelog(
     """Write the changelog file of a commit at ``path``: ``old``: the live data entries it may delete rows of;
     ``new``: the entries of its new data files; ``marks``: the positions it newly deletes, by data file path (sorted,
     each once). None, writing nothing, when the commit deletes no row of ``old``."""
-    schema_ids = dict(zip(ents.paths(old), _schema_ids(old), strict=True))
+    schema_ids = dict(zip(ents.paths(old), ents.schema_ids(old), strict=True))
     new_paths = ents.paths(new)
     new_set = set(new_paths)
     gone = [
@@ -91,7 +91,7 @@ def store_changelog(
         return None
     reader, lock = _reader(io, store, schema)
     kept = []
-    for p, sid, count in zip(new_paths, _schema_ids(new), new.column(ents.ROW_COUNT).to_pylist(), strict=True):
+    for p, sid, count in zip(new_paths, ents.schema_ids(new), new.column(ents.ROW_COUNT).to_pylist(), strict=True):
         everything = np.arange(count, dtype=np.int64)
         dead = marks.get(p)
         live = everything if dead is None else np.setdiff1d(everything, dead, assume_unique=True)
@@ -138,9 +138,10 @@ def store_input(
     order, as it was written, with its own row kind (the ``rowkind.field`` value, else an insert), then a delete
     for each of ``deleted_keys`` (its key columns; the other columns null). None, writing nothing, for no row."""
     reader, lock = _reader(io, store, schema)
+    counts = new.column(ents.ROW_COUNT).to_pylist()
     every = [
         RowRequest(p, sid, np.arange(count, dtype=np.int64))
-        for p, sid, count in zip(ents.paths(new), _schema_ids(new), new.column(ents.ROW_COUNT).to_pylist(), strict=True)
+        for p, sid, count in zip(ents.paths(new), ents.schema_ids(new), counts, strict=True)
         if count
     ]
     with lock:
@@ -164,10 +165,3 @@ def store_input(
 
 def _nullable(schema: pa.Schema) -> pa.Schema:
     return pa.schema([f.with_nullable(True) for f in schema], metadata=schema.metadata)
-
-
-def _schema_ids(entries: pa.Table) -> list[int | None]:
-    if ents.SCHEMA_ID not in entries.column_names:
-        return [None] * entries.num_rows
-    out: list[int | None] = entries.column(ents.SCHEMA_ID).to_pylist()
-    return out

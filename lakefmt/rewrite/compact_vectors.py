@@ -29,8 +29,8 @@ from lakefmt.rewrite.base import RewriteTarget, load_group_vectors
 from lakefmt.rewrite.compact_plan import may_hold
 from lakefmt.rewrite.compact_types import CompactionGroup, partition_key
 from lakefmt.rewrite.keys import write_vector_file
-from lakefmt.spec import CommitMessage, DataFile, FileKind, ManifestFileMeta, Snapshot, TableSchema, layout
-from lakefmt.spec.manifest import encode_manifest, entries_table, manifest_meta
+from lakefmt.spec import CommitMessage, DataFile, ManifestFileMeta, Snapshot, TableSchema, layout
+from lakefmt.spec.manifest import encode_manifest, manifest_meta
 
 __all__ = ["BucketKey", "VectorCompactProducer", "bucket_of_entries", "replace_vectors"]
 
@@ -99,14 +99,7 @@ def _write(
             vector_file = write_vector_file(table.io, schema, dict(partitions[key]), key[1], blobs, writer_id, k)
             written.append(vector_file.path)
             files.append(vector_file)
-        added = entries_table(
-            FileKind.ADD,
-            files,
-            schema.arrow_schema,
-            schema.partition_keys,
-            ids=schema.stats_ids,
-            version=schema.format_version,
-        )
+        added = ents.added_entries_for(files, schema)
         manifest = layout.manifest_name(writer_id, 0)
         encoded = encode_manifest(added)
         table.io.write(layout.manifest_path(manifest), encoded, sync=sync)

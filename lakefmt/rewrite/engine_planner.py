@@ -38,8 +38,7 @@ from lakefmt.rewrite.keys import (
     _read_columns,
 )
 from lakefmt.rewrite.lookup import probe_of
-from lakefmt.spec import DataFile, FileKind, ManifestFileMeta, Snapshot, TableSchema
-from lakefmt.spec.manifest import entries_table
+from lakefmt.spec import DataFile, ManifestFileMeta, Snapshot, TableSchema
 from lakefmt.spec.merge_engine import DEDUPLICATE, column_functions
 from lakefmt.write.writer import TableWriter
 
@@ -72,14 +71,7 @@ class MergePlanner(UpsertPlanner):
         data = ents.empty_entries_for(schema)
         if merged:
             files = self._write_merged(pa.concat_tables(merged), schema)
-            data = entries_table(
-                FileKind.ADD,
-                files,
-                schema.arrow_schema,
-                schema.partition_keys,
-                ids=schema.stats_ids,
-                version=schema.format_version,
-            )
+            data = ents.added_entries_for(files, schema)
         self.new_files = ents.concat_entries([new, data])  # a stored changelog's post-images: the merged rows too
         changes = self._changes(live if live is not None else new.slice(0, 0), marks, schema)
         if not merged:

@@ -34,11 +34,11 @@ from lakefmt.read.masks import deleted_positions, load_vectors
 from lakefmt.read.plan import prune_entries
 from lakefmt.rewrite.changelog import store_changelog, store_input
 from lakefmt.rewrite.lookup import KeyIndex, Probe, clear_cache, index_of, match, probe_of
-from lakefmt.spec import DataFile, FileKind, ManifestFileMeta, Snapshot, TableSchema, layout
+from lakefmt.spec import DataFile, ManifestFileMeta, Snapshot, TableSchema, layout
 from lakefmt.spec.deletion_vector import encode_puffin
 from lakefmt.spec.filters import referenced_columns
 from lakefmt.spec.keys import bucket_of, key_hash
-from lakefmt.spec.manifest import FileContent, entries_table
+from lakefmt.spec.manifest import FileContent
 from lakefmt.spec.partition import partition_path
 from lakefmt.spec.rowkind import DELETE, IGNORE, row_kinds
 
@@ -257,21 +257,10 @@ class _Planner:
             if old_dv.num_rows:
                 removed.append(old_dv)
         removed_t = ents.concat_entries(removed) if removed else ents.empty_entries_for(schema)
-        added_t = self._entries(added, schema)
+        added_t = ents.added_entries_for(added, schema)
         stored = self._changelog(live, marks, schema)
-        changelog = None if stored is None else self._entries([stored], schema)
+        changelog = None if stored is None else ents.added_entries_for([stored], schema)
         return VectorChanges(removed_t, added_t, _state(live), changelog)
-
-    @staticmethod
-    def _entries(files: list[DataFile], schema: TableSchema) -> pa.Table:
-        return entries_table(
-            FileKind.ADD,
-            files,
-            schema.arrow_schema,
-            schema.partition_keys,
-            ids=schema.stats_ids,
-            version=schema.format_version,
-        )
 
     def _changelog(self, live: pa.Table, marks: dict[BucketKey, _Marks], schema: TableSchema) -> DataFile | None:
         """With a ``changelog-producer``, store the plan's change rows (:mod:`lakefmt.rewrite.changelog`)."""

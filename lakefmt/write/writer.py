@@ -22,10 +22,11 @@ import pyarrow.parquet as pq
 
 from lakefmt.errors import InvalidPartitionError, LakefmtError, SchemaMismatchError
 from lakefmt.io import FileIO
+from lakefmt.meta import entries as ents
 from lakefmt.meta.store import MetaStore
-from lakefmt.spec import CommitMessage, DataFile, FileKind, TableSchema, layout
+from lakefmt.spec import CommitMessage, DataFile, TableSchema, layout
 from lakefmt.spec.keys import bucket_of
-from lakefmt.spec.manifest import encode_manifest, entries_table, manifest_meta
+from lakefmt.spec.manifest import encode_manifest, manifest_meta
 from lakefmt.spec.partition import partition_path
 from lakefmt.spec.rowkind import drop_ignored
 from lakefmt.write.conform import conform
@@ -169,14 +170,7 @@ class TableWriter:
         if not self._done:
             return CommitMessage(self.writer_id, ())
         schema = self._schema
-        entries = entries_table(
-            FileKind.ADD,
-            self._done,
-            schema.arrow_schema,
-            schema.partition_keys,
-            ids=schema.stats_ids,
-            version=schema.format_version,
-        )
+        entries = ents.added_entries_for(self._done, schema)
         data = encode_manifest(entries, schema.format_version)
         name = layout.manifest_name(self._file_id, self._next())
         self._manifest_name = name  # deleted by abort() if what follows fails (the write may have landed)
