@@ -99,7 +99,8 @@ def test_sql_text_filters_refused_with_a_reason(tmp_path: Any, text: str, messag
 
 @pytest.mark.parametrize("how", ["write_table", "create_table", "append"])
 def test_a_polars_object_column_is_refused_not_stored_as_addresses(tmp_path: Any, how: str) -> None:
-    pl = pytest.importorskip("polars")
+    import polars as pl
+
     from lakefmt.errors import SchemaMismatchError
 
     frame = pl.DataFrame({"id": [1], "o": pl.Series([object()], dtype=pl.Object)})
