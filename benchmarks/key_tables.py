@@ -117,7 +117,7 @@ def upsert_batch(n_base: int, n: int, seed: int) -> pa.Table:
 # -- tables and copies ------------------------------------------------------------------------------------------
 def _link(src: str, dst: str) -> None:
     """Data files (and deletion-vector files) are immutable: hard-link them; copy the rest."""
-    if src.endswith((".parquet", ".puffin")):
+    if src.endswith((".parquet", ".puffin", ".keyindex")):
         os.link(src, dst)
     else:
         shutil.copy2(src, dst)

@@ -31,7 +31,7 @@ from lakefmt.io import FileIO
 from lakefmt.meta import entries
 from lakefmt.meta.store import MetaStore
 from lakefmt.options import TableOptions
-from lakefmt.spec import CommitKind, ManifestFileMeta, Snapshot, TableSchema, operations
+from lakefmt.spec import CommitKind, ManifestFileMeta, Snapshot, TableSchema, layout, operations
 from lakefmt.spec.manifest import ColumnStats
 from lakefmt.spec.scope import OverwriteScope
 
@@ -442,7 +442,8 @@ def _discarding_plans(
         raise
     keep: frozenset[str] = frozenset()
     if result.outcome is CommitOutcome.COMMITTED and producer.changes is not None:
-        keep = frozenset(entries.paths(producer.changes.added))
+        added = entries.paths(producer.changes.added)
+        keep = frozenset(added) | {layout.key_index_path(p) for p in added}  # a data file's key index with it
         if producer.changes.changelog is not None:
             keep |= frozenset(entries.paths(producer.changes.changelog))
     _delete_quietly(producer.io, planner.written, keep)

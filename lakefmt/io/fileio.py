@@ -129,6 +129,22 @@ class FileIO(abc.ABC):
         """The filesystem path of ``rel`` (checked: it cannot leave the root)."""
         return f"{self.root}/{check_relative(rel)}"
 
+    def local_path(self, rel: str) -> str | None:
+        """The operating system's path of ``rel`` when the table is on local disk (a file can then be mapped into
+        memory), else None."""
+        return None
+
+    def read_ranges(self, rel: str, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
+        """The bytes ``[start, end)`` of ``rel`` for each of ``ranges`` (object stores fetch them concurrently)."""
+        path = self.full_path(rel)
+        if not ranges:
+            return []
+        out: list[bytes] = self.fs.cat_ranges([path] * len(ranges), [r[0] for r in ranges], [r[1] for r in ranges])
+        for data in out:
+            if isinstance(data, BaseException):
+                raise data
+        return out
+
     def new_temp_name(self, rel: str) -> str:
         """A unique sibling name for a temporary file that will become ``rel``."""
         return temp_name(rel)

@@ -32,6 +32,9 @@ class LocalFileIO(FileIO):
     def _root_path(self) -> str:
         return self.uri  # normalized: an absolute path, however the location was written
 
+    def local_path(self, rel: str) -> str | None:
+        return self.full_path(rel)
+
     def read(self, rel: str) -> bytes:
         with open(self.full_path(rel), "rb") as f:
             return f.read()

@@ -46,6 +46,7 @@ from lakefmt.meta.consumers import delete_consumer_if_unchanged
 from lakefmt.meta.store import MetaStore
 from lakefmt.meta.tags import delete_tag_if_unchanged, list_tags
 from lakefmt.spec import Consumer, Snapshot, Tag, layout
+from lakefmt.spec.key_index import indexed_column
 
 __all__ = [
     "ExpirationPlan",
@@ -340,12 +341,15 @@ def _expire(
         # one running meanwhile never trips over a half-expired snapshot (and it is written again at the end)
         store.write_hint(layout.EARLIEST, earliest)
     spared = set() if dry_run else _arrived_since(store, plan)
+    indexed = indexed_column(store.latest_schema()) is not None
     for done, (kind, path, size) in enumerate(plan.deletions, 1):
         if path in spared:
             continue
         report.add(kind, path, size)
         if not dry_run:
             io.delete(path)
+            if indexed and kind is FileClass.DATA:
+                io.delete(layout.key_index_path(path))  # a data file's key index goes with it (if it has one)
         if progress:
             progress(done, len(plan.deletions), path)
     if not dry_run:

@@ -151,7 +151,12 @@ def remove_orphan_files(
     # another table inside this one's root (created before that was refused) is never cleaned as orphans
     nested = tuple(f"{r}/" for r in nested_table_roots(f.path for f in listing))
     candidates = [
-        f for f in listing if f.path not in refs and f.mtime_ms <= horizon and not f.path.startswith(nested)
+        f
+        for f in listing
+        if f.path not in refs
+        and layout.data_path_of_key_index(f.path) not in refs  # a data file's key index goes with it
+        and f.mtime_ms <= horizon
+        and not f.path.startswith(nested)
     ]
     for done, f in enumerate(candidates, 1):
         report.add(classify(f.path), f.path, f.size)

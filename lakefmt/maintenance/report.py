@@ -22,6 +22,7 @@ class FileClass(enum.Enum):
     MANIFEST = "manifests"
     DATA = "data_files"
     DELETION_VECTORS = "deletion_vector_files"
+    KEY_INDEX = "key_index_files"
     CHANGELOG = "changelog_files"
     CONSUMER = "consumers"
     TAG = "tags"
@@ -48,6 +49,8 @@ def classify(rel_path: str) -> FileClass:
         return FileClass.DATA
     if name.endswith(".puffin"):
         return FileClass.DELETION_VECTORS
+    if name.endswith(".keyindex"):
+        return FileClass.KEY_INDEX
     return FileClass.OTHER
 
 

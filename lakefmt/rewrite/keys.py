@@ -34,9 +34,11 @@ from lakefmt.read.masks import deleted_positions, load_vectors
 from lakefmt.read.plan import prune_entries
 from lakefmt.rewrite.changelog import store_changelog, store_input
 from lakefmt.rewrite.lookup import KeyIndex, Probe, clear_cache, index_of, match, probe_of
+from lakefmt.rewrite.stored_keys import clear_stored, open_stored, stored_match
 from lakefmt.spec import DataFile, ManifestFileMeta, Snapshot, TableSchema, layout
 from lakefmt.spec.deletion_vector import encode_puffin
 from lakefmt.spec.filters import referenced_columns
+from lakefmt.spec.key_index import indexed_column, key_values
 from lakefmt.spec.keys import bucket_of, key_hash
 from lakefmt.spec.manifest import FileContent
 from lakefmt.spec.partition import partition_path
@@ -81,8 +83,9 @@ def _index(
 
 
 def key_cache_clear() -> None:
-    """Forget the cached key indexes of data files (tests; memory)."""
+    """Forget the cached key indexes of data files, and the key index files opened (tests; memory)."""
     clear_cache()
+    clear_stored()
 
 
 def _sorted_unique(values: np.ndarray) -> np.ndarray:
@@ -326,12 +329,19 @@ class _Planner:
         vectors = load_vectors(self.io, ents.vector_files(here), data=data)
         found = _Found(ents.paths(data), [], [], [], [])
         in_range = _in_ranges(data, probe.keys, schema, self.store)
+        stored_key = indexed_column(schema) if not extra else None
         for i, path in enumerate(found.paths):
             mine = probe if in_range is None else probe.within(in_range[i])
             if len(mine.hashes) == 0:  # no probed key inside the file's key range: its keys are never read
                 continue
-            index = _index(self.io, self.store, data.slice(i, 1), schema, extra)
-            pos, rows = match(index, mine)
+            entry = data.slice(i, 1)
+            hit = None if stored_key is None else self._stored(entry, path, mine, stored_key)
+            if hit is not None:
+                pos, rows = hit
+                index = None
+            else:
+                index = _index(self.io, self.store, entry, schema, extra)
+                pos, rows = match(index, mine)
             if len(pos) and path in vectors:
                 live_rows = ~_member(pos, deleted_positions(self.io, vectors[path]))
                 pos, rows = pos[live_rows], rows[live_rows]
@@ -340,9 +350,26 @@ class _Planner:
             found.files.append(np.full(len(pos), i, np.int32))
             found.positions.append(pos)
             found.probe_rows.append(rows)
-            if extra and index.extra is not None:
+            if extra and index is not None and index.extra is not None:
                 found.extra.append(index.extra.column(extra[0]).take(pa.array(pos)))
         return found
+
+    def _stored(
+        self, entry: pa.Table, path: str, probe: Probe, key: str
+    ) -> tuple[np.ndarray, np.ndarray] | None:
+        """The probed keys' rows of one data file by its key index (:mod:`lakefmt.rewrite.stored_keys`), or None
+        when it has none that can be used (written before key indexes, by another schema's key type, damaged)."""
+        schema_id = entry.column(ents.SCHEMA_ID)[0].as_py()
+        if schema_id != self.schema.id:  # written under another schema: only by the same key type
+            fields = self.store.schema(schema_id).arrow_schema
+            if key not in fields.names or fields.field(key).type != self.schema.arrow_schema.field(key).type:
+                return None
+        index = open_stored(self.io, path, entry.column(ents.ROW_COUNT)[0].as_py())
+        if index is None:
+            return None
+        values = key_values(probe.keys.column(key).take(pa.array(probe.rows)))
+        order = np.argsort(values, kind="stable")
+        return stored_match(self.io, index, values[order], probe.rows[order])
 
 
 def _in_ranges(data: pa.Table, keys: pa.Table, schema: TableSchema, store: MetaStore) -> list[np.ndarray] | None:

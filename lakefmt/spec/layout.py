@@ -8,6 +8,7 @@ __all__ = [
     "CHANGELOG_DIR",
     "CONSUMER_DIR",
     "EARLIEST",
+    "KEY_INDEX_SUFFIX",
     "LATEST",
     "MANIFEST_DIR",
     "SCHEMA_DIR",
@@ -17,7 +18,9 @@ __all__ = [
     "changelog_file_path",
     "consumer_path",
     "data_file_name",
+    "data_path_of_key_index",
     "dv_file_name",
+    "key_index_path",
     "manifest_list_path",
     "manifest_path",
     "parse_numbered",
@@ -93,6 +96,23 @@ def dv_file_name(writer_id: str, k: int) -> str:
 def changelog_file_path(writer_id: str, k: int) -> str:
     """A changelog file (``changelog-producer=lookup``: the change rows of one commit, in one Parquet file)."""
     return f"{CHANGELOG_DIR}/changelog-{writer_id}-{k}.parquet"
+
+
+KEY_INDEX_SUFFIX = ".keyindex"
+
+
+def key_index_path(data_path: str) -> str:
+    """The key index file of a key table's data file (:mod:`lakefmt.spec.key_index`): beside it, ``.parquet``
+    replaced by ``.keyindex``."""
+    stem = data_path[: -len(".parquet")] if data_path.endswith(".parquet") else data_path
+    return stem + KEY_INDEX_SUFFIX
+
+
+def data_path_of_key_index(path: str) -> str | None:
+    """The data file a key index file belongs to, or None when ``path`` names no key index."""
+    if not path.endswith(KEY_INDEX_SUFFIX):
+        return None
+    return path[: -len(KEY_INDEX_SUFFIX)] + ".parquet"
 
 
 def bucket_folder(partition_folder: str, bucket: int) -> str:

@@ -28,6 +28,8 @@ def discard_messages(io: FileIO, store: MetaStore, messages: Sequence[CommitMess
                 store.forget_manifest(meta.file_name)  # a later commit of it must find it gone
                 for path in ents.paths(entries):
                     io.delete(path)
+                    if path.endswith(".parquet"):
+                        io.delete(layout.key_index_path(path))  # its key index, if it has one
                 io.delete(layout.manifest_path(meta.file_name))
 
 

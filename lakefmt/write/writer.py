@@ -16,6 +16,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -25,6 +26,7 @@ from lakefmt.io import FileIO
 from lakefmt.meta import entries as ents
 from lakefmt.meta.store import MetaStore
 from lakefmt.spec import CommitMessage, DataFile, TableSchema, layout
+from lakefmt.spec.key_index import encode_key_index, indexed_column, key_values
 from lakefmt.spec.keys import bucket_of
 from lakefmt.spec.manifest import encode_manifest, manifest_meta
 from lakefmt.spec.partition import partition_path
@@ -37,6 +39,7 @@ from lakefmt.write.stats import StatsCollector
 __all__ = ["TableWriter", "WriterClosedError", "as_tables"]
 
 _BUCKET = "__lakefmt_bucket"
+_MAX_INDEXED_ROWS = (1 << 32) - 1  #: a key index's positions are 32-bit
 
 
 class WriterClosedError(LakefmtError):
@@ -74,6 +77,7 @@ class _OpenFile:
     writer: pq.ParquetWriter
     stats: StatsCollector
     rows: int = 0
+    keys: list[np.ndarray] | None = None  #: a key table's indexed key values, group by group (key index files)
     synced_bytes: int = 0  # bytes written when the last background sync started
     pending_sync: Future[None] | None = None
 
@@ -104,6 +108,7 @@ class TableWriter:
         writer_id: str | None = None,
         on_manifest: Callable[[str, bytes], None] | None = None,
         creation_time_ms: int | None = None,
+        key_index: bool = True,
     ) -> None:
         self._io = io
         # the creation time its files record (default: each file's close): a rewrite records its inputs' newest,
@@ -125,6 +130,8 @@ class TableWriter:
         self._manifest_name: str | None = None  #: the per-task manifest being written by prepare_commit
         self._begun: list[str] = []  #: every data file this writer began to write, finished or not
         self._syncer: ThreadPoolExecutor | None = None  # one thread, started by the first large file
+        #: the bucket-key column whose values key index files hold (a key table with one integer-like bucket key)
+        self._index_key = indexed_column(schema) if key_index else None
 
     @staticmethod
     def check_schema(incoming: pa.Schema, table_schema: pa.Schema) -> None:
@@ -310,6 +317,8 @@ class TableWriter:
             f.writer.write_table(group, row_group_size=max(group.num_rows, 1))
             f.stats.update(group)
             f.rows += group.num_rows
+            if f.keys is not None:
+                f.keys.append(key_values(group.column(self._index_key)))
             written = f.stream.tell()
             if written >= self._options.target_file_size:
                 self._close_file(state)
@@ -328,6 +337,8 @@ class TableWriter:
         dictionary = dictionary_columns(file_schema, first)
         writer = pq.ParquetWriter(stream, file_schema, compression=compression, use_dictionary=dictionary)
         state.file = _OpenFile(rel, stream, writer, StatsCollector(self._schema.arrow_schema))
+        if self._index_key is not None:
+            state.file.keys = []
         return state.file
 
     def _sync_ahead(self, f: _OpenFile, written: int) -> None:
@@ -360,9 +371,13 @@ class TableWriter:
                 f.pending_sync.result()  # a failed background sync fails the file, as the final one would
             if self._options.fsync:
                 self._io.sync(f.rel_path)
+            if f.keys is not None:
+                self._write_key_index(f)
         except BaseException:
             with contextlib.suppress(OSError):  # in neither state.file nor _done now: abort would miss it
                 self._io.delete(f.rel_path)
+                if f.keys is not None:
+                    self._io.delete(layout.key_index_path(f.rel_path))
             raise
         self._done.append(
             DataFile(
@@ -376,6 +391,18 @@ class TableWriter:
                 bucket=state.bucket,
             )
         )
+
+
+    def _write_key_index(self, f: _OpenFile) -> None:
+        """Write the key index file of ``f`` (:mod:`lakefmt.spec.key_index`), once the data file is complete."""
+        assert f.keys is not None
+        if f.rows > _MAX_INDEXED_ROWS:
+            return
+        rel = layout.key_index_path(f.rel_path)
+        self._begun.append(rel)
+        keys = np.concatenate(f.keys) if f.keys else np.zeros(0, np.int64)
+        f.keys = None
+        self._io.write(rel, encode_key_index(keys), sync=self._options.fsync)
 
 
 def _check_partition_dates(key: str, column: pa.ChunkedArray) -> None:

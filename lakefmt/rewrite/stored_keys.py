@@ -1,0 +1,242 @@
+"""Looking keys up in key index files (:mod:`lakefmt.spec.key_index`): the rows of a data file that hold given keys,
+by binary search over the file's stored, sorted keys, without reading its key column.
+
+On local disk an index is mapped into memory, so a lookup touches only the pages its binary searches visit. On
+object storage the header and directory are fetched first (one request), then only the pages of the key array
+(and of the positions) that the probed keys fall in, by byte ranges; when a lookup would touch most pages, the
+whole array comes in one request and is kept in the process (bounded). An index that is missing, or whose header,
+size or directory does not match its data file, is not used: the caller reads the key column instead.
+"""
+
+from __future__ import annotations
+
+import mmap
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import numpy as np
+
+from lakefmt.io import FileIO
+from lakefmt.spec import layout
+from lakefmt.spec.key_index import HEADER_SIZE, IndexHeader, directory_ok, parse_header
+
+__all__ = ["StoredIndex", "clear_stored", "open_stored", "stored_match"]
+
+#: mapped or fetched indexes a process keeps open (least recently used first out)
+MAX_OPEN = 4096
+#: bytes of fetched (not mapped) key arrays a process keeps
+MAX_FETCHED_BYTES = 256 << 20
+
+
+@dataclass(frozen=True)
+class StoredIndex:
+    """One data file's key index: its header and directory, and its key and position arrays when they are at hand
+    (mapped or fetched whole); otherwise pages are fetched from ``path`` as a lookup needs them."""
+
+    path: str  #: the index file, relative to the table root
+    header: IndexHeader
+    directory: np.ndarray  #: int64, the first key of each page
+    keys: np.ndarray | None  #: u32 (key - base) or i64, sorted
+    positions: np.ndarray | None  #: u32, each key's row (None: a key's row is its index, or not fetched)
+
+    @property
+    def fetched_bytes(self) -> int:
+        return 0 if self.keys is None or isinstance(self.keys.base, mmap.mmap) else int(self.keys.nbytes)
+
+
+_open: OrderedDict[str, StoredIndex | None] = OrderedDict()
+_fetched = 0
+_lock = threading.Lock()
+
+
+def clear_stored() -> None:
+    """Forget every open key index (and which data files have none)."""
+    global _fetched
+    with _lock:
+        _open.clear()
+        _fetched = 0
+
+
+def _remember(cache_key: str, index: StoredIndex | None) -> None:
+    global _fetched
+    with _lock:
+        old = _open.pop(cache_key, None)
+        if old is not None:
+            _fetched -= old.fetched_bytes
+        _open[cache_key] = index
+        _fetched += index.fetched_bytes if index is not None else 0
+        while len(_open) > MAX_OPEN or (_fetched > MAX_FETCHED_BYTES and len(_open) > 1):
+            _, gone = _open.popitem(last=False)
+            _fetched -= gone.fetched_bytes if gone is not None else 0
+
+
+def _map(io: FileIO, rel: str, rows: int) -> StoredIndex | None:
+    local = io.local_path(rel)
+    assert local is not None
+    try:
+        with open(local, "rb") as f:
+            mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    except (FileNotFoundError, ValueError):  # missing, or empty (an empty file cannot be mapped)
+        return None
+    header = parse_header(mapped[:HEADER_SIZE])
+    if header is None or header.count != rows or header.size != len(mapped):
+        return None
+    if not directory_ok(header, mapped[HEADER_SIZE : header.keys_offset]):
+        return None
+    directory = np.frombuffer(mapped, "<i8", header.pages, HEADER_SIZE)
+    keys = np.frombuffer(mapped, "<i8" if header.wide else "<u4", header.count, header.keys_offset)
+    positions = np.frombuffer(mapped, "<u4", header.count, header.positions_offset) if header.has_positions else None
+    return StoredIndex(rel, header, directory, keys, positions)
+
+
+def _remote(io: FileIO, rel: str, rows: int) -> StoredIndex | None:
+    pages = -(-rows // 1024) + 64  # enough for the directory at the default page size, in one request
+    try:
+        head = io.read_ranges(rel, [(0, HEADER_SIZE + 8 * pages)])[0]
+    except FileNotFoundError:
+        return None
+    header = parse_header(head)
+    if header is None or header.count != rows:
+        return None
+    if len(head) < header.keys_offset:
+        head += io.read_ranges(rel, [(len(head), header.keys_offset)])[0]
+    if not directory_ok(header, head[HEADER_SIZE : header.keys_offset]):
+        return None
+    directory = np.frombuffer(head, "<i8", header.pages, HEADER_SIZE)
+    return StoredIndex(rel, header, directory, None, None)
+
+
+def open_stored(io: FileIO, data_path: str, rows: int) -> StoredIndex | None:
+    """The key index of the data file ``data_path`` (holding ``rows`` rows), or None when it has none that matches."""
+    rel = layout.key_index_path(data_path)
+    cache_key = io.full_path(rel)
+    with _lock:
+        if cache_key in _open:
+            _open.move_to_end(cache_key)
+            return _open[cache_key]
+    index = _map(io, rel, rows) if io.local_path(rel) is not None else _remote(io, rel, rows)
+    _remember(cache_key, index)
+    return index
+
+
+def _narrow(index: StoredIndex, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``values`` as the index stores them (``key - base``), and which of them it can hold at all."""
+    if index.header.wide:
+        return values, np.ones(len(values), dtype=bool)
+    base = index.header.base
+    top = min(base + (1 << 32) - 1, (1 << 63) - 1)  # Python integers: no overflow
+    ok = (values >= np.int64(base)) & (values <= np.int64(top))
+    shifted = np.zeros(len(values), dtype="<u4")
+    shifted[ok] = (values[ok] - base).astype("<u4")
+    return shifted, ok
+
+
+def _pairs(keys: np.ndarray, probes: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Every (index into ``keys``, probe row) of equal values; ``keys`` and ``probes`` sorted."""
+    lo = np.searchsorted(keys, probes, side="left")
+    hi = np.searchsorted(keys, probes, side="right")
+    counts = hi - lo
+    hit = np.nonzero(counts)[0]
+    if not len(hit):
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    counts = counts[hit]
+    reps = np.repeat(np.arange(len(hit)), counts)
+    offsets = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
+    return (lo[hit][reps] + offsets).astype(np.int64), rows[hit][reps]
+
+
+def _runs(pages: np.ndarray) -> list[tuple[int, int]]:
+    """Sorted, distinct page numbers as runs ``(first, last + 1)`` of consecutive pages."""
+    if not len(pages):
+        return []
+    breaks = np.nonzero(np.diff(pages) != 1)[0]
+    starts = np.concatenate(([pages[0]], pages[breaks + 1]))
+    ends = np.concatenate((pages[breaks], [pages[-1]])) + 1
+    return list(zip(starts.tolist(), ends.tolist(), strict=True))
+
+
+def _fetch(
+    io: FileIO, index: StoredIndex, offset: int, width: int, dtype: str, runs: list[tuple[int, int]]
+) -> np.ndarray:
+    """The items of pages ``runs`` of the array at ``offset`` (``width`` bytes each), concatenated."""
+    per = index.header.page_rows
+    count = index.header.count
+    ranges = [(offset + width * a * per, offset + width * min(count, b * per)) for a, b in runs]
+    parts = io.read_ranges(index.path, ranges)
+    for (start, end), part in zip(ranges, parts, strict=True):
+        if len(part) != end - start:
+            raise FileNotFoundError(f"{index.path} is shorter than its header says")
+    return np.frombuffer(b"".join(parts), dtype)
+
+
+def stored_match(
+    io: FileIO, index: StoredIndex, values: np.ndarray, rows: np.ndarray
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """The rows of the data file that hold the probed keys (``values``: int64, ascending; ``rows``: each one's row
+    of the probe): ``(positions in the file, probe rows)``, every pair of equal keys. None when the index turns out
+    damaged or gone (a position outside the file, pages missing): the caller reads the key column instead."""
+    try:
+        pos, probe_rows = _match(io, index, values, rows)
+    except FileNotFoundError:
+        _remember(io.full_path(index.path), None)
+        return None
+    if len(pos) and (int(pos.min()) < 0 or int(pos.max()) >= index.header.count):
+        _remember(io.full_path(index.path), None)
+        return None
+    return pos, probe_rows
+
+
+def _match(io: FileIO, index: StoredIndex, values: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    header = index.header
+    probes, ok = _narrow(index, values)
+    probes, rows = probes[ok], rows[ok]
+    if not len(probes) or header.count == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    keys = index.keys
+    if keys is not None:
+        at, probe_rows = _pairs(keys, probes, rows)
+        if index.positions is None:
+            return at, probe_rows
+        return index.positions[at].astype(np.int64), probe_rows
+    # fetch only the pages the probes fall in (and the page before, where a key equals a page's first key)
+    first = index.directory
+    page = np.searchsorted(first, values[ok], side="right") - 1
+    before = np.searchsorted(first, values[ok], side="left") - 1
+    pages = np.unique(np.concatenate((page, before)))
+    pages = pages[pages >= 0]
+    if not len(pages):  # every probe is below the smallest key
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    if len(pages) * 2 > header.pages:
+        return _fetch_whole(io, index, probes, rows)
+    runs = _runs(pages)
+    dtype = "<i8" if header.wide else "<u4"
+    got = _fetch(io, index, header.keys_offset, header.key_width, dtype, runs)
+    # where each fetched item sits in the whole array
+    per = header.page_rows
+    starts = np.concatenate([np.arange(a * per, min(header.count, b * per)) for a, b in runs])
+    at, probe_rows = _pairs(got, probes, rows)
+    at = starts[at]
+    if not header.has_positions or not len(at):
+        return at, probe_rows
+    pos_runs = _runs(np.unique(at // per))
+    pos = _fetch(io, index, header.positions_offset, 4, "<u4", pos_runs)
+    pos_starts = np.concatenate([np.arange(a * per, min(header.count, b * per)) for a, b in pos_runs])
+    return pos[np.searchsorted(pos_starts, at)].astype(np.int64), probe_rows
+
+
+def _fetch_whole(io: FileIO, index: StoredIndex, probes: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Fetch the index's arrays whole (a lookup that touches most pages), keep them, and match."""
+    header = index.header
+    whole = [(header.keys_offset, header.size)]
+    data = io.read_ranges(index.path, whole)[0]
+    if len(data) != header.size - header.keys_offset:
+        raise FileNotFoundError(f"{index.path} is shorter than its header says")
+    keys = np.frombuffer(data, "<i8" if header.wide else "<u4", header.count, 0)
+    positions = (
+        np.frombuffer(data, "<u4", header.count, header.key_width * header.count) if header.has_positions else None
+    )
+    full = StoredIndex(index.path, header, index.directory, keys, positions)
+    _remember(io.full_path(index.path), full)
+    at, probe_rows = _pairs(keys, probes, rows)
+    return (at if positions is None else positions[at].astype(np.int64)), probe_rows

@@ -1,0 +1,152 @@
+"""Key index files on real tables (local disk, memory, S3): which data files get one, that an upsert by a writer
+that never saw the table finds the live rows through them without reading a key column, that a missing or damaged
+one costs only speed, and that expire and orphan-clean treat each as part of its data file."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from helpers import create_table_in
+
+import lakefmt
+from lakefmt.maintenance.report import FileClass
+from lakefmt.rewrite import keys as keys_module
+from lakefmt.rewrite.keys import key_cache_clear
+from lakefmt.spec import layout
+
+SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), ("v", pa.string())])
+
+
+def _rows(ids: Any, tag: str) -> pa.Table:
+    ids = [int(i) for i in ids]
+    return pa.table({"id": ids, "v": [f"{tag}{i}" for i in ids]}, schema=SCHEMA)
+
+
+def _state(t: lakefmt.Table) -> dict[int, str]:
+    got = t.scan().to_arrow().to_pylist()
+    out = {r["id"]: r["v"] for r in got}
+    assert len(out) == len(got), "a key with two live rows"
+    return out
+
+
+def _data_paths(t: lakefmt.Table) -> list[str]:
+    return [f.path for f in t.files()]
+
+
+def _no_key_column_reads(monkeypatch: pytest.MonkeyPatch, t: lakefmt.Table) -> None:
+    """Fail a lookup that reads the key column of a file the table held before (the files an upsert writes are
+    read: their keys are the probe)."""
+    old = set(_data_paths(t))
+    read = keys_module._read_columns
+
+    def refuse(io: Any, store: Any, entry: pa.Table, *args: Any) -> Any:
+        if entry.column("path")[0].as_py() in old:
+            raise AssertionError("an old file's key column was read: its key index was not used")
+        return read(io, store, entry, *args)
+
+    monkeypatch.setattr(keys_module, "_read_columns", refuse)
+
+
+def test_files_of_integer_keys_get_one_and_upserts_use_it(store: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    options = {"bucket": "2", "compaction.auto": "false", "write.row-group-rows": "500"}
+    t = create_table_in(store, SCHEMA, primary_key=["id"], options=options)
+    rng = np.random.default_rng(3)
+    t.append(_rows(rng.permutation(5000), "a"))  # row groups each in key order, the file not: positions stored
+    t.append(_rows(range(5000, 6000), "b"))
+    for path in _data_paths(t):
+        assert t.io.exists(layout.key_index_path(path)), path
+    model = {i: f"a{i}" for i in range(5000)} | {i: f"b{i}" for i in range(5000, 6000)}
+    key_cache_clear()
+    _no_key_column_reads(monkeypatch, t)
+    fresh = lakefmt.open_table(t.uri, storage_options=store.storage_options)
+    changed = [*rng.choice(6000, 40, replace=False).tolist(), 7000, 7001]
+    fresh.upsert(_rows(changed, "c"))
+    fresh.delete_keys(pa.table({"id": [changed[0], 6500]}))
+    model.update({i: f"c{i}" for i in changed})
+    model.pop(changed[0])
+    assert _state(fresh) == model
+
+
+def test_keys_of_other_types_get_none(store: Any) -> None:
+    schema = pa.schema([pa.field("name", pa.string(), nullable=False), ("v", pa.int64())])
+    t = create_table_in(store, schema, primary_key=["name"], options={"bucket": "1"})
+    t.append(pa.table({"name": ["a", "b"], "v": [1, 2]}, schema=schema))
+    assert not any(t.io.exists(layout.key_index_path(p)) for p in _data_paths(t))
+
+
+def test_partitioned_dates_and_a_changed_key_type(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bucket key (the key without the partition keys) is what is indexed; dates are integers too."""
+    schema = pa.schema([pa.field("dt", pa.string(), nullable=False), pa.field("day", pa.date32(), nullable=False),
+                        ("v", pa.int64())])
+    t = lakefmt.create_table(str(tmp_path / "t"), schema, primary_key=["dt", "day"], partition_by=["dt"],
+                             options={"bucket": "2", "compaction.auto": "false"})
+    days = pa.array(np.arange(18000, 18400, dtype=np.int32), pa.date32())
+    for dt in ("x", "y"):
+        t.append(pa.table({"dt": [dt] * len(days), "day": days, "v": np.zeros(len(days), np.int64)}, schema=schema))
+    assert all(t.io.exists(layout.key_index_path(p)) for p in _data_paths(t))
+    key_cache_clear()
+    _no_key_column_reads(monkeypatch, t)
+    t.upsert(pa.table({"dt": ["x", "y"], "day": pa.array([18005, 18005], pa.date32()), "v": [1, 2]}, schema=schema))
+    got = t.scan().to_arrow()
+    assert got.num_rows == 800
+    assert sorted(got.filter(pa.compute.field("v") > 0).column("v").to_pylist()) == [1, 2]
+
+
+@pytest.mark.parametrize("damage", ["missing", "garbage", "truncated", "other rows"])
+def test_an_unusable_index_costs_only_speed(store: Any, damage: str) -> None:
+    t = create_table_in(store, SCHEMA, primary_key=["id"], options={"bucket": "1", "compaction.auto": "false"})
+    t.append(_rows(range(3000), "a"))
+    (path,) = _data_paths(t)
+    rel = layout.key_index_path(path)
+    if damage == "missing":
+        t.io.delete(rel)
+    elif damage == "garbage":
+        t.io.write(rel, b"\x00" * 4096, sync=False)
+    elif damage == "truncated":
+        t.io.write(rel, t.io.read(rel)[:-100], sync=False)
+    else:  # a valid index of another file's rows
+        from lakefmt.spec.key_index import encode_key_index
+
+        t.io.write(rel, encode_key_index(np.arange(10, dtype=np.int64)), sync=False)
+    key_cache_clear()
+    t.upsert(_rows([5, 2999, 4000], "b"))
+    model = {i: f"a{i}" for i in range(3000)} | {5: "b5", 2999: "b2999", 4000: "b4000"}
+    assert _state(t) == model
+
+
+def test_expire_and_orphan_clean_treat_it_as_part_of_its_data_file(local_store: Any) -> None:
+    t = create_table_in(local_store, SCHEMA, primary_key=["id"], options={"bucket": "1", "compaction.auto": "false"})
+    for k in range(4):
+        t.upsert(_rows(range(k * 10, k * 10 + 200), f"r{k}"))
+    before = _data_paths(t)
+    t.compact()
+    after = _data_paths(t)
+    assert set(after).isdisjoint(before)
+    assert all(t.io.exists(layout.key_index_path(p)) for p in after)
+    # an index without its data file (a writer killed before its commit) is an orphan; one of a live file is not
+    stray = "bucket-0/data-stray-0.keyindex"
+    t.io.write(stray, b"LKIX", sync=False)
+    report = t.remove_orphan_files(older_than=0)
+    assert report.count(FileClass.KEY_INDEX) == 1
+    assert not t.io.exists(stray)
+    assert all(t.io.exists(layout.key_index_path(p)) for p in before + after)  # the old files are still retained
+    t.expire_snapshots(retain_max=1)
+    assert all(t.io.exists(layout.key_index_path(p)) for p in after)
+    assert not any(t.io.exists(layout.key_index_path(p)) for p in before)
+    assert not any(t.io.exists(p) for p in before)
+    assert t.scan().to_arrow().num_rows == 230
+
+
+def test_merged_rows_of_a_merge_engine_keep_their_index(local_store: Any) -> None:
+    """Files a planner writes during the commit (a partial-update merge's rows) keep their index once it lands."""
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("a", pa.string()), ("b", pa.string())])
+    t = create_table_in(local_store, schema, primary_key=["id"],
+                        options={"bucket": "1", "merge-engine": "partial-update", "compaction.auto": "false"})
+    t.upsert(pa.table({"id": [1, 2], "a": ["x", "y"], "b": [None, None]}, schema=schema))
+    t.upsert(pa.table({"id": [1], "a": [None], "b": ["z"]}, schema=schema))
+    assert all(t.io.exists(layout.key_index_path(p)) for p in _data_paths(t))
+    rows = {r["id"]: (r["a"], r["b"]) for r in t.scan().to_arrow().to_pylist()}
+    assert rows == {1: ("x", "z"), 2: ("y", None)}
