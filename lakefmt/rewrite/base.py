@@ -31,7 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakefmt.commit.committer import Committer
-from lakefmt.commit.kinds import RewriteProducer
+from lakefmt.commit.kinds import KeyedProducer, RewriteProducer, VectorPlanner
 from lakefmt.commit.types import CommitOutcome, CommitRequest
 from lakefmt.errors import CommitError, CorruptMetadataError, LakefmtError, RewriteConflictError
 from lakefmt.io import FileIO
@@ -39,7 +39,7 @@ from lakefmt.meta import entries as ents
 from lakefmt.meta.store import MetaStore
 from lakefmt.read.files import read_inputs
 from lakefmt.read.masks import Vector, deleted_positions, load_vectors
-from lakefmt.spec import CommitKind, CommitMessage, Snapshot, TableSchema, operations
+from lakefmt.spec import CommitKind, CommitMessage, ManifestFileMeta, Snapshot, TableSchema, operations
 from lakefmt.write.writer import TableWriter
 
 __all__ = [
@@ -49,6 +49,7 @@ __all__ = [
     "as_target",
     "chunks",
     "compacted_away",
+    "keyed_producer",
     "load_group_vectors",
     "newest_creation",
     "publish",
@@ -304,6 +305,30 @@ def publish(
     if result.outcome is not CommitOutcome.COMMITTED or result.snapshot is None:  # pragma: no cover - has work
         raise CommitError(f"a {operation} committed nothing ({result.outcome})")
     return result.snapshot
+
+
+def keyed_producer(
+    target: RewriteTarget,
+    manifests: Sequence[ManifestFileMeta],
+    planner: VectorPlanner,
+    *,
+    kind: CommitKind,
+    properties: Mapping[str, str],
+) -> KeyedProducer:
+    """The commit of row-level changes planned on the snapshot it lands on (an upsert, a delete by vectors, a MERGE
+    on a version-3 table): the files of ``manifests`` added and ``planner``'s vectors, under a one-off commit user
+    named after the operation in ``properties``, with the target's clock and after-commit hook."""
+    operation = properties.get(OPERATION, "commit")
+    request = CommitRequest(None, f"{operation}-{uuid.uuid4().hex}", 0, list(manifests), properties=dict(properties))
+    return KeyedProducer(
+        target.io,
+        target.store,
+        request,
+        clock=target.clock or time.time,
+        after_commit=lambda snap: target.after_commit(snap),
+        planner=planner,
+        kind=kind,
+    )
 
 
 def compacted_away(target: RewriteTarget, since: Snapshot | None, gone: Sequence[str]) -> bool:

@@ -28,7 +28,7 @@ from lakefmt.read.masks import deleted_positions
 from lakefmt.rewrite.base import RewriteTarget, load_group_vectors
 from lakefmt.rewrite.compact_plan import may_hold
 from lakefmt.rewrite.compact_types import CompactionGroup, partition_key
-from lakefmt.rewrite.keys import write_vector_file
+from lakefmt.rewrite.key_buckets import write_vector_file
 from lakefmt.spec import CommitMessage, DataFile, ManifestFileMeta, Snapshot, TableSchema, layout
 from lakefmt.spec.manifest import encode_manifest, manifest_meta
 

@@ -27,16 +27,8 @@ import pyarrow as pa
 from lakefmt.commit.kinds import VectorChanges
 from lakefmt.meta import entries as ents
 from lakefmt.rewrite.engines import merge_rows, reduce_batch
-from lakefmt.rewrite.keys import (
-    _FILE,
-    _POS,
-    BucketKey,
-    UpsertPlanner,
-    _bucket_keys,
-    _live_in,
-    _Marks,
-    _read_columns,
-)
+from lakefmt.rewrite.key_buckets import FILE, POS, BucketKey, Marks, bucket_keys_of, live_in, read_columns
+from lakefmt.rewrite.keys import UpsertPlanner
 from lakefmt.rewrite.lookup import probe_of
 from lakefmt.spec import DataFile, ManifestFileMeta, Snapshot, TableSchema
 from lakefmt.spec.merge_engine import DEDUPLICATE, column_functions
@@ -58,14 +50,14 @@ class MergePlanner(UpsertPlanner):
         tables = [self.store.manifest(m.file_name) for m in added]
         new = ents.data_files(ents.adds(ents.concat_entries(tables))) if tables else ents.empty_entries_for(schema)
         self.input_files, self.input_deletes = new, self.deletes
-        new_bks = _bucket_keys(new, schema)
+        new_bks = bucket_keys_of(new, schema)
         self.buckets = set(new_bks)
-        live = _live_in(self.store, latest, schema, self.buckets) if self.against_live else None
-        marks: dict[BucketKey, _Marks] = {}
+        live = live_in(self.store, latest, schema, self.buckets) if self.against_live else None
+        marks: dict[BucketKey, Marks] = {}
         merged: list[pa.Table] = []
         for bk in sorted(self.buckets, key=repr):
             mine = new.filter(pa.array([b == bk for b in new_bks], pa.bool_()))
-            rows = self._bucket(schema, bk, mine, live, marks.setdefault(bk, _Marks({})))
+            rows = self._bucket(schema, bk, mine, live, marks.setdefault(bk, Marks({})))
             if rows is not None and rows.num_rows:
                 merged.append(rows)
         data = ents.empty_entries_for(schema)
@@ -86,7 +78,7 @@ class MergePlanner(UpsertPlanner):
         bk: BucketKey,
         mine: pa.Table,
         live: pa.Table | None,
-        mark: _Marks,
+        mark: Marks,
     ) -> pa.Table | None:
         """Mark what the bucket's commit replaces; return the merged rows to write (None: none)."""
         names = schema.arrow_schema.names
@@ -94,17 +86,17 @@ class MergePlanner(UpsertPlanner):
         new_paths = ents.paths(mine)
         parts = []
         for i in range(mine.num_rows):
-            rows = _read_columns(self.io, self.store, mine.slice(i, 1), schema, names)
+            rows = read_columns(self.io, self.store, mine.slice(i, 1), schema, names)
             parts.append(
-                rows.append_column(_POS, pa.array(np.arange(rows.num_rows, dtype=np.int64))).append_column(
-                    _FILE, pa.array(np.full(rows.num_rows, i, np.int32))
+                rows.append_column(POS, pa.array(np.arange(rows.num_rows, dtype=np.int64))).append_column(
+                    FILE, pa.array(np.full(rows.num_rows, i, np.int32))
                 )
             )
         incoming = pa.concat_tables(parts).combine_chunks()
         reduced = reduce_batch(incoming.select(names), schema)
         numbered = reduced.select(keys).append_column(_ROW, pa.array(np.arange(reduced.num_rows, dtype=np.int64)))
         # each new row's row of ``reduced`` (its key's)
-        tagged = incoming.select([*keys, _FILE, _POS]).join(numbered, keys, join_type="inner", use_threads=False)
+        tagged = incoming.select([*keys, FILE, POS]).join(numbered, keys, join_type="inner", use_threads=False)
         row_of = tagged.column(_ROW).to_numpy()
         engine = schema.table_options.merge_engine
         has_live = np.zeros(reduced.num_rows, dtype=bool)
@@ -120,7 +112,7 @@ class MergePlanner(UpsertPlanner):
         if engine == "first-row":
             first = np.full(reduced.num_rows, np.iinfo(np.int64).max, dtype=np.int64)
             # the first new row of a key: the smallest (file, position) in commit order
-            rank = tagged.column(_FILE).to_numpy().astype(np.int64) * (1 << 40) + tagged.column(_POS).to_numpy()
+            rank = tagged.column(FILE).to_numpy().astype(np.int64) * (1 << 40) + tagged.column(POS).to_numpy()
             np.minimum.at(first, row_of, rank)
             lose = (rank != first[row_of]) | has_live[row_of]
             self._mark_rows(mark, tagged.filter(pa.array(lose)), new_paths)
@@ -147,12 +139,12 @@ class MergePlanner(UpsertPlanner):
         """The whole live rows ``matched`` names (file index into ``paths``, position), read from their files."""
         data = ents.data_files(live)
         by_path = {p: i for i, p in enumerate(ents.paths(data))}
-        files = matched.column(_FILE).to_numpy()
-        positions = matched.column(_POS).to_numpy()
+        files = matched.column(FILE).to_numpy()
+        positions = matched.column(POS).to_numpy()
         out = []
         for f in np.unique(files):
             entry = data.slice(by_path[paths[int(f)]], 1)
-            rows = _read_columns(self.io, self.store, entry, schema, schema.arrow_schema.names)
+            rows = read_columns(self.io, self.store, entry, schema, schema.arrow_schema.names)
             out.append(rows.take(pa.array(positions[files == f])))
         return pa.concat_tables(out) if out else schema.arrow_schema.empty_table()
 

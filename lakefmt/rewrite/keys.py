@@ -13,60 +13,50 @@ immutable), so a long-lived writer reads each file's keys once (Paimon's writers
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakefmt.commit.kinds import VectorChanges
-from lakefmt.errors import CorruptMetadataError
 from lakefmt.io import FileIO
 from lakefmt.meta import entries as ents
 from lakefmt.meta.store import MetaStore
 from lakefmt.read.bounds import column_bounds
-from lakefmt.read.files import read_entries
 from lakefmt.read.masks import deleted_positions, load_vectors
 from lakefmt.read.plan import prune_entries
 from lakefmt.rewrite.changelog import store_changelog, store_input
+from lakefmt.rewrite.key_buckets import (
+    FILE,
+    ORDER,
+    POS,
+    BucketKey,
+    Marks,
+    bucket_keys_of,
+    key_buckets,
+    live_in,
+    member,
+    read_columns,
+    sorted_unique,
+    state_of,
+    vector_file_path,
+    write_vector_file,
+)
 from lakefmt.rewrite.lookup import KeyIndex, Probe, clear_cache, index_of, match, probe_of
 from lakefmt.rewrite.stored_keys import clear_stored, open_stored, stored_match
 from lakefmt.spec import DataFile, ManifestFileMeta, Snapshot, TableSchema, layout
-from lakefmt.spec.deletion_vector import encode_puffin
 from lakefmt.spec.filters import referenced_columns
 from lakefmt.spec.key_index import indexed_column, key_values
-from lakefmt.spec.keys import bucket_of, key_hash
-from lakefmt.spec.manifest import FileContent
-from lakefmt.spec.partition import partition_path
+from lakefmt.spec.keys import key_hash
 from lakefmt.spec.rowkind import DELETE, IGNORE, row_kinds
 
-__all__ = ["DeleteKeysPlanner", "DeleteWherePlanner", "UpsertPlanner", "dedup_keys", "key_cache_clear"]
-
-_POS = "__lakefmt_pos"
-_FILE = "__lakefmt_file"
-_ORDER = "__lakefmt_order"
-
-BucketKey = tuple[tuple[Any, ...], int]  # (partition values in key order, bucket)
+__all__ = ["DeleteKeysPlanner", "DeleteWherePlanner", "Planner", "UpsertPlanner", "dedup_keys", "key_cache_clear"]
 
 
-# -- the key columns of data files ------------------------------------------------------------------------------
-def _read_columns(io: FileIO, store: MetaStore, entry: pa.Table, schema: TableSchema, columns: list[str]) -> pa.Table:
-    """The ``columns`` of every row of one data file (``entry``: its one ADD entry), in file order, its row count
-    checked against the entry."""
-    path = ents.paths(entry)[0]
-    batches = list(read_entries(io, entry, schema, columns=columns, schemas=store.schema))
-    out_schema = pa.schema([schema.arrow_schema.field(c) for c in columns])
-    table = pa.Table.from_batches(batches, schema=out_schema).combine_chunks()
-    want = entry.column(ents.ROW_COUNT)[0].as_py()
-    if table.num_rows != want:
-        raise CorruptMetadataError(f"data file {path} does not hold the {want} rows its manifest entry says")
-    return table
-
-
+# -- the key indexes of data files ------------------------------------------------------------------------------
 def _index(
     io: FileIO, store: MetaStore, entry: pa.Table, schema: TableSchema, extra: list[str], read: pa.Table | None = None
 ) -> KeyIndex:
@@ -76,7 +66,7 @@ def _index(
     cache_key = f"{io.full_path(ents.paths(entry)[0])}\x00{schema.id}\x00{','.join(extra)}"
 
     def load() -> tuple[pa.Table, pa.Table | None]:
-        table = read if read is not None else _read_columns(io, store, entry, schema, [*keys, *extra])
+        table = read if read is not None else read_columns(io, store, entry, schema, [*keys, *extra])
         return table.select(keys), table.select(extra) if extra else None
 
     return index_of(cache_key, load)
@@ -86,23 +76,6 @@ def key_cache_clear() -> None:
     """Forget the cached key indexes of data files, and the key index files opened (tests; memory)."""
     clear_cache()
     clear_stored()
-
-
-def _sorted_unique(values: np.ndarray) -> np.ndarray:
-    """``values`` sorted, each once (by sorting: numpy's hash-based unique is slow on large int arrays)."""
-    out = np.sort(values)
-    if len(out) > 1:
-        out = out[np.concatenate(([True], out[1:] != out[:-1]))]
-    return out
-
-
-def _member(values: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
-    """Whether each of ``values`` is in ``sorted_set`` (sorted ascending), by binary search."""
-    if len(sorted_set) == 0:
-        return np.zeros(len(values), dtype=bool)
-    at = np.minimum(np.searchsorted(sorted_set, values), len(sorted_set) - 1)
-    hit: np.ndarray = sorted_set[at] == values
-    return hit
 
 
 # -- dedup within one write -------------------------------------------------------------------------------------
@@ -115,107 +88,22 @@ def dedup_keys(table: pa.Table, keys: Sequence[str], sequence: str | None) -> pa
     if not bool(np.any(hashes[1:] == hashes[:-1])):  # distinct hashes: distinct keys, nothing to drop
         return table
     order = pa.array(np.arange(table.num_rows, dtype=np.int64))
-    probe = table.select(list(keys)).append_column(_ORDER, order)
+    probe = table.select(list(keys)).append_column(ORDER, order)
     if sequence is not None and sequence not in keys:  # a key column as the sequence: every tie, the last wins
-        probe = probe.append_column(sequence + _ORDER, table.column(sequence))
-        best = probe.group_by(list(keys), use_threads=False).aggregate([(sequence + _ORDER, "max")])
+        probe = probe.append_column(sequence + ORDER, table.column(sequence))
+        best = probe.group_by(list(keys), use_threads=False).aggregate([(sequence + ORDER, "max")])
         probe = probe.join(best, list(keys), join_type="inner", use_threads=False)
-        top = probe.column(sequence + _ORDER + "_max")
+        top = probe.column(sequence + ORDER + "_max")
         # the rows of the largest value; a key whose values are all null keeps them all (its last row wins)
-        keep = pc.or_(pc.fill_null(pc.equal(probe.column(sequence + _ORDER), top), False), pc.is_null(top))
+        keep = pc.or_(pc.fill_null(pc.equal(probe.column(sequence + ORDER), top), False), pc.is_null(top))
         probe = probe.filter(keep)
-    last = probe.group_by(list(keys), use_threads=False).aggregate([(_ORDER, "max")]).column(_ORDER + "_max")
+    last = probe.group_by(list(keys), use_threads=False).aggregate([(ORDER, "max")]).column(ORDER + "_max")
     if len(last) == table.num_rows:
         return table
     return table.take(pc.take(last, pc.sort_indices(last)))  # the winners, in their order
 
 
-# -- buckets ----------------------------------------------------------------------------------------------------
-def _bucket_keys(entries: pa.Table, schema: TableSchema) -> list[BucketKey]:
-    """Each entry's (partition values, bucket)."""
-    n = entries.num_rows
-    buckets = entries.column(ents.BUCKET).to_pylist() if ents.BUCKET in entries.column_names else [0] * n
-    if schema.partition_keys and ents.PARTITION in entries.column_names:
-        parts = [
-            tuple((p or {}).get(k) for k in schema.partition_keys) for p in entries.column(ents.PARTITION).to_pylist()
-        ]
-    else:
-        parts = [()] * n
-    return list(zip(parts, buckets, strict=True))
-
-
-def _key_buckets(keys: pa.Table, schema: TableSchema) -> list[BucketKey]:
-    """Each key's (partition values, bucket), from its columns (a key table's keys hold its partition keys)."""
-    part = [tuple(v) for v in zip(*(keys.column(k).to_pylist() for k in schema.partition_keys), strict=True)]
-    if not schema.partition_keys:
-        part = [()] * keys.num_rows
-    buckets = bucket_of(keys, schema.bucket_keys, schema.table_options.bucket).tolist()
-    return list(zip(part, buckets, strict=True))
-
-
-def _live_in(store: MetaStore, latest: Snapshot | None, schema: TableSchema, wanted: set[BucketKey]) -> pa.Table:
-    """The live entries (data and deletion vectors) of the partitions and buckets ``wanted``, in ``latest``."""
-    if latest is None or not wanted:
-        return ents.empty_entries_for(schema)
-    live = ents.live_entries(store, latest)
-    if live.num_rows == 0:
-        return live
-    mine = [bk in wanted for bk in _bucket_keys(live, schema)]
-    return live.filter(pa.array(mine, pa.bool_()))
-
-
-def _state(entries: pa.Table) -> frozenset[str]:
-    return frozenset(ents.paths(entries))
-
-
-@dataclass
-class _Marks:
-    """New positions to delete, by data-file path, within one bucket."""
-
-    by_file: dict[str, list[np.ndarray]]
-
-    def add(self, path: str, positions: np.ndarray) -> None:
-        if len(positions):
-            self.by_file.setdefault(path, []).append(positions.astype(np.int64))
-
-
-def vector_file_path(schema: TableSchema, partition: dict[str, Any], bucket: int, writer_id: str, k: int) -> str:
-    """Where :func:`write_vector_file` writes a partition and bucket's ``k``-th deletion-vector file."""
-    folder = partition_path(schema.partition_keys, partition)
-    if schema.has_primary_key:
-        folder = layout.bucket_folder(folder, bucket)
-    name = layout.dv_file_name(writer_id, k)
-    return f"{folder}/{name}" if folder else name
-
-
-def write_vector_file(
-    io: FileIO,
-    schema: TableSchema,
-    partition: dict[str, Any],
-    bucket: int,
-    blobs: Sequence[tuple[str, pa.Array]],
-    writer_id: str,
-    k: int,
-) -> DataFile:
-    """Write one partition and bucket's deletion-vector file (a Puffin file of ``blobs``: data path, positions) in
-    its folder, and return its entry's metadata (rows: the positions it deletes)."""
-    rel = vector_file_path(schema, partition, bucket, writer_id, k)
-    data = encode_puffin(blobs)
-    io.write(rel, data, sync=schema.table_options.fsync)
-    return DataFile(
-        path=rel,
-        file_size=len(data),
-        row_count=sum(len(v) for _, v in blobs),
-        schema_id=schema.id,
-        partition=partition,
-        stats={},
-        creation_time_ms=int(time.time() * 1000),
-        bucket=bucket,
-        content=FileContent.DELETION_VECTORS,
-    )
-
-
-class _Planner:
+class Planner:
     """What the three planners share: the bucket state, and writing a bucket's new deletion-vector file."""
 
     def __init__(self, io: FileIO, store: MetaStore, schema: TableSchema) -> None:
@@ -235,13 +123,13 @@ class _Planner:
         self.input_deletes: pa.Table | None = None
 
     def state(self, latest: Snapshot | None) -> frozenset[str]:
-        return _state(_live_in(self.store, latest, self.schema, self.buckets))
+        return state_of(live_in(self.store, latest, self.schema, self.buckets))
 
-    def _changes(self, live: pa.Table, marks: dict[BucketKey, _Marks], schema: TableSchema) -> VectorChanges:
+    def _changes(self, live: pa.Table, marks: dict[BucketKey, Marks], schema: TableSchema) -> VectorChanges:
         """Write each bucket's new vector file (its live vectors plus ``marks``) and say what the commit changes."""
         removed: list[pa.Table] = []
         added: list[DataFile] = []
-        bks = _bucket_keys(live, schema)
+        bks = bucket_keys_of(live, schema)
         for bk, mark in marks.items():
             if not mark.by_file:
                 continue
@@ -254,7 +142,7 @@ class _Planner:
                 if path in data_paths:  # a vector of a file no longer live is dropped with its file
                     merged[path] = deleted_positions(self.io, vec)
             for path, parts in mark.by_file.items():
-                merged[path] = _sorted_unique(np.concatenate([merged.get(path, np.zeros(0, np.int64)), *parts]))
+                merged[path] = sorted_unique(np.concatenate([merged.get(path, np.zeros(0, np.int64)), *parts]))
             blobs = [(p, pa.array(v, pa.int64())) for p, v in sorted(merged.items())]
             added.append(self._write_vectors(bk, blobs, schema))
             if old_dv.num_rows:
@@ -263,9 +151,9 @@ class _Planner:
         added_t = ents.added_entries_for(added, schema)
         stored = self._changelog(live, marks, schema)
         changelog = None if stored is None else ents.added_entries_for([stored], schema)
-        return VectorChanges(removed_t, added_t, _state(live), changelog)
+        return VectorChanges(removed_t, added_t, state_of(live), changelog)
 
-    def _changelog(self, live: pa.Table, marks: dict[BucketKey, _Marks], schema: TableSchema) -> DataFile | None:
+    def _changelog(self, live: pa.Table, marks: dict[BucketKey, Marks], schema: TableSchema) -> DataFile | None:
         """With a ``changelog-producer``, store the plan's change rows (:mod:`lakefmt.rewrite.changelog`)."""
         producer = schema.table_options.changelog_producer
         if producer == "none" or not self.stores_changelog:
@@ -279,7 +167,7 @@ class _Planner:
         by_path: dict[str, np.ndarray] = {}
         for mark in marks.values():
             for path, parts in mark.by_file.items():
-                by_path[path] = _sorted_unique(np.concatenate([by_path.get(path, np.zeros(0, np.int64)), *parts]))
+                by_path[path] = sorted_unique(np.concatenate([by_path.get(path, np.zeros(0, np.int64)), *parts]))
         new = self.new_files if self.new_files is not None else ents.empty_entries_for(schema)
         self._k += 1
         path = layout.changelog_file_path(self.writer_id, self._k - 1)
@@ -300,7 +188,7 @@ class _Planner:
         live: pa.Table,
         keys: pa.Table,
         wanted: list[BucketKey],
-        marks: dict[BucketKey, _Marks],
+        marks: dict[BucketKey, Marks],
         schema: TableSchema,
     ) -> int:
         """Mark the live rows of ``keys`` (``wanted``: each key's partition and bucket) in ``marks``; how many."""
@@ -311,19 +199,19 @@ class _Planner:
             matched = found.table()
             if matched.num_rows:
                 dead = pc.unique(
-                    pc.add(pc.multiply(matched.column(_FILE).cast(pa.int64()), 1 << 40), matched.column(_POS))
+                    pc.add(pc.multiply(matched.column(FILE).cast(pa.int64()), 1 << 40), matched.column(POS))
                 )
                 matched = pa.table(
-                    {_FILE: pc.shift_right(dead, 40).cast(pa.int32()), _POS: pc.bit_wise_and(dead, (1 << 40) - 1)}
+                    {FILE: pc.shift_right(dead, 40).cast(pa.int32()), POS: pc.bit_wise_and(dead, (1 << 40) - 1)}
                 )
-                UpsertPlanner._mark_rows(marks.setdefault(bk, _Marks({})), matched, found.paths)
+                UpsertPlanner._mark_rows(marks.setdefault(bk, Marks({})), matched, found.paths)
                 marked += matched.num_rows
         return marked
 
     def _find(self, live: pa.Table, bk: BucketKey, probe: Probe, schema: TableSchema, extra: list[str]) -> _Found:
         """The live rows of bucket ``bk`` that hold a probed key, by the key index of each of its data files (a
         row a vector already deletes is not live)."""
-        bks = _bucket_keys(live, schema)
+        bks = bucket_keys_of(live, schema)
         here = live.filter(pa.array([b == bk for b in bks], pa.bool_()))
         data = ents.data_files(here)
         vectors = load_vectors(self.io, ents.vector_files(here), data=data)
@@ -343,7 +231,7 @@ class _Planner:
                 index = _index(self.io, self.store, entry, schema, extra)
                 pos, rows = match(index, mine)
             if len(pos) and path in vectors:
-                live_rows = ~_member(pos, deleted_positions(self.io, vectors[path]))
+                live_rows = ~member(pos, deleted_positions(self.io, vectors[path]))
                 pos, rows = pos[live_rows], rows[live_rows]
             if not len(pos):
                 continue
@@ -411,18 +299,18 @@ class _Found:
     def table(self) -> pa.Table:
         if not self.files:
             return pa.table(
-                {_FILE: pa.array([], pa.int32()), _POS: pa.array([], pa.int64()), "probe": pa.array([], pa.int64())}
+                {FILE: pa.array([], pa.int32()), POS: pa.array([], pa.int64()), "probe": pa.array([], pa.int64())}
             )
         return pa.table(
             {
-                _FILE: pa.array(np.concatenate(self.files)),
-                _POS: pa.array(np.concatenate(self.positions)),
+                FILE: pa.array(np.concatenate(self.files)),
+                POS: pa.array(np.concatenate(self.positions)),
                 "probe": pa.array(np.concatenate(self.probe_rows)),
             }
         )
 
 
-class UpsertPlanner(_Planner):
+class UpsertPlanner(Planner):
     """Plans an upsert's commit: the writers' files hold the new rows (at most one per key each, in commit order);
     for each key, every other live row is marked deleted: the older versions in the bucket's files, and the
     earlier of two new rows (with ``sequence.field``, the row of the smaller sequence value loses, the new row
@@ -462,25 +350,27 @@ class UpsertPlanner(_Planner):
             seq = None
         rowkind = schema.table_options.rowkind_field
         columns = list(dict.fromkeys([*schema.primary_keys, *([seq] if seq else []), *([rowkind] if rowkind else [])]))
-        new_bks = _bucket_keys(new, schema)
-        deleting = _key_buckets(self.deletes, schema) if self.deletes is not None else []
+        new_bks = bucket_keys_of(new, schema)
+        deleting = key_buckets(self.deletes, schema) if self.deletes is not None else []
         self.buckets = set(new_bks) | set(deleting)
-        live = _live_in(self.store, latest, schema, self.buckets) if self.against_live else None
-        marks: dict[BucketKey, _Marks] = {}
+        live = live_in(self.store, latest, schema, self.buckets) if self.against_live else None
+        marks: dict[BucketKey, Marks] = {}
         extra = [seq] if seq else []
+        indexed = indexed_column(schema) is not None and not extra  # the new files' lookups need no hashing
         for bk in sorted(set(new_bks), key=repr):
-            mark = marks.setdefault(bk, _Marks({}))
+            mark = marks.setdefault(bk, Marks({}))
             mine = new.filter(pa.array([b == bk for b in new_bks], pa.bool_()))
             new_paths = ents.paths(mine)
             rows = []
             for i in range(mine.num_rows):
                 entry = mine.slice(i, 1)
-                keys = _read_columns(self.io, self.store, entry, schema, columns)
-                _index(self.io, self.store, entry, schema, extra, read=keys)  # the next upsert's lookup: built now
+                keys = read_columns(self.io, self.store, entry, schema, columns)
+                if not indexed:  # the next upsert's lookup: built now
+                    _index(self.io, self.store, entry, schema, extra, read=keys)
                 pos = np.arange(keys.num_rows, dtype=np.int64)
                 rows.append(
-                    keys.append_column(_POS, pa.array(pos)).append_column(
-                        _FILE, pa.array(np.full(len(pos), i, np.int32))
+                    keys.append_column(POS, pa.array(pos)).append_column(
+                        FILE, pa.array(np.full(len(pos), i, np.int32))
                     )
                 )
             incoming = pa.concat_tables(rows).combine_chunks()
@@ -489,12 +379,12 @@ class UpsertPlanner(_Planner):
                 self._mark_rows(mark, incoming.filter(pa.array(kinds == IGNORE)), new_paths)
                 incoming = incoming.filter(pa.array(kinds != IGNORE))
             order = pa.array(np.arange(incoming.num_rows, dtype=np.int64))
-            incoming = incoming.append_column(_ORDER, order)
+            incoming = incoming.append_column(ORDER, order)
             probe = probe_of(incoming, schema.primary_keys)
             if len(probe.hashes) > 1 and bool(np.any(probe.hashes[1:] == probe.hashes[:-1])):
                 winners = dedup_keys(incoming, schema.primary_keys, seq)  # some key twice (or a hash collision)
                 won = np.zeros(incoming.num_rows, dtype=bool)
-                won[winners.column(_ORDER).to_numpy()] = True
+                won[winners.column(ORDER).to_numpy()] = True
                 lost = np.nonzero(~won)[0]
                 if len(lost):
                     self._mark_rows(mark, incoming.take(pa.array(lost)), new_paths)
@@ -529,14 +419,14 @@ class UpsertPlanner(_Planner):
         return self._changes(live if live is not None else new.slice(0, 0), marks, schema)
 
     @staticmethod
-    def _mark_rows(mark: _Marks, rows: pa.Table, paths: list[str]) -> None:
-        files = rows.column(_FILE).to_numpy()
-        pos = rows.column(_POS).to_numpy()
+    def _mark_rows(mark: Marks, rows: pa.Table, paths: list[str]) -> None:
+        files = rows.column(FILE).to_numpy()
+        pos = rows.column(POS).to_numpy()
         for i in np.flatnonzero(np.bincount(files)):
             mark.add(paths[int(i)], pos[files == i])
 
 
-class DeleteKeysPlanner(_Planner):
+class DeleteKeysPlanner(Planner):
     """Plans a delete by key on a key table: the live row of each key given is marked deleted (keys with no live
     row are skipped)."""
 
@@ -547,15 +437,15 @@ class DeleteKeysPlanner(_Planner):
 
     def plan(self, latest: Snapshot | None, schema: TableSchema, added: Sequence[ManifestFileMeta]) -> VectorChanges:
         schema = self.schema if latest is None else self.store.schema_for(latest)
-        wanted = _key_buckets(self.keys, schema)
+        wanted = key_buckets(self.keys, schema)
         self.buckets = set(wanted)
-        live = _live_in(self.store, latest, schema, self.buckets)
-        marks: dict[BucketKey, _Marks] = {}
+        live = live_in(self.store, latest, schema, self.buckets)
+        marks: dict[BucketKey, Marks] = {}
         self.deleted = self._mark_keys(live, self.keys, wanted, marks, schema)
         return self._changes(live, marks, schema)
 
 
-class DeleteWherePlanner(_Planner):
+class DeleteWherePlanner(Planner):
     """Plans a merge-on-read delete by filter: every live row of the table where ``filter`` is true is marked
     deleted. Files are pruned by partition values and statistics; a file that may hold a match is read (only the
     columns the filter needs), whole, so positions are exact."""
@@ -574,19 +464,19 @@ class DeleteWherePlanner(_Planner):
         live = ents.live_entries(self.store, latest)
         data = ents.data_files(live)
         candidates = prune_entries(data, self.filter, schema, self.store.schema)
-        self.buckets = set(_bucket_keys(candidates, schema))
-        mine = [bk in self.buckets for bk in _bucket_keys(live, schema)]
+        self.buckets = set(bucket_keys_of(candidates, schema))
+        mine = [bk in self.buckets for bk in bucket_keys_of(live, schema)]
         live = live.filter(pa.array(mine, pa.bool_()))
         vectors = load_vectors(self.io, ents.vector_files(live), data=ents.data_files(live))
         columns = referenced_columns(self.filter, schema.arrow_schema) or [schema.arrow_schema.names[0]]
-        marks: dict[BucketKey, _Marks] = {}
-        for i, (path, bk) in enumerate(zip(ents.paths(candidates), _bucket_keys(candidates, schema), strict=True)):
-            rows = _read_columns(self.io, self.store, candidates.slice(i, 1), schema, list(columns))
-            numbered = rows.append_column(_POS, pa.array(np.arange(rows.num_rows, dtype=np.int64)))
-            where = numbered.filter(self.filter).column(_POS).to_numpy()
+        marks: dict[BucketKey, Marks] = {}
+        for i, (path, bk) in enumerate(zip(ents.paths(candidates), bucket_keys_of(candidates, schema), strict=True)):
+            rows = read_columns(self.io, self.store, candidates.slice(i, 1), schema, list(columns))
+            numbered = rows.append_column(POS, pa.array(np.arange(rows.num_rows, dtype=np.int64)))
+            where = numbered.filter(self.filter).column(POS).to_numpy()
             if path in vectors and len(where):
-                where = where[~_member(where, deleted_positions(self.io, vectors[path]))]
+                where = where[~member(where, deleted_positions(self.io, vectors[path]))]
             if len(where):
-                marks.setdefault(bk, _Marks({})).add(path, where)
+                marks.setdefault(bk, Marks({})).add(path, where)
                 self.deleted += len(where)
         return self._changes(live, marks, schema)

@@ -15,23 +15,22 @@ rows it wrote.
 from __future__ import annotations
 
 import itertools
-import time
-import uuid
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
-from lakefmt.commit.kinds import KeyedProducer, RewriteProducer, VectorChanges
-from lakefmt.commit.types import CommitOutcome, CommitRequest
+from lakefmt.commit.kinds import RewriteProducer, VectorChanges
+from lakefmt.commit.types import CommitOutcome
 from lakefmt.errors import MergeError, RewriteConflictError
 from lakefmt.io import FileIO
 from lakefmt.meta import entries as ents
 from lakefmt.meta.store import MetaStore
 from lakefmt.read.masks import deleted_positions, load_vectors
-from lakefmt.rewrite.base import OPERATION, RewriteTarget, publish
-from lakefmt.rewrite.keys import BucketKey, UpsertPlanner, _bucket_keys, _live_in, _Marks, _Planner
+from lakefmt.rewrite.base import OPERATION, RewriteTarget, keyed_producer, publish
+from lakefmt.rewrite.key_buckets import BucketKey, Marks, bucket_keys_of, live_in
+from lakefmt.rewrite.keys import Planner, UpsertPlanner
 from lakefmt.rewrite.merge_reads import MergeReads
 from lakefmt.spec import CommitKind, CommitMessage, ManifestFileMeta, Snapshot, TableSchema, operations
 
@@ -87,7 +86,7 @@ class _Checked:
         self.io, self.marks, self.seen, self.homes, self.reads = io, marks, seen, homes, reads
         self.known = known  #: the data files live on the snapshot the merge read
 
-    def check_replaced(self, replaced: dict[BucketKey, _Marks]) -> None:
+    def check_replaced(self, replaced: dict[BucketKey, Marks]) -> None:
         """Refuse (:class:`MergeError`) live rows that the written rows would replace (by key) but that the merge
         neither updates nor deletes: rows of files it saw (live when it read) that hold a key it writes. A row of a
         file added since is a concurrent write of that key, which the merge's row replaces, as an upsert would."""
@@ -134,7 +133,7 @@ class _Checked:
         return self.marks
 
 
-class MarkRowsPlanner(_Planner):
+class MarkRowsPlanner(Planner):
     """Marks the rows a merge removes (on a table with deletion vectors and no key), checked first."""
 
     def __init__(self, io: FileIO, store: MetaStore, schema: TableSchema, checked: _Checked) -> None:
@@ -144,8 +143,8 @@ class MarkRowsPlanner(_Planner):
     def plan(self, latest: Snapshot | None, schema: TableSchema, added: Sequence[ManifestFileMeta]) -> VectorChanges:
         schema = self.schema if latest is None else self.store.schema_for(latest)
         self.checked.reads.check(self.store, latest)
-        self.buckets = set(_bucket_keys(self.checked.homes, schema))
-        live = _live_in(self.store, latest, schema, self.buckets)
+        self.buckets = set(bucket_keys_of(self.checked.homes, schema))
+        live = live_in(self.store, latest, schema, self.buckets)
         return self._changes(live, _by_bucket(self.checked.check(live), self.checked.homes, schema), schema)
 
 
@@ -167,25 +166,25 @@ class MergeUpsertPlanner(UpsertPlanner):
             return self._changes(ents.empty_entries_for(schema), {}, schema)
         return super().plan(latest, schema, added)
 
-    def _changes(self, live: pa.Table, marks: dict[BucketKey, _Marks], schema: TableSchema) -> VectorChanges:
+    def _changes(self, live: pa.Table, marks: dict[BucketKey, Marks], schema: TableSchema) -> VectorChanges:
         self.checked.check_replaced(marks)  # the rows the written keys replace, before the merge's own marks
-        extra = set(_bucket_keys(self.checked.homes, schema))
+        extra = set(bucket_keys_of(self.checked.homes, schema))
         if extra:
             self.buckets = set(self.buckets) | extra
-            live = _live_in(self.store, self._latest, schema, self.buckets)
+            live = live_in(self.store, self._latest, schema, self.buckets)
             for bk, mark in _by_bucket(self.checked.check(live), self.checked.homes, schema).items():
-                into = marks.setdefault(bk, _Marks({}))
+                into = marks.setdefault(bk, Marks({}))
                 for path, parts in mark.by_file.items():
                     for p in parts:
                         into.add(path, p)
         return super()._changes(live, marks, schema)
 
 
-def _by_bucket(marks: dict[str, np.ndarray], homes: pa.Table, schema: TableSchema) -> dict[BucketKey, _Marks]:
-    where = dict(zip(ents.paths(homes), _bucket_keys(homes, schema), strict=True))
-    out: dict[BucketKey, _Marks] = {}
+def _by_bucket(marks: dict[str, np.ndarray], homes: pa.Table, schema: TableSchema) -> dict[BucketKey, Marks]:
+    where = dict(zip(ents.paths(homes), bucket_keys_of(homes, schema), strict=True))
+    out: dict[BucketKey, Marks] = {}
     for path, positions in marks.items():
-        out.setdefault(where[path], _Marks({})).add(path, positions)
+        out.setdefault(where[path], Marks({})).add(path, positions)
     return out
 
 
@@ -213,15 +212,8 @@ def commit_marks(
     )
     messages = [_write(target, [written])] if written.num_rows else []
     added = [meta for m in messages for meta in m.manifests]
-    request = CommitRequest(None, f"{MERGE}-{uuid.uuid4().hex}", 0, added, properties={OPERATION: MERGE})
-    run = KeyedProducer(
-        target.io,
-        target.store,
-        request,
-        clock=target.clock or time.time,
-        after_commit=lambda snap: target.after_commit(snap),
-        planner=planner,
-        kind=CommitKind.OVERWRITE if marks else CommitKind.APPEND,
+    run = keyed_producer(
+        target, added, planner, kind=CommitKind.OVERWRITE if marks else CommitKind.APPEND, properties={OPERATION: MERGE}
     )
     try:
         result = run.commit()

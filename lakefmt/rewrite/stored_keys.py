@@ -23,8 +23,8 @@ from lakefmt.spec.key_index import HEADER_SIZE, IndexHeader, directory_ok, parse
 
 __all__ = ["StoredIndex", "clear_stored", "open_stored", "stored_match"]
 
-#: mapped or fetched indexes a process keeps open (least recently used first out)
-MAX_OPEN = 4096
+#: indexes a process keeps open (least recently used first out): a mapping holds a file descriptor, so few
+MAX_OPEN = 256
 #: bytes of fetched (not mapped) key arrays a process keeps
 MAX_FETCHED_BYTES = 256 << 20
 

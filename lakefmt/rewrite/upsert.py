@@ -9,8 +9,6 @@ Each writes what it must (an upsert's new rows, deduplicated by key) and commits
 
 from __future__ import annotations
 
-import time
-import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -18,10 +16,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakefmt.commit.kinds import KeyedProducer, VectorPlanner
-from lakefmt.commit.types import CommitOutcome, CommitRequest
+from lakefmt.commit.kinds import VectorPlanner
+from lakefmt.commit.types import CommitOutcome
 from lakefmt.errors import InvalidOptionError, KeyTableError, SchemaMismatchError
-from lakefmt.rewrite.base import OPERATION, Targetable, as_target
+from lakefmt.rewrite.base import OPERATION, Targetable, as_target, keyed_producer
 from lakefmt.rewrite.keys import DeleteKeysPlanner, DeleteWherePlanner, UpsertPlanner, dedup_keys
 from lakefmt.spec import CommitKind, Snapshot, TableSchema, operations
 from lakefmt.spec.filters import check_filter, show
@@ -158,17 +156,12 @@ def apply_key_changes(
         if rows.num_rows:
             writer.write(rows)
         message = writer.prepare_commit()
-    request = CommitRequest(
-        None, f"{operation}-{uuid.uuid4().hex}", 0, list(message.manifests), properties={OPERATION: operation}
-    )
-    run = KeyedProducer(
-        target.io,
-        target.store,
-        request,
-        clock=target.clock or time.time,
-        after_commit=lambda snap: target.after_commit(snap),
-        planner=UpsertPlanner(target.io, target.store, schema, deletes=keys),
+    run = keyed_producer(
+        target,
+        message.manifests,
+        UpsertPlanner(target.io, target.store, schema, deletes=keys),
         kind=CommitKind.APPEND if rows.num_rows else CommitKind.OVERWRITE,
+        properties={OPERATION: operation},
     )
     try:
         result = run.commit()
@@ -222,16 +215,7 @@ def delete_marking(table: Targetable, filter: str | pc.Expression) -> Snapshot |
 
 def _commit_marks(target: Any, planner: VectorPlanner, parameters: dict[str, str] | None = None) -> Snapshot | None:
     props = operations.properties(operations.DELETE, **(parameters or {}))
-    request = CommitRequest(None, f"delete-{uuid.uuid4().hex}", 0, [], properties=props)
-    run = KeyedProducer(
-        target.io,
-        target.store,
-        request,
-        clock=target.clock or time.time,
-        after_commit=lambda snap: target.after_commit(snap),
-        planner=planner,
-        kind=CommitKind.OVERWRITE,
-    )
+    run = keyed_producer(target, [], planner, kind=CommitKind.OVERWRITE, properties=props)
     result = run.commit()
     if result.outcome is not CommitOutcome.COMMITTED:
         return None

@@ -108,7 +108,6 @@ class TableWriter:
         writer_id: str | None = None,
         on_manifest: Callable[[str, bytes], None] | None = None,
         creation_time_ms: int | None = None,
-        key_index: bool = True,
     ) -> None:
         self._io = io
         # the creation time its files record (default: each file's close): a rewrite records its inputs' newest,
@@ -131,7 +130,7 @@ class TableWriter:
         self._begun: list[str] = []  #: every data file this writer began to write, finished or not
         self._syncer: ThreadPoolExecutor | None = None  # one thread, started by the first large file
         #: the bucket-key column whose values key index files hold (a key table with one integer-like bucket key)
-        self._index_key = indexed_column(schema) if key_index else None
+        self._index_key = indexed_column(schema)
 
     @staticmethod
     def check_schema(incoming: pa.Schema, table_schema: pa.Schema) -> None:
@@ -362,6 +361,7 @@ class TableWriter:
         if f is None:
             return
         state.file = None
+        indexed = f.keys is not None
         try:
             f.writer.close()
             footer = f.writer.writer.metadata  # the Parquet footer, with each row group's min/max
@@ -371,12 +371,12 @@ class TableWriter:
                 f.pending_sync.result()  # a failed background sync fails the file, as the final one would
             if self._options.fsync:
                 self._io.sync(f.rel_path)
-            if f.keys is not None:
+            if indexed:
                 self._write_key_index(f)
         except BaseException:
             with contextlib.suppress(OSError):  # in neither state.file nor _done now: abort would miss it
                 self._io.delete(f.rel_path)
-                if f.keys is not None:
+                if indexed:
                     self._io.delete(layout.key_index_path(f.rel_path))
             raise
         self._done.append(
@@ -391,7 +391,6 @@ class TableWriter:
                 bucket=state.bucket,
             )
         )
-
 
     def _write_key_index(self, f: _OpenFile) -> None:
         """Write the key index file of ``f`` (:mod:`lakefmt.spec.key_index`), once the data file is complete."""

@@ -25,7 +25,7 @@ def _rows(ids: Any, tag: str) -> pa.Table:
     return pa.table({"id": ids, "v": [f"{tag}{i}" for i in ids]}, schema=SCHEMA)
 
 
-def _state(t: lakefmt.Table) -> dict[int, str]:
+def state_of(t: lakefmt.Table) -> dict[int, str]:
     got = t.scan().to_arrow().to_pylist()
     out = {r["id"]: r["v"] for r in got}
     assert len(out) == len(got), "a key with two live rows"
@@ -40,14 +40,14 @@ def _no_key_column_reads(monkeypatch: pytest.MonkeyPatch, t: lakefmt.Table) -> N
     """Fail a lookup that reads the key column of a file the table held before (the files an upsert writes are
     read: their keys are the probe)."""
     old = set(_data_paths(t))
-    read = keys_module._read_columns
+    read = keys_module.read_columns
 
     def refuse(io: Any, store: Any, entry: pa.Table, *args: Any) -> Any:
         if entry.column("path")[0].as_py() in old:
             raise AssertionError("an old file's key column was read: its key index was not used")
         return read(io, store, entry, *args)
 
-    monkeypatch.setattr(keys_module, "_read_columns", refuse)
+    monkeypatch.setattr(keys_module, "read_columns", refuse)
 
 
 def test_files_of_integer_keys_get_one_and_upserts_use_it(store: Any, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -67,7 +67,7 @@ def test_files_of_integer_keys_get_one_and_upserts_use_it(store: Any, monkeypatc
     fresh.delete_keys(pa.table({"id": [changed[0], 6500]}))
     model.update({i: f"c{i}" for i in changed})
     model.pop(changed[0])
-    assert _state(fresh) == model
+    assert state_of(fresh) == model
 
 
 def test_keys_of_other_types_get_none(store: Any) -> None:
@@ -114,7 +114,7 @@ def test_an_unusable_index_costs_only_speed(store: Any, damage: str) -> None:
     key_cache_clear()
     t.upsert(_rows([5, 2999, 4000], "b"))
     model = {i: f"a{i}" for i in range(3000)} | {5: "b5", 2999: "b2999", 4000: "b4000"}
-    assert _state(t) == model
+    assert state_of(t) == model
 
 
 def test_expire_and_orphan_clean_treat_it_as_part_of_its_data_file(local_store: Any) -> None:
