@@ -108,6 +108,17 @@ def _text(text: str, key: str) -> str:
     return value
 
 
+def _ratio(text: str, key: str) -> float:
+    """A share: a number in (0, 1]."""
+    try:
+        value = float(str(text).strip())
+    except ValueError as exc:
+        raise InvalidOptionError(f"{key}: {text!r} is not a number") from exc
+    if not 0 < value <= 1:
+        raise InvalidOptionError(f"option {key} is a share of rows, more than 0 and at most 1, got {text!r}")
+    return value
+
+
 def _delete_mode(text: str, key: str) -> str:
     value = str(text).strip().lower()
     if value not in ("copy-on-write", "merge-on-read"):
@@ -328,6 +339,11 @@ class TableOptions:
     #: ``num-sorted-run.stop-trigger``: past this many files in a bucket, a commit through a Table compacts the
     #: bucket in place before returning (writes slow down rather than reads); default: the trigger plus 3
     sorted_run_stop_trigger: int | None = None
+    #: ``compaction.bucket.delete-ratio-threshold``: automatic compaction merges a key table's bucket whole (into one
+    #: run, its deleted rows dropped) once the rows its files' deletion vectors delete reach this share of the rows
+    #: in its files, and the bucket is at the trigger; else its oldest run waits for the newer files to hold half
+    #: its rows, and every read masks the rows upserts replaced in it meanwhile
+    bucket_delete_ratio_threshold: float = 0.1
     #: ``merge-engine``: how the rows written for one key combine: ``deduplicate`` (the last row wins),
     #: ``partial-update`` (a new row's non-null fields replace the old row's), ``aggregation`` (per field,
     #: ``fields.<f>.aggregate-function``) or ``first-row`` (the first row of a key stays). Paimon's names.
@@ -380,6 +396,7 @@ class TableOptions:
         "write.delete.mode": ("delete_mode", _delete_mode),
         "num-sorted-run.compaction-trigger": ("sorted_run_compaction_trigger", _int),
         "num-sorted-run.stop-trigger": ("sorted_run_stop_trigger", _int),
+        "compaction.bucket.delete-ratio-threshold": ("bucket_delete_ratio_threshold", _ratio),
         "merge-engine": ("merge_engine", _merge_engine),
         _DEFAULT_FUNCTION: ("default_aggregate_function", _aggregate_function),
         "changelog-producer": ("changelog_producer", _changelog_producer),

@@ -11,7 +11,8 @@ automatic compaction).
   data files (each upsert adds one): :meth:`lakefmt.Table.compact` merges all of them (also those of a bucket
   with a file with many deleted rows), automatic compaction the newest size tier, extended to bring the bucket
   back under the trigger, and the bucket's files with many deleted rows (Paimon's universal compaction, in
-  short). A bucket's files are merged with their deleted rows dropped, so a key keeps its one live row.
+  short); the whole bucket once its deleted rows reach ``compaction.bucket.delete-ratio-threshold`` of its
+  rows. A bucket's files are merged with their deleted rows dropped, so a key keeps its one live row.
 """
 
 from __future__ import annotations
@@ -102,7 +103,9 @@ def plan_partition(
     return [[files.rows[picked[j]] for j in b] for b in bins if len(b) > 1 or picked[b[0]] in heavy]
 
 
-def plan_bucket(files: Files, min_files: int, max_files: int, tiered: bool) -> list[list[int]]:
+def plan_bucket(
+    files: Files, min_files: int, max_files: int, tiered: bool, deleted_share: float | None = None
+) -> list[list[int]]:
     """The input group of one key-table bucket's live files (all in one group: a bucket's files are merged, never
     bin-packed apart), as indices into the live entries. ``min_files``: the trigger
     (``num-sorted-run.compaction-trigger``, or the ``min_files`` asked for).
@@ -110,9 +113,19 @@ def plan_bucket(files: Files, min_files: int, max_files: int, tiered: bool) -> l
     Without ``tiered`` (:meth:`lakefmt.Table.compact`): every file of a bucket that holds ``min_files`` files, or
     that holds a file with many deleted rows. With ``tiered`` (automatic compaction, after every commit), once the
     bucket holds ``min_files`` files: the newest size tier, at least enough of the newest files to bring the bucket
-    under the trigger, and the files with many deleted rows (every file at ``max_files``). Deleted rows alone never
-    start an automatic compaction of a key table: an upsert stream deletes rows at every commit, and masking them
-    costs a read far less than rewriting them would cost every commit."""
+    under the trigger, and the files with many deleted rows (every file at ``max_files``); every file once the
+    newer files hold half as many live rows as the oldest run, or once the rows the bucket's vectors delete reach
+    ``deleted_share`` of the rows in its files (``compaction.bucket.delete-ratio-threshold``; None: never). Without
+    that share, an upsert stream leaves many of the oldest run's rows deleted but on disk, read and masked by every
+    read: upserting 1% of the keys at each commit, the files held 1.17 times the live rows on average and up to
+    1.31 times; 1.06 and 1.12 with a share of 0.1. The oldest run is then rewritten more often, yet the writer of
+    those upserts was measured no slower (its time varied less with the share than between runs); 0.05 or 0.08
+    cut the rows only a little more, for rewrites of the whole bucket that cost more on larger buckets.
+
+    Deleted rows alone never start an automatic compaction of a key table: an upsert stream deletes rows at every
+    commit, and masking them costs a read far less than rewriting them would cost every commit. The share is only
+    checked when the bucket is at the trigger, which an upsert stream reaches every few commits, so the deleted
+    rows overshoot the share by a few commits' worth at most."""
     n = len(files.rows)
     order = sorted(range(n), key=lambda i: files.order[i])
     heavy = {i for i in range(n) if files.heavy(i)}
@@ -128,7 +141,11 @@ def plan_bucket(files: Files, min_files: int, max_files: int, tiered: bool) -> l
         oldest = files.order[order[0]][0]
         base = [i for i in order if files.order[i][0] == oldest]
         newer = [i for i in order if files.order[i][0] != oldest]
-        if len(newer) < 2 or 2 * sum(files.live(i) for i in newer) >= sum(files.live(i) for i in base):
+        if (
+            len(newer) < 2
+            or 2 * sum(files.live(i) for i in newer) >= sum(files.live(i) for i in base)
+            or _deleted_enough(files, deleted_share)
+        ):
             picked = order
         else:
             chosen = heavy | set(newer)
@@ -136,3 +153,9 @@ def plan_bucket(files: Files, min_files: int, max_files: int, tiered: bool) -> l
     if len(picked) < 2 and not heavy.intersection(picked):
         return []
     return [[files.rows[i] for i in picked]]
+
+
+def _deleted_enough(files: Files, share: float | None) -> bool:
+    """Whether the rows the files' vectors delete reach ``share`` of the rows in them (never with None)."""
+    deleted = sum(files.deleted)
+    return share is not None and deleted > 0 and deleted >= share * sum(files.counts)

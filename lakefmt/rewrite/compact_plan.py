@@ -276,7 +276,8 @@ def plan_compaction(
     groups = []
     for b in by_part:
         if schema.has_primary_key:
-            picked = plan_bucket(b.files, least, most, tiered)
+            share = schema.table_options.bucket_delete_ratio_threshold
+            picked = plan_bucket(b.files, least, most, tiered, share)
         else:
             picked = plan_partition(b.files, target, least, most, columns, tiered)
         vectors = live.take(pa.array(b.vectors, pa.int64())) if b.vectors else None

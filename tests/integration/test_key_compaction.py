@@ -22,6 +22,7 @@ import lakefmt
 from lakefmt import hooks
 from lakefmt.errors import RewriteConflictError
 from lakefmt.meta import entries as ents
+from lakefmt.options import TableOptions
 from lakefmt.read import masks
 from lakefmt.read.masks import load_vectors
 from lakefmt.spec import CommitKind
@@ -277,6 +278,26 @@ def test_asynchronous_automatic_compaction_of_a_key_table(tmp_path: Any) -> None
     assert latest is not None
     for sid in range(1, latest.id + 1):
         check(t, sid)
+
+
+def test_automatic_compaction_keeps_the_rows_on_disk_near_the_live_rows(tmp_path: Any) -> None:
+    """Upserts of 1% of a key table's keys with the default options: every read masks the rows upserts replaced
+    until a compaction drops them; ``compaction.bucket.delete-ratio-threshold`` bounds their share (the bucket is
+    merged at the trigger that follows, a few commits later at most: the slack)."""
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("v", pa.int64())])
+    t = lakefmt.create_table(str(tmp_path / "t"), schema, primary_key=["id"], options=NOSYNC)
+    n, step = 2000, 20
+    t.append(pa.table({"id": range(n), "v": [0] * n}, schema=schema))
+    bound = 1 + TableOptions.from_map(t.options).bucket_delete_ratio_threshold + 0.05
+    model = dict.fromkeys(range(n), 0)
+    for k in range(60):
+        ids = [(k * 7919 + j * 97) % n for j in range(step)]
+        t.upsert(pa.table({"id": ids, "v": [k + 1] * step}, schema=schema))
+        model.update(dict.fromkeys(ids, k + 1))
+        on_disk = sum(f.row_count for f in t.files())
+        assert n <= on_disk <= bound * n, (k, on_disk)
+    got = t.scan().to_arrow()
+    assert dict(zip(got["id"].to_pylist(), got["v"].to_pylist(), strict=True)) == model
 
 
 # -- races -------------------------------------------------------------------------------------------------------
