@@ -77,7 +77,7 @@ def _map(io: FileIO, rel: str, rows: int) -> StoredIndex | None:
     try:
         with open(local, "rb") as f:
             mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-    except (FileNotFoundError, ValueError):  # missing, or empty (an empty file cannot be mapped)
+    except (OSError, ValueError):  # missing, unreadable, a folder, or empty (an empty file cannot be mapped)
         return None
     header = parse_header(mapped[:HEADER_SIZE])
     if header is None or header.count != rows or header.size != len(mapped):
@@ -94,13 +94,16 @@ def _remote(io: FileIO, rel: str, rows: int) -> StoredIndex | None:
     pages = -(-rows // 1024) + 64  # enough for the directory at the default page size, in one request
     try:
         head = io.read_ranges(rel, [(0, HEADER_SIZE + 8 * pages)])[0]
-    except FileNotFoundError:
+    except OSError:  # missing, or unreadable (the key column is read instead)
         return None
     header = parse_header(head)
     if header is None or header.count != rows:
         return None
     if len(head) < header.keys_offset:
-        head += io.read_ranges(rel, [(len(head), header.keys_offset)])[0]
+        try:
+            head += io.read_ranges(rel, [(len(head), header.keys_offset)])[0]
+        except OSError:  # shorter than its header says (a range past its end), or gone
+            return None
     if not directory_ok(header, head[HEADER_SIZE : header.keys_offset]):
         return None
     directory = np.frombuffer(head, "<i8", header.pages, HEADER_SIZE)
@@ -178,7 +181,7 @@ def stored_match(
     damaged or gone (a position outside the file, pages missing): the caller reads the key column instead."""
     try:
         pos, probe_rows = _match(io, index, values, rows)
-    except FileNotFoundError:
+    except OSError:  # gone, or shorter than its header says (object stores refuse a range past the end)
         _remember(io.full_path(index.path), None)
         return None
     if len(pos) and (int(pos.min()) < 0 or int(pos.max()) >= index.header.count):
