@@ -202,12 +202,17 @@ def _match(io: FileIO, index: StoredIndex, values: np.ndarray, rows: np.ndarray)
         if index.positions is None:
             return at, probe_rows
         return index.positions[at].astype(np.int64), probe_rows
-    # fetch only the pages the probes fall in (and the page before, where a key equals a page's first key)
+    # fetch only the pages the probes fall in: every page from the one before the first page that starts with the
+    # key (a key equal to a page's first key may begin on the page before) to the last page starting at or below it
+    # (a key repeated over several pages covers them all)
     first = index.directory
-    page = np.searchsorted(first, values[ok], side="right") - 1
-    before = np.searchsorted(first, values[ok], side="left") - 1
-    pages = np.unique(np.concatenate((page, before)))
-    pages = pages[pages >= 0]
+    last = np.searchsorted(first, values[ok], side="right") - 1
+    start = np.maximum(np.searchsorted(first, values[ok], side="left") - 1, 0)
+    found = last >= 0
+    last, start = last[found], start[found]
+    spans = last - start + 1
+    back = np.arange(int(spans.sum())) - np.repeat(np.cumsum(spans) - spans, spans)
+    pages = np.unique(np.repeat(last, spans) - back)
     if not len(pages):  # every probe is below the smallest key
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     if len(pages) * 2 > header.pages:
