@@ -23,8 +23,24 @@ from lakefmt.spec.key_index import HEADER_SIZE, IndexHeader, directory_ok, parse
 
 __all__ = ["StoredIndex", "clear_stored", "open_stored", "stored_match"]
 
+
+
+def _max_open() -> int:
+    """How many indexes a process keeps open: a mapping holds a file descriptor (Python keeps a duplicate of it), so
+    at most an eighth of the process's limit on them (256 by default on macOS), and never more than 256."""
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    except (ImportError, OSError, ValueError):  # no such limit here
+        return 256
+    if soft == resource.RLIM_INFINITY or soft <= 0:
+        return 256
+    return max(8, min(256, soft // 8))
+
+
 #: indexes a process keeps open (least recently used first out): a mapping holds a file descriptor, so few
-MAX_OPEN = 256
+MAX_OPEN = _max_open()
 #: bytes of fetched (not mapped) key arrays a process keeps
 MAX_FETCHED_BYTES = 256 << 20
 

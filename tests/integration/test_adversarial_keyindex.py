@@ -130,3 +130,35 @@ def test_first_row_key_repeated_over_three_pages_on_object_storage(store: Any) -
     t.upsert(_rows([5], "b"))
     got = state_of(t)
     assert got[5] == "a0"
+
+
+_FD_SCRIPT = """
+import os, sys
+import pyarrow as pa
+import lakefmt
+from lakefmt.rewrite.keys import key_cache_clear
+schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("v", pa.string())])
+t = lakefmt.create_table(sys.argv[1], schema, primary_key=["id"], options={"bucket": "400", "compaction.auto": "false"})
+ids = list(range(40000))
+t.append(pa.table({"id": ids, "v": ["a"] * len(ids)}, schema=schema))
+key_cache_clear()
+t.upsert(pa.table({"id": ids[::20], "v": ["b"] * len(ids[::20])}, schema=schema))
+assert t.scan().to_arrow().num_rows == 40000
+"""
+
+
+@pytest.mark.skipif(os.name != "posix", reason="file descriptor limits")
+def test_many_mapped_indexes_under_a_small_descriptor_limit(tmp_path: Any) -> None:
+    """macOS gives a process 256 file descriptors by default; a mapped index holds one, so an upsert over 400 data
+    files must not keep one per file open."""
+    import resource
+    import subprocess
+    import sys
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (256, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.path.dirname(os.path.dirname(lakefmt.__file__)), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-c", _FD_SCRIPT, str(tmp_path / "t")], preexec_fn=limit, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
