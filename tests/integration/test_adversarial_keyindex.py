@@ -162,3 +162,19 @@ def test_many_mapped_indexes_under_a_small_descriptor_limit(tmp_path: Any) -> No
     done = subprocess.run([sys.executable, "-c", _FD_SCRIPT, str(tmp_path / "t")], preexec_fn=limit, env=env,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_expire_deletes_indexes_after_the_key_is_widened_past_indexable(local_store: Any) -> None:
+    """A uint32 key has indexes; widened to uint64 it has none. Expire must still delete the old files' indexes
+    with their data files."""
+    schema = pa.schema([pa.field("id", pa.uint32(), nullable=False), ("v", pa.string())])
+    t = create_table_in(local_store, schema, primary_key=["id"], options={"bucket": "1", "compaction.auto": "false"})
+    t.append(pa.table({"id": pa.array(range(100), pa.uint32()), "v": ["a"] * 100}, schema=schema))
+    old = _paths(t)
+    assert all(t.io.exists(layout.key_index_path(p)) for p in old)
+    with t.update_schema() as u:
+        u.update_column("id", pa.uint64())
+    t.overwrite(pa.table({"id": pa.array(range(50), pa.uint64()), "v": ["b"] * 50}))
+    t.expire_snapshots(retain_max=1)
+    assert not any(t.io.exists(p) for p in old)
+    assert not any(t.io.exists(layout.key_index_path(p)) for p in old), "an index outlived its data file"
