@@ -27,7 +27,7 @@ __all__ = ["StoredIndex", "clear_stored", "open_stored", "stored_match"]
 
 def _max_open() -> int:
     """How many indexes a process keeps open: a mapping holds a file descriptor (Python keeps a duplicate of it), so
-    at most an eighth of the process's limit on them (256 by default on macOS), and never more than 256."""
+    at most a quarter of the process's limit on them (256 by default on macOS), and never more than 256."""
     try:
         import resource
 
@@ -36,7 +36,7 @@ def _max_open() -> int:
         return 256
     if soft == resource.RLIM_INFINITY or soft <= 0:
         return 256
-    return max(8, min(256, soft // 8))
+    return max(8, min(256, soft // 4))
 
 
 #: indexes a process keeps open (least recently used first out): a mapping holds a file descriptor, so few
@@ -58,7 +58,9 @@ class StoredIndex:
 
     @property
     def fetched_bytes(self) -> int:
-        return 0 if self.keys is None or isinstance(self.keys.base, mmap.mmap) else int(self.keys.nbytes)
+        if self.keys is None or isinstance(self.keys.base, mmap.mmap):
+            return 0
+        return int(self.keys.nbytes) + (int(self.positions.nbytes) if self.positions is not None else 0)
 
 
 _open: OrderedDict[str, StoredIndex | None] = OrderedDict()

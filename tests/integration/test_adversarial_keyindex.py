@@ -228,3 +228,67 @@ def test_stored_positions_sparse_and_dense(store: Any, wide: bool) -> None:
         t.upsert(_rows(pick, f"b{n}-"))
         model |= {i: f"b{n}-{i}" for i in pick}
         assert state_of(t) == model
+
+
+def _stray_indexes(t: lakefmt.Table) -> list[str]:
+    """Index files whose data file is gone."""
+    names = {f.path for f in t.io.walk()}
+    return [p for p in names if p.endswith(layout.KEY_INDEX_SUFFIX) and layout.data_path_of_key_index(p) not in names]
+
+
+def test_a_replayed_commit_discards_its_indexes(store: Any) -> None:
+    t = create_table_in(store, SCHEMA, primary_key=["id"], options={"bucket": "1", "compaction.auto": "false"})
+    committer = t.new_committer("job")
+    w = t.new_writer()
+    w.write(_rows(range(100), "a"))
+    assert committer.commit(w.prepare_commit(), 1) is not None
+    replay = t.new_writer()
+    replay.write(_rows(range(100), "a"))
+    message = replay.prepare_commit()
+    assert committer.commit(message, 1) is None
+    t.discard([message])
+    assert _stray_indexes(t) == []
+    live = _paths(t)
+    assert all(t.io.exists(layout.key_index_path(p)) for p in live)
+    key_cache_clear()
+    t.upsert(_rows([1], "b"))
+    assert state_of(t) == {i: f"a{i}" for i in range(100)} | {1: "b1"}
+
+
+def test_a_tag_keeps_indexes_through_compaction_expire_orphan_clean_and_restore(local_store: Any) -> None:
+    t = create_table_in(local_store, SCHEMA, primary_key=["id"], options={"bucket": "1", "compaction.auto": "false"})
+    t.upsert(_rows(range(300), "a"))
+    t.upsert(_rows(range(100, 400), "b"))
+    tagged = _paths(t)
+    snap = t.latest_snapshot()
+    assert snap is not None
+    t.create_tag("keep", snap.id)
+    t.compact()
+    t.upsert(_rows(range(50), "c"))
+    t.expire_snapshots(retain_max=1)
+    t.remove_orphan_files(older_than=0)
+    assert all(t.io.exists(layout.key_index_path(p)) for p in tagged)
+    assert _stray_indexes(t) == []
+    t.restore(tag="keep")
+    key_cache_clear()
+    t.upsert(_rows([0, 150, 399, 500], "d"))
+    model = {i: f"a{i}" for i in range(100)} | {i: f"b{i}" for i in range(100, 400)}
+    model |= {0: "d0", 150: "d150", 399: "d399", 500: "d500"}
+    assert state_of(t) == model
+
+
+def test_fetched_index_bytes_count_the_positions_too(tmp_path: Any) -> None:
+    """The process's bound on fetched indexes counts what they hold: keys and positions."""
+    from lakefmt.rewrite import stored_keys
+
+    t = lakefmt.create_table(f"memory://{tmp_path.name}-fetched", SCHEMA, primary_key=["id"],
+                             options={"bucket": "1", "compaction.auto": "false", "write.row-group-rows": "1000"})
+    ids = np.random.default_rng(5).permutation(8000)
+    t.append([_rows(ids[i : i + 1000], "a") for i in range(0, 8000, 1000)])
+    (path,) = _paths(t)
+    rel = layout.key_index_path(path)
+    head = parse_header(t.io.read(rel))
+    assert head is not None and head.has_positions
+    key_cache_clear()
+    t.upsert(_rows(range(0, 8000, 2), "b"))  # most pages: the arrays are fetched whole and kept
+    assert stored_keys._fetched == head.size - head.keys_offset
