@@ -110,12 +110,15 @@ def _map(io: FileIO, rel: str, rows: int) -> StoredIndex | None:
 
 def _remote(io: FileIO, rel: str, rows: int) -> StoredIndex | None:
     pages = -(-rows // 1024) + 64  # enough for the directory at the default page size, in one request
+    asked = HEADER_SIZE + 8 * pages
     try:
-        head = io.read_ranges(rel, [(0, HEADER_SIZE + 8 * pages)])[0]
+        head = io.read_ranges(rel, [(0, asked)])[0]
     except OSError:  # missing, or unreadable (the key column is read instead)
         return None
     header = parse_header(head)
     if header is None or header.count != rows:
+        return None
+    if len(head) < asked and len(head) != header.size:  # the whole file came: not the size its header gives
         return None
     if len(head) < header.keys_offset:
         try:
@@ -254,10 +257,10 @@ def _match(io: FileIO, index: StoredIndex, values: np.ndarray, rows: np.ndarray)
 def _fetch_whole(io: FileIO, index: StoredIndex, probes: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Fetch the index's arrays whole (a lookup that touches most pages), keep them, and match."""
     header = index.header
-    whole = [(header.keys_offset, header.size)]
+    whole = [(header.keys_offset, header.size + 1)]  # a byte more: a file longer than its header says is refused
     data = io.read_ranges(index.path, whole)[0]
     if len(data) != header.size - header.keys_offset:
-        raise FileNotFoundError(f"{index.path} is shorter than its header says")
+        raise FileNotFoundError(f"{index.path} is not the size its header gives")
     keys = np.frombuffer(data, "<i8" if header.wide else "<u4", header.count, 0)
     positions = (
         np.frombuffer(data, "<u4", header.count, header.key_width * header.count) if header.has_positions else None

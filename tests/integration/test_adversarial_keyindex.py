@@ -292,3 +292,42 @@ def test_fetched_index_bytes_count_the_positions_too(tmp_path: Any) -> None:
     key_cache_clear()
     t.upsert(_rows(range(0, 8000, 2), "b"))  # most pages: the arrays are fetched whole and kept
     assert stored_keys._fetched == head.size - head.keys_offset
+
+
+def test_an_index_deleted_after_its_header_was_read_falls_back(store: Any) -> None:
+    t = create_table_in(store, SCHEMA, primary_key=["id"], options={"bucket": "1", "compaction.auto": "false"})
+    t.append(_rows(range(30000), "a"))
+    (path,) = _paths(t)
+    key_cache_clear()
+    t.upsert(_rows([7], "b"))  # a sparse lookup: the header and directory stay in the process
+    t.io.delete(layout.key_index_path(path))
+    t.upsert(_rows([8, 29000], "c"))  # in the first file, whose pages must now be fetched: gone
+    model = {i: f"a{i}" for i in range(30000)} | {7: "b7", 8: "c8", 29000: "c29000"}
+    assert state_of(t) == model
+
+
+@pytest.mark.parametrize("rows", [100, 5000])
+def test_an_index_longer_than_its_header_says_is_not_used(store: Any, monkeypatch: pytest.MonkeyPatch,
+                                                          rows: int) -> None:
+    """The format says a reader must not use a key index whose size is not the one its header gives; on object
+    storage too (a small index comes whole with its header; a large one's arrays when fetched whole)."""
+    from lakefmt.rewrite import stored_keys
+
+    t = create_table_in(store, SCHEMA, primary_key=["id"], options={"bucket": "1", "compaction.auto": "false"})
+    t.append(_rows(range(rows), "a"))
+    (path,) = _paths(t)
+    rel = layout.key_index_path(path)
+    t.io.write(rel, t.io.read(rel) + b"\x00" * 8, sync=False)
+    used: list[bool] = []
+    match = stored_keys.stored_match
+
+    def spy(*args: Any) -> Any:
+        out = match(*args)
+        used.append(out is not None)
+        return out
+
+    monkeypatch.setattr("lakefmt.rewrite.keys.stored_match", spy)
+    key_cache_clear()
+    t.upsert(_rows(range(0, rows, 2), "b"))  # most pages: fetched whole
+    assert not any(used)
+    assert state_of(t) == {i: ("b" if i % 2 == 0 else "a") + str(i) for i in range(rows)}
