@@ -341,7 +341,8 @@ def _expire(
         # one running meanwhile never trips over a half-expired snapshot (and it is written again at the end)
         store.write_hint(layout.EARLIEST, earliest)
     spared = set() if dry_run else _arrived_since(store, plan)
-    indexed = indexed_column(store.latest_schema()) is not None
+    # any schema's: a key widened past the indexable types (uint32 to uint64) leaves its older files' indexes
+    indexed = any(indexed_column(s) is not None for s in store.all_schemas())
     for done, (kind, path, size) in enumerate(plan.deletions, 1):
         if path in spared:
             continue

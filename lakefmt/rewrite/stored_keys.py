@@ -23,8 +23,24 @@ from lakefmt.spec.key_index import HEADER_SIZE, IndexHeader, directory_ok, parse
 
 __all__ = ["StoredIndex", "clear_stored", "open_stored", "stored_match"]
 
+
+
+def _max_open() -> int:
+    """How many indexes a process keeps open: a mapping holds a file descriptor (Python keeps a duplicate of it), so
+    at most a quarter of the process's limit on them (256 by default on macOS), and never more than 256."""
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    except (ImportError, OSError, ValueError):  # no such limit here
+        return 256
+    if soft == resource.RLIM_INFINITY or soft <= 0:
+        return 256
+    return max(8, min(256, soft // 4))
+
+
 #: indexes a process keeps open (least recently used first out): a mapping holds a file descriptor, so few
-MAX_OPEN = 256
+MAX_OPEN = _max_open()
 #: bytes of fetched (not mapped) key arrays a process keeps
 MAX_FETCHED_BYTES = 256 << 20
 
@@ -42,7 +58,9 @@ class StoredIndex:
 
     @property
     def fetched_bytes(self) -> int:
-        return 0 if self.keys is None or isinstance(self.keys.base, mmap.mmap) else int(self.keys.nbytes)
+        if self.keys is None or isinstance(self.keys.base, mmap.mmap):
+            return 0
+        return int(self.keys.nbytes) + (int(self.positions.nbytes) if self.positions is not None else 0)
 
 
 _open: OrderedDict[str, StoredIndex | None] = OrderedDict()
@@ -77,7 +95,7 @@ def _map(io: FileIO, rel: str, rows: int) -> StoredIndex | None:
     try:
         with open(local, "rb") as f:
             mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-    except (FileNotFoundError, ValueError):  # missing, or empty (an empty file cannot be mapped)
+    except (OSError, ValueError):  # missing, unreadable, a folder, or empty (an empty file cannot be mapped)
         return None
     header = parse_header(mapped[:HEADER_SIZE])
     if header is None or header.count != rows or header.size != len(mapped):
@@ -92,15 +110,21 @@ def _map(io: FileIO, rel: str, rows: int) -> StoredIndex | None:
 
 def _remote(io: FileIO, rel: str, rows: int) -> StoredIndex | None:
     pages = -(-rows // 1024) + 64  # enough for the directory at the default page size, in one request
+    asked = HEADER_SIZE + 8 * pages
     try:
-        head = io.read_ranges(rel, [(0, HEADER_SIZE + 8 * pages)])[0]
-    except FileNotFoundError:
+        head = io.read_ranges(rel, [(0, asked)])[0]
+    except OSError:  # missing, or unreadable (the key column is read instead)
         return None
     header = parse_header(head)
     if header is None or header.count != rows:
         return None
+    if len(head) < asked and len(head) != header.size:  # the whole file came: not the size its header gives
+        return None
     if len(head) < header.keys_offset:
-        head += io.read_ranges(rel, [(len(head), header.keys_offset)])[0]
+        try:
+            head += io.read_ranges(rel, [(len(head), header.keys_offset)])[0]
+        except OSError:  # shorter than its header says (a range past its end), or gone
+            return None
     if not directory_ok(header, head[HEADER_SIZE : header.keys_offset]):
         return None
     directory = np.frombuffer(head, "<i8", header.pages, HEADER_SIZE)
@@ -178,7 +202,7 @@ def stored_match(
     damaged or gone (a position outside the file, pages missing): the caller reads the key column instead."""
     try:
         pos, probe_rows = _match(io, index, values, rows)
-    except FileNotFoundError:
+    except OSError:  # gone, or shorter than its header says (object stores refuse a range past the end)
         _remember(io.full_path(index.path), None)
         return None
     if len(pos) and (int(pos.min()) < 0 or int(pos.max()) >= index.header.count):
@@ -199,12 +223,17 @@ def _match(io: FileIO, index: StoredIndex, values: np.ndarray, rows: np.ndarray)
         if index.positions is None:
             return at, probe_rows
         return index.positions[at].astype(np.int64), probe_rows
-    # fetch only the pages the probes fall in (and the page before, where a key equals a page's first key)
+    # fetch only the pages the probes fall in: every page from the one before the first page that starts with the
+    # key (a key equal to a page's first key may begin on the page before) to the last page starting at or below it
+    # (a key repeated over several pages covers them all)
     first = index.directory
-    page = np.searchsorted(first, values[ok], side="right") - 1
-    before = np.searchsorted(first, values[ok], side="left") - 1
-    pages = np.unique(np.concatenate((page, before)))
-    pages = pages[pages >= 0]
+    last = np.searchsorted(first, values[ok], side="right") - 1
+    start = np.maximum(np.searchsorted(first, values[ok], side="left") - 1, 0)
+    found = last >= 0
+    last, start = last[found], start[found]
+    spans = last - start + 1
+    back = np.arange(int(spans.sum())) - np.repeat(np.cumsum(spans) - spans, spans)
+    pages = np.unique(np.repeat(last, spans) - back)
     if not len(pages):  # every probe is below the smallest key
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     if len(pages) * 2 > header.pages:
@@ -228,10 +257,10 @@ def _match(io: FileIO, index: StoredIndex, values: np.ndarray, rows: np.ndarray)
 def _fetch_whole(io: FileIO, index: StoredIndex, probes: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Fetch the index's arrays whole (a lookup that touches most pages), keep them, and match."""
     header = index.header
-    whole = [(header.keys_offset, header.size)]
+    whole = [(header.keys_offset, header.size + 1)]  # a byte more: a file longer than its header says is refused
     data = io.read_ranges(index.path, whole)[0]
     if len(data) != header.size - header.keys_offset:
-        raise FileNotFoundError(f"{index.path} is shorter than its header says")
+        raise FileNotFoundError(f"{index.path} is not the size its header gives")
     keys = np.frombuffer(data, "<i8" if header.wide else "<u4", header.count, 0)
     positions = (
         np.frombuffer(data, "<u4", header.count, header.key_width * header.count) if header.has_positions else None
