@@ -29,7 +29,7 @@ from lakefmt.meta.tags import list_tags
 from lakefmt.options import DEFAULT_ORPHAN_OLDER_THAN_MS
 from lakefmt.spec import Tag, layout
 
-__all__ = ["nested_table_roots", "referenced_files", "remove_orphan_files"]
+__all__ = ["is_referenced", "nested_table_roots", "referenced_files", "remove_orphan_files", "unreferenced"]
 
 DEFAULT_OLDER_THAN_MS = DEFAULT_ORPHAN_OLDER_THAN_MS  #: the default age threshold (lakefmt.options)
 
@@ -79,6 +79,17 @@ def referenced_files(store: MetaStore) -> set[str]:
                     ents.check_data_paths(added, f"a manifest of snapshot {sid}")
                     refs.update(ents.paths(added))
     return _tags_since(store, refs, tags)
+
+
+def is_referenced(path: str, refs: set[str]) -> bool:
+    """Whether ``path`` is one of ``refs`` (:func:`referenced_files`), or the key index of one (it goes with its
+    data file: format spec 21.5)."""
+    return path in refs or layout.data_path_of_key_index(path) in refs
+
+
+def unreferenced(paths: Iterable[str], refs: set[str]) -> set[str]:
+    """The ``paths`` that :func:`is_referenced` does not keep."""
+    return {p for p in paths if not is_referenced(p, refs)}
 
 
 def _tags_since(store: MetaStore, refs: set[str], seen: Sequence[Tag]) -> set[str]:
@@ -153,8 +164,7 @@ def remove_orphan_files(
     candidates = [
         f
         for f in listing
-        if f.path not in refs
-        and layout.data_path_of_key_index(f.path) not in refs  # a data file's key index goes with it
+        if not is_referenced(f.path, refs)
         and f.mtime_ms <= horizon
         and not f.path.startswith(nested)
     ]

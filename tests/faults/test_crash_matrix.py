@@ -57,6 +57,7 @@ import lakefmt
 from lakefmt.errors import CommitStateUnknownError, LakefmtError, SnapshotNotFoundError
 from lakefmt.io import FileIO, file_io_for
 from lakefmt.maintenance import referenced_files
+from lakefmt.maintenance.orphans import unreferenced
 from lakefmt.meta import entries
 from lakefmt.meta.store import MetaStore
 from lakefmt.spec import layout
@@ -202,7 +203,8 @@ def verify(
         removed = table.remove_orphan_files(older_than=0).total_files
         files = {f.path for f in table.io.walk()}
         refs = referenced_files(MetaStore(table.io))
-        assert files - refs == set(), f"unreferenced files after orphan-clean: {sorted(files - refs)}"
+        stray = unreferenced(files, refs)
+        assert stray == set(), f"unreferenced files after orphan-clean: {sorted(stray)}"
         assert refs - files <= {layout.LATEST, layout.EARLIEST}, f"referenced but missing: {sorted(refs - files)}"
         table = reopen(table.io)  # no metadata cached from before the clean
         _check_history(table, scenario, model, applied)

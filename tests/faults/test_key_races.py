@@ -30,6 +30,7 @@ import pytest
 
 import lakefmt
 from lakefmt.maintenance import referenced_files
+from lakefmt.maintenance.orphans import unreferenced
 from lakefmt.meta.store import MetaStore
 
 from .faultio import FaultIO
@@ -216,7 +217,7 @@ def check_history(
         assert snap.total_record_count == len(state), f"snapshot {snap.id}'s record count"
     table.remove_orphan_files(older_than=0)
     files = {f.path for f in table.io.walk()}
-    assert files - referenced_files(MetaStore(table.io)) == set()
+    assert unreferenced(files, referenced_files(MetaStore(table.io))) == set()
     return {
         "snapshots": len(snapshots),
         "compactions": len(compacted) + sum(op[0] == "compact" for op in by_id.values()),

@@ -32,6 +32,7 @@ import pytest
 import lakefmt
 from lakefmt.errors import CommitConflictError
 from lakefmt.maintenance import referenced_files
+from lakefmt.maintenance.orphans import unreferenced
 from lakefmt.meta.store import MetaStore
 from lakefmt.spec import layout
 
@@ -199,7 +200,7 @@ def check_race(race: Race, reports: dict[int, list[tuple[str, Any]]]) -> Counter
         assert Counter(zip(got.column("id").to_pylist(), got.column("dt").to_pylist(), strict=True)) == rows, sid
     table.remove_orphan_files(older_than=0)
     files = {f.path for f in table.io.walk()}
-    assert files - referenced_files(MetaStore(table.io)) == set()
+    assert unreferenced(files, referenced_files(MetaStore(table.io))) == set()
     return tally
 
 

@@ -27,6 +27,7 @@ from helpers import file_listing
 
 import lakefmt
 from lakefmt.maintenance import referenced_files
+from lakefmt.maintenance.orphans import unreferenced
 from lakefmt.meta.store import MetaStore
 from lakefmt.rewrite.compact_plan import plan_compaction
 
@@ -123,7 +124,7 @@ def test_a_failed_data_read_commits_nothing_and_leaves_nothing(
         snaps = reopened.snapshots()
         assert snaps[-1].id == latest.id + 1 and snaps[-1].commit_kind is lakefmt.CommitKind.APPEND
         files = {f.path for f in reopened.io.walk()}
-        stray = files - referenced_files(MetaStore(reopened.io))
+        stray = unreferenced(files, referenced_files(MetaStore(reopened.io)))
         assert not [p for p in stray if p.startswith("dt=")], f"data files the failed compaction left: {stray}"
         landed: bool | None = True
     else:
