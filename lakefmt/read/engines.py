@@ -370,39 +370,49 @@ def _polars_masked(
     predicate: Any,
     n_rows: int | None,
 ) -> Iterator[Any]:
-    """The frames of files some of which have a deletion vector, read by Polars' own Parquet reader: each file
-    with a vector numbered by physical row position (a row index, which Polars counts in the file whatever it
-    reads) and its deleted positions left out by that number; a run of files without one read as it is. Only
-    the columns ``read`` are read and nothing else is pushed into the reader: the predicate and the row limit
-    are applied to the masked frames. Files are collected in groups (Polars reads a group's files in parallel)."""
-    index = "__lakefmt_pos"
-    while index in read:
-        index += "_"
-    dtype = pl.get_index_type()
+    """The frames of files some of which have a deletion vector, read by Polars' own Parquet reader: each file with a
+    vector read whole (only the columns ``read``, nothing pushed into the reader) and its deleted positions left out
+    by a boolean mask over its rows, once it is read; a run of files without one read as it is. The predicate and
+    the row limit are applied to the masked frames. Files are collected in groups (Polars reads a group's files in
+    parallel)."""
     vectors = scan.vectors()
     counts = entries.column(ents.ROW_COUNT).to_pylist()
 
-    def frames(group: list[tuple[str, str, int]]) -> list[Any]:
-        out, plain = [], []
+    def frames(group: list[tuple[str, str, int]]) -> Iterator[Any]:
+        lazies: list[Any] = []
+        masks: list[tuple[str, int, np.ndarray] | None] = []  # per frame: (file, rows, rows kept), or a plain run
+        plain: list[str] = []
         for rel, full, count in group:
             vector = vectors.get(rel)
             if vector is None:
                 plain.append(full)
                 continue
             if plain:
-                out.append(pl.scan_parquet(plain, hive_partitioning=False, glob=False).select(read))
+                lazies.append(pl.scan_parquet(plain, hive_partitioning=False, glob=False).select(read))
+                masks.append(None)
                 plain = []
             deleted = deleted_positions(scan._io, vector)
             if len(deleted) and int(deleted[-1]) >= count:
                 raise CorruptMetadataError(
                     f"the deletion vector of {rel} deletes row {int(deleted[-1])}, but the file holds {count} rows"
                 )
-            lazy = pl.scan_parquet(full, hive_partitioning=False, glob=False, row_index_name=index)
-            dead = pl.Series(deleted).cast(dtype).implode()
-            out.append(lazy.filter(~pl.col(index).is_in(dead)).select(read))
+            keep = np.ones(count, dtype=bool)
+            keep[deleted] = False
+            lazies.append(pl.scan_parquet(full, hive_partitioning=False, glob=False).select(read))
+            masks.append((rel, count, keep))
         if plain:
-            out.append(pl.scan_parquet(plain, hive_partitioning=False, glob=False).select(read))
-        return out
+            lazies.append(pl.scan_parquet(plain, hive_partitioning=False, glob=False).select(read))
+            masks.append(None)
+        for frame, mask in zip(pl.collect_all(lazies), masks, strict=True):
+            if mask is None:
+                yield frame
+                continue
+            rel, count, keep = mask
+            if frame.height != count:
+                raise CorruptMetadataError(
+                    f"data file {rel} holds {frame.height} rows, its manifest entry says {count}"
+                )
+            yield frame.filter(pl.Series(keep))
 
     groups: list[list[tuple[str, str, int]]] = [[]]
     rows = 0
@@ -412,7 +422,7 @@ def _polars_masked(
             rows = 0
         groups[-1].append(item)
         rows += item[2]
-    collected = (pl.concat(frames(group), how="vertical").collect() for group in groups if group)
+    collected = (frame for group in groups if group for frame in frames(group))
     yield from _limited(collected, predicate, columns, n_rows)
 
 
