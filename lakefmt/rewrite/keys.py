@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -54,6 +55,9 @@ from lakefmt.spec.keys import key_hash
 from lakefmt.spec.rowkind import DELETE, IGNORE, row_kinds
 
 __all__ = ["DeleteKeysPlanner", "DeleteWherePlanner", "Planner", "UpsertPlanner", "dedup_keys", "key_cache_clear"]
+
+#: threads that look keys up in a bucket's files' key indexes at once
+_LOOKUP_THREADS = 4
 
 
 # -- the key indexes of data files ------------------------------------------------------------------------------
@@ -218,18 +222,29 @@ class Planner:
         found = _Found(ents.paths(data), [], [], [], [])
         in_range = _in_ranges(data, probe.keys, schema, self.store)
         stored_key = indexed_column(schema) if not extra else None
-        for i, path in enumerate(found.paths):
+
+        def look(i: int) -> tuple[np.ndarray, np.ndarray, KeyIndex | None] | None:
             mine = probe if in_range is None else probe.within(in_range[i])
             if len(mine.hashes) == 0:  # no probed key inside the file's key range: its keys are never read
-                continue
+                return None
             entry = data.slice(i, 1)
-            hit = None if stored_key is None else self._stored(entry, path, mine, stored_key)
+            hit = None if stored_key is None else self._stored(entry, found.paths[i], mine, stored_key)
             if hit is not None:
-                pos, rows = hit
-                index = None
-            else:
-                index = _index(self.io, self.store, entry, schema, extra)
-                pos, rows = match(index, mine)
+                return hit[0], hit[1], None
+            index = _index(self.io, self.store, entry, schema, extra)
+            return *match(index, mine), index
+
+        files = range(len(found.paths))
+        if stored_key is not None and len(found.paths) > 1:  # key index lookups release the GIL: files at once
+            with ThreadPoolExecutor(max_workers=min(_LOOKUP_THREADS, len(found.paths))) as pool:
+                looked = list(pool.map(look, files))
+        else:
+            looked = [look(i) for i in files]
+        for i, path in enumerate(found.paths):
+            result = looked[i]
+            if result is None:
+                continue
+            pos, rows, index = result
             if len(pos) and path in vectors:
                 live_rows = ~member(pos, deleted_positions(self.io, vectors[path]))
                 pos, rows = pos[live_rows], rows[live_rows]

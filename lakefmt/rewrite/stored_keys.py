@@ -159,6 +159,12 @@ def _narrow(index: StoredIndex, values: np.ndarray) -> tuple[np.ndarray, np.ndar
 def _pairs(keys: np.ndarray, probes: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Every (index into ``keys``, probe row) of equal values; ``keys`` and ``probes`` sorted."""
     lo = np.searchsorted(keys, probes, side="left")
+    n = len(keys)
+    at = np.minimum(lo, n - 1)
+    hit = (lo < n) & (keys[at] == probes)
+    after = np.minimum(lo + 1, n - 1)
+    if not bool(np.any(hit & (lo + 1 < n) & (keys[after] == probes))):  # each key at most once: one search
+        return lo[hit].astype(np.int64), rows[hit]
     hi = np.searchsorted(keys, probes, side="right")
     counts = hi - lo
     hit = np.nonzero(counts)[0]
