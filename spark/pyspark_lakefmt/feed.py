@@ -21,7 +21,6 @@ are computed against its files): expiration keeps it and every later snapshot.
 from __future__ import annotations
 
 import itertools
-import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -35,9 +34,9 @@ from pyspark.sql.types import StructType
 
 import lakefmt
 from lakefmt.options import InvalidOptionError
-from lakefmt.spec.consumer import check_consumer_id
 
 from .options import Options, TableRef
+from .stream_units import ConsumerRecorder, consumer_id_option, pending_origin
 
 __all__ = [
     "COMMIT_VERSION",
@@ -51,7 +50,6 @@ __all__ = [
 COMMIT_VERSION = "_commit_version"
 #: the options that only a change-feed read takes (a plain read given one is refused)
 FEED_OPTIONS = ("startingSnapshot", "endingVersion", "startingTimestamp", "endingTimestamp")
-_RENEW_SECONDS = 10.0
 
 
 def feed_schema(table: lakefmt.Table) -> pa.Schema:
@@ -209,22 +207,17 @@ class ChangeFeedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         self.start_millis: int | None = options.get("startingTimestamp")
         if start is not None and self.start_millis is not None:
             raise InvalidOptionError(f"options {options.spelled('startingSnapshot')} and startingTimestamp: give one")
-        self.consumer_id: str | None = options.get("consumerId")
-        if self.consumer_id is not None:
-            try:
-                check_consumer_id(self.consumer_id)
-            except lakefmt.LakefmtError as exc:
-                raise InvalidOptionError(f"option consumerId: {exc}") from None
+        self.consumer_id = consumer_id_option(options)
         self._init_state()
 
     def _init_state(self) -> None:
         self._table: lakefmt.Table | None = None
         self._target: int | None = None
-        self._recorded: tuple[int, float] | None = None
+        self._consumer = ConsumerRecorder(self.consumer_id)
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        for key in ("_table", "_target", "_recorded"):
+        for key in ("_table", "_target", "_consumer"):
             state.pop(key, None)
         return state
 
@@ -264,14 +257,8 @@ class ChangeFeedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         return {"snapshot": latest, "initial": True}
 
     def _begin(self, start: Mapping[str, Any], end: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        if "snapshot" in start:
-            return dict(start)
-        if end is None:
-            return self._origin()
-        origin = end.get("origin")
-        if not isinstance(origin, Mapping):
-            raise lakefmt.LakefmtError(f"end offset {dict(end)!r} of the first micro-batch carries no origin")
-        return dict(origin)
+        origin = pending_origin(start, end, self._origin)
+        return dict(start if origin is None else origin)
 
     def initialOffset(self) -> dict[str, Any]:
         return {"origin": "pending"}
@@ -321,12 +308,5 @@ class ChangeFeedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         """Record the consumer at the last snapshot read, ``next_snapshot - 1``: the changes of the next one are
         computed against the files of that one, which expiration must keep (at the table's first snapshot there is
         nothing before it to keep, and nothing is recorded)."""
-        if self.consumer_id is None or next_snapshot <= 1:
-            return
-        next_snapshot -= 1
-        now = time.monotonic()
-        recorded = self._recorded
-        if recorded is not None and recorded[0] == next_snapshot and (not renew or now - recorded[1] < _RENEW_SECONDS):
-            return
-        self.table.set_consumer(self.consumer_id, next_snapshot)
-        self._recorded = (next_snapshot, now)
+        if self.consumer_id is not None and next_snapshot > 1:
+            self._consumer.record(self.table, next_snapshot - 1, renew=renew)

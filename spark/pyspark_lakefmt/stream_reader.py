@@ -28,7 +28,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -46,11 +45,21 @@ from pyspark.sql.types import StructType
 
 import lakefmt
 from lakefmt.options import InvalidOptionError
-from lakefmt.spec.consumer import check_consumer_id
 
 from .evolution import check_spark_schema, stream_readable
 from .options import Options, TableRef, parse_options
-from .stream_units import KIND_RULES, PENDING, Budget, KindRule, Position, StreamPartition, plan_read_tasks
+from .stream_units import (
+    KIND_RULES,
+    PENDING,
+    Budget,
+    ConsumerRecorder,
+    KindRule,
+    Position,
+    StreamPartition,
+    consumer_id_option,
+    pending_origin,
+    plan_read_tasks,
+)
 
 __all__ = [
     "DEFAULT_MAX_FILES_PER_TRIGGER",
@@ -65,8 +74,6 @@ log = logging.getLogger("pyspark_lakefmt.stream")
 
 #: files per micro-batch when neither ``maxFilesPerTrigger`` nor ``maxBytesPerTrigger`` is set (Delta's default)
 DEFAULT_MAX_FILES_PER_TRIGGER = 1000
-#: an idle stream renews its consumer record at most this often (each renewal is one small write)
-CONSUMER_RENEW_SECONDS = 10.0
 
 
 class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -95,12 +102,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.max_bytes: int | None = opts.get("maxBytesPerTrigger")
         self.skip_change_commits: bool = opts.get("skipChangeCommits", False)
         self.fail_on_data_loss: bool = opts.get("failOnDataLoss", True)
-        self.consumer_id: str | None = opts.get("consumerId")
-        if self.consumer_id is not None:
-            try:
-                check_consumer_id(self.consumer_id)
-            except lakefmt.LakefmtError as exc:
-                raise InvalidOptionError(f"option consumerId: {exc}") from None
+        self.consumer_id = consumer_id_option(opts)
         self._init_state()
 
     def _init_state(self) -> None:
@@ -108,14 +110,14 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target: int | None = None  # Trigger.AvailableNow: the latest snapshot when the query started
         self._units: dict[tuple[int, bool], list[lakefmt.FileTask]] = {}
         self._kinds: dict[int, lakefmt.CommitKind] = {}
-        self._recorded: tuple[int, float] | None = None  # consumer position written, and when (monotonic)
+        self._consumer = ConsumerRecorder(self.consumer_id)
         self._table_latest = 0  # the table's latest snapshot when _latest() last looked
         self._schema: lakefmt.TableSchema | None = None  # the schema the stream returns (see read_schema)
         self._readable: dict[int, str | None] = {}  # schema id -> why its files cannot be read into it
 
     def __getstate__(self) -> dict[str, Any]:  # executors need the options only
         state = dict(self.__dict__)
-        for key in ("_table", "_target", "_units", "_kinds", "_recorded", "_table_latest", "_schema", "_readable"):
+        for key in ("_table", "_target", "_units", "_kinds", "_consumer", "_table_latest", "_schema", "_readable"):
             state.pop(key, None)
         return state
 
@@ -305,13 +307,10 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _begin(self, start: Mapping[str, Any], end: Mapping[str, Any] | None = None) -> Position:
         """The position an offset names; the pending initial offset resolves to the origin ``end`` carries, or
         (for a new micro-batch) to a freshly resolved one."""
-        if start.get("origin") == "pending" and "snapshot" not in start:
-            if end is None:
-                return self._origin()
-            origin = end.get("origin")
-            if not isinstance(origin, Mapping):
-                raise lakefmt.LakefmtError(f"end offset {dict(end)!r} of the first micro-batch carries no origin")
-            return Position.from_offset(origin)
+        if start.get("origin") == "pending":
+            origin = pending_origin(start, end, lambda: self._origin().to_offset())
+            if origin is not None:
+                return Position.from_offset(origin)
         return Position.from_offset(start)
 
     # -- Spark's calls --------------------------------------------------------------------------------------
@@ -421,20 +420,9 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             del self._kinds[sid]
 
     def _record_consumer(self, pos: Position, *, renew: bool) -> None:
-        """Record ``pos.snapshot`` as the consumer's next snapshot: when it moved, or (``renew``) when the last
-        record is older than :data:`CONSUMER_RENEW_SECONDS`, so an idle stream's consumer does not expire."""
-        if self.consumer_id is None:
-            return
-        now = time.monotonic()
-        recorded = self._recorded
-        if (
-            recorded is not None
-            and recorded[0] == pos.snapshot
-            and (not renew or now - recorded[1] < CONSUMER_RENEW_SECONDS)
-        ):
-            return
-        self.table.set_consumer(self.consumer_id, pos.snapshot)
-        self._recorded = (pos.snapshot, now)
+        """Record ``pos.snapshot`` as the consumer's next snapshot (:class:`ConsumerRecorder`)."""
+        if self.consumer_id is not None:
+            self._consumer.record(self.table, pos.snapshot, renew=renew)
 
 
 def _nonce(snap: lakefmt.Snapshot) -> str:

@@ -6,24 +6,31 @@ uses them, and the offset format, are in :mod:`pyspark_lakefmt.stream_reader`.""
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from pyspark.sql.datasource import InputPartition
 
 import lakefmt
+from lakefmt.options import InvalidOptionError
+from lakefmt.spec.consumer import check_consumer_id
 
 from .reader import READ_SPLIT_BYTES
 
 __all__ = [
+    "CONSUMER_RENEW_SECONDS",
     "KIND_RULES",
     "OPEN_COST_BYTES",
     "PENDING",
     "Budget",
+    "ConsumerRecorder",
     "KindRule",
     "Position",
     "StreamPartition",
+    "consumer_id_option",
+    "pending_origin",
     "plan_read_tasks",
 ]
 
@@ -71,6 +78,60 @@ class Position:
 
 
 PENDING: dict[str, Any] = {"origin": "pending"}
+
+#: a stream writes its consumer's record again after this many seconds even when it has not moved, so that an idle
+#: stream's consumer does not expire (``consumer.expiration-time``)
+CONSUMER_RENEW_SECONDS = 10.0
+
+
+def consumer_id_option(options: Any) -> str | None:
+    """The option ``consumerId``, checked (:class:`InvalidOptionError` naming the option when it cannot be one)."""
+    consumer_id: str | None = options.get("consumerId")
+    if consumer_id is not None:
+        try:
+            check_consumer_id(consumer_id)
+        except lakefmt.LakefmtError as exc:
+            raise InvalidOptionError(f"option consumerId: {exc}") from None
+    return consumer_id
+
+
+def pending_origin(
+    start: Mapping[str, Any], end: Mapping[str, Any] | None, resolve: Callable[[], Mapping[str, Any]]
+) -> Mapping[str, Any] | None:
+    """For the pending initial offset (:data:`PENDING`): the origin the first micro-batch's ``end`` offset carries,
+    or a freshly resolved one (``resolve()``) while that micro-batch is being planned; None when ``start`` names a
+    snapshot already."""
+    if "snapshot" in start:
+        return None
+    if end is None:
+        return resolve()
+    origin = end.get("origin")
+    if not isinstance(origin, Mapping):
+        raise lakefmt.LakefmtError(f"end offset {dict(end)!r} of the first micro-batch carries no origin")
+    return origin
+
+
+class ConsumerRecorder:
+    """Writes a stream's consumer record (``consumerId``): when the position moved, or, with ``renew``, when the
+    last write is older than :data:`CONSUMER_RENEW_SECONDS`."""
+
+    def __init__(self, consumer_id: str | None) -> None:
+        self.consumer_id = consumer_id
+        self._recorded: tuple[int, float] | None = None  # the snapshot written, and when (monotonic)
+
+    def record(self, table: lakefmt.Table, next_snapshot: int, *, renew: bool) -> None:
+        if self.consumer_id is None:
+            return
+        now = time.monotonic()
+        recorded = self._recorded
+        if (
+            recorded is not None
+            and recorded[0] == next_snapshot
+            and (not renew or now - recorded[1] < CONSUMER_RENEW_SECONDS)
+        ):
+            return
+        table.set_consumer(self.consumer_id, next_snapshot)
+        self._recorded = (next_snapshot, now)
 
 #: Spark's ``spark.sql.files.openCostInBytes``: what opening a file is worth in bytes when files are packed
 OPEN_COST_BYTES = 4 << 20
