@@ -103,6 +103,8 @@ def _map(io: FileIO, rel: str, rows: int) -> StoredIndex | None:
     if not directory_ok(header, mapped[HEADER_SIZE : header.keys_offset]):
         return None
     directory = np.frombuffer(mapped, "<i8", header.pages, HEADER_SIZE)
+    if header.run:  # the header is the whole index
+        return StoredIndex(rel, header, directory, np.zeros(0, "<u4"), None)
     keys = np.frombuffer(mapped, "<i8" if header.wide else "<u4", header.count, header.keys_offset)
     positions = np.frombuffer(mapped, "<u4", header.count, header.positions_offset) if header.has_positions else None
     return StoredIndex(rel, header, directory, keys, positions)
@@ -219,6 +221,10 @@ def stored_match(
 
 def _match(io: FileIO, index: StoredIndex, values: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     header = index.header
+    if header.run:  # the keys base, base + 1, ...: a key's row is key - base
+        base = header.base
+        inside = (values >= np.int64(base)) & (values <= np.int64(min(base + header.count - 1, (1 << 63) - 1)))
+        return (values[inside] - np.int64(base)).astype(np.int64), rows[inside]
     probes, ok = _narrow(index, values)
     probes, rows = probes[ok], rows[ok]
     if not len(probes) or header.count == 0:

@@ -48,6 +48,7 @@ HEADER_SIZE = 32
 PAGE_ROWS = 1024  #: keys per page of the directory (4 KiB of narrow keys)
 FLAG_POSITIONS = 1
 FLAG_WIDE = 2
+FLAG_RUN = 4
 _HEADER = struct.Struct("<4sHHIIqQ")
 _U32_MAX = (1 << 32) - 1
 
@@ -102,8 +103,13 @@ class IndexHeader:
         return bool(self.flags & FLAG_POSITIONS)
 
     @property
+    def run(self) -> bool:
+        """Whether the file's keys are ``base, base + 1, ...`` in file order (the header is the whole index)."""
+        return bool(self.flags & FLAG_RUN)
+
+    @property
     def pages(self) -> int:
-        return -(-self.count // self.page_rows)
+        return 0 if self.run else -(-self.count // self.page_rows)
 
     @property
     def key_width(self) -> int:
@@ -115,7 +121,7 @@ class IndexHeader:
 
     @property
     def positions_offset(self) -> int:
-        return self.keys_offset + self.key_width * self.count
+        return self.keys_offset + (0 if self.run else self.key_width * self.count)
 
     @property
     def size(self) -> int:
@@ -129,7 +135,9 @@ def parse_header(data: bytes | memoryview) -> IndexHeader | None:
     if len(data) < HEADER_SIZE:
         return None
     magic, version, flags, page_rows, crc, base, count = _HEADER.unpack_from(data, 0)
-    if magic != MAGIC or version != VERSION or flags & ~(FLAG_POSITIONS | FLAG_WIDE) or page_rows <= 0:
+    if magic != MAGIC or version != VERSION or flags & ~(FLAG_POSITIONS | FLAG_WIDE | FLAG_RUN) or page_rows <= 0:
+        return None
+    if flags & FLAG_RUN and flags != FLAG_RUN:  # a run has no key array to widen and no positions
         return None
     return IndexHeader(flags, page_rows, crc, base, count)
 
@@ -152,6 +160,9 @@ def encode_key_index(keys: np.ndarray) -> bytes:
     else:
         positions = None
     base = int(keys[0]) if count else 0
+    if positions is None and count and int(keys[-1]) - base == count - 1 and bool(np.all(np.diff(keys) == 1)):
+        # base, base + 1, ...: a key's row is key - base, and the header says it all
+        return _HEADER.pack(MAGIC, VERSION, FLAG_RUN, PAGE_ROWS, zlib.crc32(b""), base, count)
     if count and int(keys[-1]) - base <= _U32_MAX:
         stored = (keys - base).astype("<u4")  # no overflow: the span fits
     else:

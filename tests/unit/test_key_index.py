@@ -67,9 +67,9 @@ def _store(io: Any, keys: np.ndarray) -> str:
 
 
 def test_header_flags_and_size() -> None:
-    sorted_narrow = encode_key_index(np.arange(10, 5000, dtype=np.int64))
+    sorted_narrow = encode_key_index(np.arange(10, 5000, dtype=np.int64) * 2)  # in order, not consecutive
     h = parse_header(sorted_narrow)
-    assert h is not None and h.count == 4990 and h.base == 10 and not h.wide and not h.has_positions
+    assert h is not None and h.count == 4990 and h.base == 20 and not h.wide and not h.has_positions and not h.run
     assert h.size == len(sorted_narrow) == HEADER_SIZE + 8 * -(-4990 // PAGE_ROWS) + 4 * 4990
     shuffled = encode_key_index(np.array([5, 3, 9, 3], dtype=np.int64))
     h = parse_header(shuffled)
@@ -142,7 +142,7 @@ def test_lookup_property(keys: list[int], probes: list[int], memory: bool) -> No
 
 
 def test_unusable_index_is_none(io: Any) -> None:
-    keys = np.arange(3000, dtype=np.int64)
+    keys = np.arange(3000, dtype=np.int64) * 2
     path = _store(io, keys)
     clear_stored()
     assert open_stored(io, path, 2999) is None, "a row count other than the data file's"
@@ -171,3 +171,28 @@ def test_position_outside_the_file_is_refused(io: Any) -> None:
     index = open_stored(io, path, 4)
     assert index is not None
     assert stored_match(io, index, np.array([2], np.int64), np.array([0], np.int64)) is None
+
+
+def test_a_run_of_consecutive_keys_is_its_header(io: Any) -> None:
+    """Keys base, base + 1, ... in file order (an ordered append into one bucket): the index is the 32-byte header,
+    and a lookup is arithmetic."""
+    for base in (0, -5, 2**40, I64.max - 10_000):
+        keys = np.arange(base, base + 10_000, dtype=np.int64)
+        blob = encode_key_index(keys)
+        h = parse_header(blob)
+        assert h is not None and h.run and len(blob) == HEADER_SIZE == h.size
+        path = _store(io, keys)
+        probes = np.array([base - 1, base, base + 17, base + 9_999, base + 10_000, I64.min, I64.max], np.int64)
+        assert _lookup(io, path, keys, probes) == _brute(keys, probes)
+    for near_run in ([1, 2, 2, 4], [3, 4, 5, 7], [5, 6, 7, 8][::-1]):  # a repeat, a gap, no key order: no run
+        h = parse_header(encode_key_index(np.array(near_run, np.int64)))
+        assert h is not None and not h.run
+
+
+def test_a_run_flag_with_other_flags_is_no_index() -> None:
+    from lakefmt.spec.key_index import FLAG_RUN
+
+    blob = bytearray(encode_key_index(np.arange(5, dtype=np.int64)))
+    struct_flags = FLAG_RUN | FLAG_WIDE
+    blob[6:8] = struct_flags.to_bytes(2, "little")
+    assert parse_header(bytes(blob)) is None
