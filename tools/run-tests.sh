@@ -10,7 +10,7 @@ source "$(dirname "$0")/venv.sh" dev
 "$VENV/bin/ruff" check lakefmt spark tests benchmarks tools
 "$VENV/bin/mypy" lakefmt
 set +e
-"$VENV/bin/python" -m pytest -n "${LAKEFMT_TEST_WORKERS:-2}" "$@"
+"$VENV/bin/python" -m pytest -n "${LAKEFMT_TEST_WORKERS:-2}" --durations=25 "$@"
 rc=$?
 set -e
 if [ "$rc" -eq 5 ]; then
