@@ -8,7 +8,6 @@ import errno
 import os
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
@@ -38,6 +37,7 @@ from lakefmt.read.incremental import added_between
 from lakefmt.read.masks import Vector, deleted_count, load_vectors, mask_whole
 from lakefmt.read.net import net_rows
 from lakefmt.read.plan import live_entries, prune_entries
+from lakefmt.read.tasks import FileTask, ReadTask, split_scan_kwargs
 from lakefmt.spec import Snapshot, TableSchema
 from lakefmt.spec.filters import check_filter, evaluating, pushdown_safe, referenced_columns
 from lakefmt.spec.instants import Instant
@@ -46,49 +46,6 @@ from lakefmt.spec.instants import to_millis as _to_millis
 from lakefmt.spec.snapshot import check_snapshot_id
 
 __all__ = ["FileTask", "ReadTask", "Scan", "check_snapshot_id", "parse_as_of", "snapshot_as_of", "split_scan_kwargs"]
-
-#: the keywords of a scan (``Table.scan``): the table's shortcuts (``to_pandas``) pass the others on
-SCAN_KEYWORDS = frozenset({"filter", "columns", "snapshot_id", "as_of", "from_snapshot", "to_snapshot", "tag"})
-
-
-def split_scan_kwargs(kwargs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``kwargs`` split into a scan's keywords and the rest."""
-    scan = {k: v for k, v in kwargs.items() if k in SCAN_KEYWORDS}
-    return scan, {k: v for k, v in kwargs.items() if k not in SCAN_KEYWORDS}
-
-
-@dataclass(frozen=True, slots=True)
-class FileTask:
-    """One data file to read: path relative to the table root, full path on the filesystem, size, rows,
-    its partition values, and the id of the schema it was written with (read it with
-    :meth:`lakefmt.Table.read_files`, which matches its columns to the scan's schema by field id)."""
-
-    path: str
-    full_path: str
-    file_size: int
-    row_count: int
-    partition: dict[str, Any]
-    schema_id: int | None = None
-    #: the file's deletion vector (rows to leave out, by position), if it has one: read it with
-    #: :meth:`lakefmt.Table.read_files`, which applies it
-    deletion_vector: Vector | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class ReadTask:
-    """Data files one engine task reads together: consecutive files of a scan, about a split size in all."""
-
-    files: tuple[FileTask, ...]
-
-    @property
-    def paths(self) -> list[str]:
-        """The files' paths relative to the table root."""
-        return [f.path for f in self.files]
-
-    @property
-    def size(self) -> int:
-        """The files' bytes on storage."""
-        return sum(f.file_size for f in self.files)
 
 
 @explains_storage_errors

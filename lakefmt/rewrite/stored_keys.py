@@ -24,7 +24,6 @@ from lakefmt.spec.key_index import HEADER_SIZE, IndexHeader, directory_ok, parse
 __all__ = ["StoredIndex", "clear_stored", "open_stored", "stored_match"]
 
 
-
 def _max_open() -> int:
     """How many indexes a process keeps open: a mapping holds a file descriptor (Python keeps a duplicate of it), so
     at most a quarter of the process's limit on them (256 by default on macOS), and never more than 256."""
