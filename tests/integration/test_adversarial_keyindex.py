@@ -9,47 +9,30 @@ import numpy as np
 import pyarrow as pa
 import pytest
 from helpers import create_table_in
+from test_key_index_files import SCHEMA, data_paths, key_rows, state_of  # the rows and checks of the key index tests
 
 import lakefmt
 from lakefmt.rewrite.keys import key_cache_clear
 from lakefmt.spec import layout
 from lakefmt.spec.key_index import HEADER_SIZE, parse_header
 
-SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), ("v", pa.string())])
-
-
-def _rows(ids: Any, tag: str) -> pa.Table:
-    ids = [int(i) for i in ids]
-    return pa.table({"id": ids, "v": [f"{tag}{i}" for i in ids]}, schema=SCHEMA)
-
-
-def state_of(t: lakefmt.Table) -> dict[int, str]:
-    got = t.scan().to_arrow().to_pylist()
-    out = {r["id"]: r["v"] for r in got}
-    assert len(out) == len(got), "a key with two live rows"
-    return out
-
-
-def _paths(t: lakefmt.Table) -> list[str]:
-    return [f.path for f in t.files()]
-
 
 def test_a_folder_named_like_an_index_falls_back(local_store: Any) -> None:
     t = create_table_in(local_store, SCHEMA, primary_key=["id"], options={"bucket": "1", "compaction.auto": "false"})
-    t.append(_rows(range(100), "a"))
-    (path,) = _paths(t)
+    t.append(key_rows(range(100), "a"))
+    (path,) = data_paths(t)
     rel = layout.key_index_path(path)
     t.io.delete(rel)
     os.makedirs(t.io.local_path(rel) or "")
     key_cache_clear()
-    t.upsert(_rows([5], "b"))
+    t.upsert(key_rows([5], "b"))
     assert state_of(t) == {i: f"a{i}" for i in range(100)} | {5: "b5"}
 
 
 def test_an_unreadable_index_falls_back(local_store: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """Opening the index fails (a permission refused, an I/O error): the key column is read instead."""
     t = create_table_in(local_store, SCHEMA, primary_key=["id"], options={"bucket": "1", "compaction.auto": "false"})
-    t.append(_rows(range(100), "a"))
+    t.append(key_rows(range(100), "a"))
     real_open = open
 
     def refusing(file: Any, *args: Any, **kwargs: Any) -> Any:
@@ -60,7 +43,7 @@ def test_an_unreadable_index_falls_back(local_store: Any, monkeypatch: pytest.Mo
 
     monkeypatch.setattr("builtins.open", refusing)
     key_cache_clear()
-    t.upsert(_rows([5], "b"))
+    t.upsert(key_rows([5], "b"))
     monkeypatch.undo()
     assert state_of(t) == {i: f"a{i}" for i in range(100)} | {5: "b5"}
 
@@ -68,14 +51,14 @@ def test_an_unreadable_index_falls_back(local_store: Any, monkeypatch: pytest.Mo
 def test_a_deeply_truncated_index_on_object_storage_falls_back(store: Any) -> None:
     """Header and directory intact, key pages cut off: a sparse probe's page lies past the end of the file."""
     t = create_table_in(store, SCHEMA, primary_key=["id"], options={"bucket": "1", "compaction.auto": "false"})
-    t.append(_rows(range(20000), "a"))
-    (path,) = _paths(t)
+    t.append(key_rows(range(20000), "a"))
+    (path,) = data_paths(t)
     rel = layout.key_index_path(path)
     data = t.io.read(rel)
     pages = -(-20000 // 1024)
     t.io.write(rel, data[: HEADER_SIZE + 8 * pages + 16], sync=False)
     key_cache_clear()
-    t.upsert(_rows([19990], "b"))
+    t.upsert(key_rows([19990], "b"))
     got = state_of(t)
     assert got[19990] == "b19990" and len(got) == 20000
 
@@ -132,7 +115,7 @@ def test_first_row_key_repeated_over_three_pages_on_object_storage(store: Any) -
     t.upsert(pa.table({"id": ids, "v": [f"a{i}" for i in range(len(ids))]}, schema=SCHEMA))
     assert state_of(t)[5] == "a0"
     key_cache_clear()
-    t.upsert(_rows([5], "b"))
+    t.upsert(key_rows([5], "b"))
     got = state_of(t)
     assert got[5] == "a0"
 
@@ -178,7 +161,7 @@ def test_expire_deletes_indexes_after_the_key_is_widened_past_indexable(local_st
     schema = pa.schema([pa.field("id", pa.uint32(), nullable=False), ("v", pa.string())])
     t = create_table_in(local_store, schema, primary_key=["id"], options={"bucket": "1", "compaction.auto": "false"})
     t.append(pa.table({"id": pa.array(range(100), pa.uint32()), "v": ["a"] * 100}, schema=schema))
-    old = _paths(t)
+    old = data_paths(t)
     assert all(t.io.exists(layout.key_index_path(p)) for p in old)
     with t.update_schema() as u:
         u.update_column("id", pa.uint64())
@@ -196,15 +179,15 @@ def test_stored_positions_sparse_and_dense(store: Any, wide: bool) -> None:
                         options={"bucket": "1", "compaction.auto": "false", "write.row-group-rows": "1000"})
     rng = np.random.default_rng(11)
     ids = rng.permutation(20000).astype(np.int64) * (1 << 20 if wide else 3) - 30000
-    t.append([_rows(ids[i : i + 1000], "a") for i in range(0, 20000, 1000)])
-    (path,) = _paths(t)
+    t.append([key_rows(ids[i : i + 1000], "a") for i in range(0, 20000, 1000)])
+    (path,) = data_paths(t)
     head = parse_header(t.io.read(layout.key_index_path(path)))
     assert head is not None and head.has_positions and head.wide == wide
     model = {int(i): f"a{i}" for i in ids}
     for n in (3, 15000):
         key_cache_clear()
         pick = [int(i) for i in rng.choice(ids, n, replace=False)]
-        t.upsert(_rows(pick, f"b{n}-"))
+        t.upsert(key_rows(pick, f"b{n}-"))
         model |= {i: f"b{n}-{i}" for i in pick}
         assert state_of(t) == model
 
@@ -219,38 +202,38 @@ def test_a_replayed_commit_discards_its_indexes(store: Any) -> None:
     t = create_table_in(store, SCHEMA, primary_key=["id"], options={"bucket": "1", "compaction.auto": "false"})
     committer = t.new_committer("job")
     w = t.new_writer()
-    w.write(_rows(range(100), "a"))
+    w.write(key_rows(range(100), "a"))
     assert committer.commit(w.prepare_commit(), 1) is not None
     replay = t.new_writer()
-    replay.write(_rows(range(100), "a"))
+    replay.write(key_rows(range(100), "a"))
     message = replay.prepare_commit()
     assert committer.commit(message, 1) is None
     t.discard([message])
     assert _stray_indexes(t) == []
-    live = _paths(t)
+    live = data_paths(t)
     assert all(t.io.exists(layout.key_index_path(p)) for p in live)
     key_cache_clear()
-    t.upsert(_rows([1], "b"))
+    t.upsert(key_rows([1], "b"))
     assert state_of(t) == {i: f"a{i}" for i in range(100)} | {1: "b1"}
 
 
 def test_a_tag_keeps_indexes_through_compaction_expire_orphan_clean_and_restore(local_store: Any) -> None:
     t = create_table_in(local_store, SCHEMA, primary_key=["id"], options={"bucket": "1", "compaction.auto": "false"})
-    t.upsert(_rows(range(300), "a"))
-    t.upsert(_rows(range(100, 400), "b"))
-    tagged = _paths(t)
+    t.upsert(key_rows(range(300), "a"))
+    t.upsert(key_rows(range(100, 400), "b"))
+    tagged = data_paths(t)
     snap = t.latest_snapshot()
     assert snap is not None
     t.create_tag("keep", snap.id)
     t.compact()
-    t.upsert(_rows(range(50), "c"))
+    t.upsert(key_rows(range(50), "c"))
     t.expire_snapshots(retain_max=1)
     t.remove_orphan_files(older_than=0)
     assert all(t.io.exists(layout.key_index_path(p)) for p in tagged)
     assert _stray_indexes(t) == []
     t.restore(tag="keep")
     key_cache_clear()
-    t.upsert(_rows([0, 150, 399, 500], "d"))
+    t.upsert(key_rows([0, 150, 399, 500], "d"))
     model = {i: f"a{i}" for i in range(100)} | {i: f"b{i}" for i in range(100, 400)}
     model |= {0: "d0", 150: "d150", 399: "d399", 500: "d500"}
     assert state_of(t) == model
@@ -263,24 +246,24 @@ def test_fetched_index_bytes_count_the_positions_too(tmp_path: Any) -> None:
     t = lakefmt.create_table(f"memory://{tmp_path.name}-fetched", SCHEMA, primary_key=["id"],
                              options={"bucket": "1", "compaction.auto": "false", "write.row-group-rows": "1000"})
     ids = np.random.default_rng(5).permutation(8000)
-    t.append([_rows(ids[i : i + 1000], "a") for i in range(0, 8000, 1000)])
-    (path,) = _paths(t)
+    t.append([key_rows(ids[i : i + 1000], "a") for i in range(0, 8000, 1000)])
+    (path,) = data_paths(t)
     rel = layout.key_index_path(path)
     head = parse_header(t.io.read(rel))
     assert head is not None and head.has_positions
     key_cache_clear()
-    t.upsert(_rows(range(0, 8000, 2), "b"))  # most pages: the arrays are fetched whole and kept
+    t.upsert(key_rows(range(0, 8000, 2), "b"))  # most pages: the arrays are fetched whole and kept
     assert stored_keys._fetched == head.size - head.keys_offset
 
 
 def test_an_index_deleted_after_its_header_was_read_falls_back(store: Any) -> None:
     t = create_table_in(store, SCHEMA, primary_key=["id"], options={"bucket": "1", "compaction.auto": "false"})
-    t.append(_rows(range(30000), "a"))
-    (path,) = _paths(t)
+    t.append(key_rows(range(30000), "a"))
+    (path,) = data_paths(t)
     key_cache_clear()
-    t.upsert(_rows([7], "b"))  # a sparse lookup: the header and directory stay in the process
+    t.upsert(key_rows([7], "b"))  # a sparse lookup: the header and directory stay in the process
     t.io.delete(layout.key_index_path(path))
-    t.upsert(_rows([8, 29000], "c"))  # in the first file, whose pages must now be fetched: gone
+    t.upsert(key_rows([8, 29000], "c"))  # in the first file, whose pages must now be fetched: gone
     model = {i: f"a{i}" for i in range(30000)} | {7: "b7", 8: "c8", 29000: "c29000"}
     assert state_of(t) == model
 
@@ -293,8 +276,8 @@ def test_an_index_longer_than_its_header_says_is_not_used(store: Any, monkeypatc
     from lakefmt.rewrite import stored_keys
 
     t = create_table_in(store, SCHEMA, primary_key=["id"], options={"bucket": "1", "compaction.auto": "false"})
-    t.append(_rows(range(rows), "a"))
-    (path,) = _paths(t)
+    t.append(key_rows(range(rows), "a"))
+    (path,) = data_paths(t)
     rel = layout.key_index_path(path)
     t.io.write(rel, t.io.read(rel) + b"\x00" * 8, sync=False)
     used: list[bool] = []
@@ -307,6 +290,6 @@ def test_an_index_longer_than_its_header_says_is_not_used(store: Any, monkeypatc
 
     monkeypatch.setattr("lakefmt.rewrite.keys.stored_match", spy)
     key_cache_clear()
-    t.upsert(_rows(range(0, rows, 2), "b"))  # most pages: fetched whole
+    t.upsert(key_rows(range(0, rows, 2), "b"))  # most pages: fetched whole
     assert not any(used)
     assert state_of(t) == {i: ("b" if i % 2 == 0 else "a") + str(i) for i in range(rows)}

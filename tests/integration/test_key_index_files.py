@@ -20,26 +20,29 @@ from lakefmt.spec import layout
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), ("v", pa.string())])
 
 
-def _rows(ids: Any, tag: str) -> pa.Table:
+def key_rows(ids: Any, tag: str) -> pa.Table:
+    """Rows of ``SCHEMA``: each id, and ``v`` the tag followed by the id."""
     ids = [int(i) for i in ids]
     return pa.table({"id": ids, "v": [f"{tag}{i}" for i in ids]}, schema=SCHEMA)
 
 
 def state_of(t: lakefmt.Table) -> dict[int, str]:
+    """The live rows as id -> v, checked to hold each key once."""
     got = t.scan().to_arrow().to_pylist()
     out = {r["id"]: r["v"] for r in got}
     assert len(out) == len(got), "a key with two live rows"
     return out
 
 
-def _data_paths(t: lakefmt.Table) -> list[str]:
+def data_paths(t: lakefmt.Table) -> list[str]:
+    """The live data files' paths."""
     return [f.path for f in t.files()]
 
 
 def _no_key_column_reads(monkeypatch: pytest.MonkeyPatch, t: lakefmt.Table) -> None:
     """Fail a lookup that reads the key column of a file the table held before (the files an upsert writes are
     read: their keys are the probe)."""
-    old = set(_data_paths(t))
+    old = set(data_paths(t))
     read = keys_module.read_columns
 
     def refuse(io: Any, store: Any, entry: pa.Table, *args: Any) -> Any:
@@ -54,16 +57,16 @@ def test_files_of_integer_keys_get_one_and_upserts_use_it(store: Any, monkeypatc
     options = {"bucket": "2", "compaction.auto": "false", "write.row-group-rows": "500"}
     t = create_table_in(store, SCHEMA, primary_key=["id"], options=options)
     rng = np.random.default_rng(3)
-    t.append(_rows(rng.permutation(5000), "a"))  # row groups each in key order, the file not: positions stored
-    t.append(_rows(range(5000, 6000), "b"))
-    for path in _data_paths(t):
+    t.append(key_rows(rng.permutation(5000), "a"))  # row groups each in key order, the file not: positions stored
+    t.append(key_rows(range(5000, 6000), "b"))
+    for path in data_paths(t):
         assert t.io.exists(layout.key_index_path(path)), path
     model = {i: f"a{i}" for i in range(5000)} | {i: f"b{i}" for i in range(5000, 6000)}
     key_cache_clear()
     _no_key_column_reads(monkeypatch, t)
     fresh = lakefmt.open_table(t.uri, storage_options=store.storage_options)
     changed = [*rng.choice(6000, 40, replace=False).tolist(), 7000, 7001]
-    fresh.upsert(_rows(changed, "c"))
+    fresh.upsert(key_rows(changed, "c"))
     fresh.delete_keys(pa.table({"id": [changed[0], 6500]}))
     model.update({i: f"c{i}" for i in changed})
     model.pop(changed[0])
@@ -74,7 +77,7 @@ def test_keys_of_other_types_get_none(store: Any) -> None:
     schema = pa.schema([pa.field("name", pa.string(), nullable=False), ("v", pa.int64())])
     t = create_table_in(store, schema, primary_key=["name"], options={"bucket": "1"})
     t.append(pa.table({"name": ["a", "b"], "v": [1, 2]}, schema=schema))
-    assert not any(t.io.exists(layout.key_index_path(p)) for p in _data_paths(t))
+    assert not any(t.io.exists(layout.key_index_path(p)) for p in data_paths(t))
 
 
 def test_partitioned_dates_and_a_changed_key_type(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -86,7 +89,7 @@ def test_partitioned_dates_and_a_changed_key_type(tmp_path: Any, monkeypatch: py
     days = pa.array(np.arange(18000, 18400, dtype=np.int32), pa.date32())
     for dt in ("x", "y"):
         t.append(pa.table({"dt": [dt] * len(days), "day": days, "v": np.zeros(len(days), np.int64)}, schema=schema))
-    assert all(t.io.exists(layout.key_index_path(p)) for p in _data_paths(t))
+    assert all(t.io.exists(layout.key_index_path(p)) for p in data_paths(t))
     key_cache_clear()
     _no_key_column_reads(monkeypatch, t)
     t.upsert(pa.table({"dt": ["x", "y"], "day": pa.array([18005, 18005], pa.date32()), "v": [1, 2]}, schema=schema))
@@ -98,8 +101,8 @@ def test_partitioned_dates_and_a_changed_key_type(tmp_path: Any, monkeypatch: py
 @pytest.mark.parametrize("damage", ["missing", "garbage", "truncated", "other rows"])
 def test_an_unusable_index_costs_only_speed(store: Any, damage: str) -> None:
     t = create_table_in(store, SCHEMA, primary_key=["id"], options={"bucket": "1", "compaction.auto": "false"})
-    t.append(_rows(range(3000), "a"))
-    (path,) = _data_paths(t)
+    t.append(key_rows(range(3000), "a"))
+    (path,) = data_paths(t)
     rel = layout.key_index_path(path)
     if damage == "missing":
         t.io.delete(rel)
@@ -112,7 +115,7 @@ def test_an_unusable_index_costs_only_speed(store: Any, damage: str) -> None:
 
         t.io.write(rel, encode_key_index(np.arange(10, dtype=np.int64)), sync=False)
     key_cache_clear()
-    t.upsert(_rows([5, 2999, 4000], "b"))
+    t.upsert(key_rows([5, 2999, 4000], "b"))
     model = {i: f"a{i}" for i in range(3000)} | {5: "b5", 2999: "b2999", 4000: "b4000"}
     assert state_of(t) == model
 
@@ -120,10 +123,10 @@ def test_an_unusable_index_costs_only_speed(store: Any, damage: str) -> None:
 def test_expire_and_orphan_clean_treat_it_as_part_of_its_data_file(local_store: Any) -> None:
     t = create_table_in(local_store, SCHEMA, primary_key=["id"], options={"bucket": "1", "compaction.auto": "false"})
     for k in range(4):
-        t.upsert(_rows(range(k * 10, k * 10 + 200), f"r{k}"))
-    before = _data_paths(t)
+        t.upsert(key_rows(range(k * 10, k * 10 + 200), f"r{k}"))
+    before = data_paths(t)
     t.compact()
-    after = _data_paths(t)
+    after = data_paths(t)
     assert set(after).isdisjoint(before)
     assert all(t.io.exists(layout.key_index_path(p)) for p in after)
     # an index without its data file (a writer killed before its commit) is an orphan; one of a live file is not
@@ -147,6 +150,6 @@ def test_merged_rows_of_a_merge_engine_keep_their_index(local_store: Any) -> Non
                         options={"bucket": "1", "merge-engine": "partial-update", "compaction.auto": "false"})
     t.upsert(pa.table({"id": [1, 2], "a": ["x", "y"], "b": [None, None]}, schema=schema))
     t.upsert(pa.table({"id": [1], "a": [None], "b": ["z"]}, schema=schema))
-    assert all(t.io.exists(layout.key_index_path(p)) for p in _data_paths(t))
+    assert all(t.io.exists(layout.key_index_path(p)) for p in data_paths(t))
     rows = {r["id"]: (r["a"], r["b"]) for r in t.scan().to_arrow().to_pylist()}
     assert rows == {1: ("x", "z"), 2: ("y", None)}
