@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from lakefmt.spec.keys import stored_integers
 from lakefmt.spec.schema import TableSchema
 
 __all__ = [
@@ -74,14 +75,9 @@ def indexed_column(schema: TableSchema) -> str | None:
 
 def key_values(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
     """The stored integers of a key column of an :func:`indexable_type`, as int64 (nulls are not allowed in keys)."""
-    t = column.type
-    if pa.types.is_date32(t) or pa.types.is_time32(t):
-        column = column.cast(pa.int32())
-    elif pa.types.is_date64(t) or pa.types.is_time64(t) or pa.types.is_timestamp(t):
-        column = column.cast(pa.int64())
     if isinstance(column, pa.ChunkedArray):
         column = column.combine_chunks()
-    return np.asarray(column.to_numpy(zero_copy_only=False), dtype=np.int64)
+    return np.asarray(stored_integers(column), dtype=np.int64)
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 
 from lakefmt.errors import UnsupportedTypeError
 
-__all__ = ["KEY_TYPES", "bucket_of", "is_key_type", "key_hash"]
+__all__ = ["KEY_TYPES", "bucket_of", "is_key_type", "key_hash", "stored_integers"]
 
 #: the types a primary-key column may have (in words, for messages)
 KEY_TYPES = "integer, boolean, string, binary, date, time or timestamp"
@@ -62,7 +62,9 @@ def _mix(z: np.ndarray) -> np.ndarray:
         return out
 
 
-def _int_values(array: pa.Array) -> np.ndarray:
+def stored_integers(array: pa.Array) -> np.ndarray:
+    """The integers an integer-like column stores, in its own width and signedness: dates, times and timestamps in
+    their own unit, booleans as 0 and 1."""
     t = array.type
     if pa.types.is_boolean(t):
         array = pc.cast(array, pa.uint8())
@@ -71,6 +73,11 @@ def _int_values(array: pa.Array) -> np.ndarray:
     elif pa.types.is_date64(t) or pa.types.is_time64(t) or pa.types.is_timestamp(t):
         array = array.view(pa.int64())
     values: np.ndarray = array.to_numpy(zero_copy_only=False)
+    return values
+
+
+def _int_values(array: pa.Array) -> np.ndarray:
+    values = stored_integers(array)
     if values.dtype.kind == "u":
         return values.astype(np.uint64)
     out: np.ndarray = values.astype(np.int64).view(np.uint64)
