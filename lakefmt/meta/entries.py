@@ -224,7 +224,11 @@ def empty_entries(store: MetaStore, snap: Snapshot) -> pa.Table:
 
 def live_entries(store: MetaStore, snap: Snapshot, metas: Sequence[ManifestFileMeta] | None = None) -> pa.Table:
     """ADD entries of the files live in ``snap``, from its manifests (or only from ``metas``, a subset chosen
-    by partition ranges: a file's ADD and DELETE always share its partition), paths checked."""
+    by partition ranges: a file's ADD and DELETE always share its partition), paths checked. Those of every
+    manifest are remembered by the store for the next call on the same snapshot."""
+    whole = metas is None  # every manifest: the result is remembered by the store (MetaStore.live_of)
+    if whole and (known := store.live_of(snap)) is not None:
+        return known
     metas = store.snapshot_manifests(snap) if metas is None else metas
     if not metas:
         return empty_entries(store, snap)
@@ -238,4 +242,6 @@ def live_entries(store: MetaStore, snap: Snapshot, metas: Sequence[ManifestFileM
             raise CorruptMetadataError(
                 f"a manifest of snapshot {snap.id} puts a file in bucket {top}; the table has {buckets} bucket(s)"
             )
+    if whole:
+        store.remember_live(snap, out)
     return out

@@ -31,6 +31,8 @@ class MetaStore:
     """Metadata access for one table root. Immutable files (manifests, lists) are cached by name."""
 
     MANIFEST_CACHE_SIZE = 256
+    LIVE_CACHE_SIZE = 8  #: snapshots whose live entries are kept (:meth:`live_of`)
+    LIVE_CACHE_BYTES = 64 << 20  #: and at most this many bytes of them
     REMEMBER_WRITTEN_MAX = 1 << 20  #: bytes: manifests written here and larger than this are not cached
 
     def __init__(self, io: FileIO) -> None:
@@ -41,6 +43,7 @@ class MetaStore:
         self._lock = threading.Lock()  # the caches (first in, first out) are shared by every thread using this table
         self._manifests: OrderedDict[str, pa.Table] = OrderedDict()
         self._lists: OrderedDict[str, list[ManifestFileMeta]] = OrderedDict()
+        self._live: OrderedDict[tuple[str, str], pa.Table] = OrderedDict()  # by a snapshot's two manifest lists
         self._schemas: dict[int, TableSchema] = {}
         self._latest_schema_id: int | None = None
         self._known_latest: Snapshot | None = None  # the newest snapshot this store has seen or published
@@ -268,6 +271,28 @@ class MetaStore:
     def snapshot_manifests(self, snap: Snapshot) -> list[ManifestFileMeta]:
         """Every manifest of a snapshot: its base list (the table before it) then its delta list."""
         return self.manifest_list(snap.base_manifest_list) + self.manifest_list(snap.delta_manifest_list)
+
+    def live_of(self, snap: Snapshot) -> pa.Table | None:
+        """The live entries of ``snap`` remembered by :meth:`remember_live`, or None. A snapshot's live entries
+        depend only on its two manifest lists, which are immutable and named uniquely: they are the key."""
+        with self._lock:
+            found = self._live.get((snap.base_manifest_list, snap.delta_manifest_list))
+            if found is not None:
+                self._live.move_to_end((snap.base_manifest_list, snap.delta_manifest_list))
+            return found
+
+    def remember_live(self, snap: Snapshot, live: pa.Table) -> None:
+        """Keep the live entries of ``snap`` (every one of its files, checked) for the next plan of the same
+        snapshot: a table read again and again plans once. Bounded by count and by bytes, oldest use first out."""
+        size = live.nbytes
+        if size > self.LIVE_CACHE_BYTES // 4:
+            return
+        with self._lock:
+            self._live[(snap.base_manifest_list, snap.delta_manifest_list)] = live
+            total = sum(t.nbytes for t in self._live.values())
+            while len(self._live) > 1 and (len(self._live) > self.LIVE_CACHE_SIZE or total > self.LIVE_CACHE_BYTES):
+                _, old = self._live.popitem(last=False)
+                total -= old.nbytes
 
     def manifest(self, name: str) -> pa.Table:
         cached = self._manifests.get(name)

@@ -43,6 +43,7 @@ import pyarrow.compute as pc
 from lakefmt.errors import CorruptMetadataError, MissingDependencyError
 from lakefmt.io import FileIO
 from lakefmt.meta import entries as ents
+from lakefmt.read import polars_vectors
 from lakefmt.read.bounds import SchemaLookup, column_bounds
 from lakefmt.read.masks import Vector, deleted_positions
 from lakefmt.read.plan import prune_entries
@@ -322,20 +323,30 @@ def _polars_frames(
         local = _local_paths(scan, entries)
         if local is not None:  # Polars' reader, each file's deleted positions left out before anything else
             read = narrowed.columns or names[:1]
-            yield from _polars_masked(pl, scan, entries, local, read, columns, predicate, n_rows)
+            if polars_vectors.reader_masks(pl):  # as it reads
+                counts = entries.column(ents.ROW_COUNT).to_pylist()
+                lazy = polars_vectors.masked_scan(pl, scan._io, ents.paths(entries), local, counts, scan.vectors())
+                yield from _polars_native(lazy.select(read), predicate, columns, n_rows)
+            else:  # after the read
+                yield from _polars_masked(pl, scan, entries, local, read, columns, predicate, n_rows)
             return
     if paths is not None:
-        if not paths:
-            return
-        lazy = pl.scan_parquet(paths, hive_partitioning=False, glob=False).select(narrowed.columns)
-        if predicate is not None:
-            lazy = lazy.filter(predicate)
-        lazy = lazy.select(columns)
-        if n_rows is not None:
-            lazy = lazy.head(n_rows)
-        yield from lazy.collect_batches()  # Polars' own reader sizes the chunks
+        if paths:
+            lazy = pl.scan_parquet(paths, hive_partitioning=False, glob=False).select(narrowed.columns)
+            yield from _polars_native(lazy, predicate, columns, n_rows)
         return
     yield from _limited((pl.from_arrow(batch) for batch in narrowed.to_batches()), predicate, columns, n_rows)
+
+
+def _polars_native(lazy: Any, predicate: Any, columns: list[str], n_rows: int | None) -> Iterator[Any]:
+    """The frames of a scan by Polars' own reader: filtered by ``predicate``, projected to ``columns``, cut at
+    ``n_rows``, all pushed into the reader; Polars sizes the chunks."""
+    if predicate is not None:
+        lazy = lazy.filter(predicate)
+    lazy = lazy.select(columns)
+    if n_rows is not None:
+        lazy = lazy.head(n_rows)
+    yield from lazy.collect_batches()
 
 
 def _limited(frames: Iterator[Any], predicate: Any, columns: list[str], n_rows: int | None) -> Iterator[Any]:

@@ -24,7 +24,19 @@ from lakefmt.io import FileIO
 from lakefmt.meta import entries as ents
 from lakefmt.spec.deletion_vector import decode_framed_positions, puffin_blobs
 
-__all__ = ["Vector", "apply_vector", "deleted_count", "deleted_positions", "keep_mask", "load_vectors", "vectors_of"]
+__all__ = [
+    "Vector",
+    "apply_vector",
+    "check_positions",
+    "deleted_count",
+    "deleted_positions",
+    "keep_array",
+    "keep_mask",
+    "keep_rows",
+    "load_vectors",
+    "mask_whole",
+    "vectors_of",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,9 +51,9 @@ class Vector:
 
 
 _CACHE_BYTES = 64 << 20
-#: threads that filter masked files' rows at once (:func:`mask_whole`)
+#: threads that filter masked rows at once (:func:`keep_rows`)
 _FILTER_THREADS = min(4, os.cpu_count() or 1)
-#: the fewest rows a thread of :func:`mask_whole` filters (below it, a thread costs more than it saves)
+#: :func:`keep_rows` filters on one thread below twice this many copied rows (threads would cost more than they save)
 _SEGMENT_ROWS = 1 << 16
 _cache: OrderedDict[str, bytes] = OrderedDict()  # immutable Puffin files, by full path
 _cache_size = 0
@@ -141,22 +153,33 @@ def deleted_positions(io: FileIO, vector: Vector) -> np.ndarray:
     return positions
 
 
-def keep_mask(num_rows: int, positions: np.ndarray, what: str) -> pa.BooleanArray:
-    """True for each of ``num_rows`` rows not in ``positions``; a position past the file's rows is corrupt."""
+def check_positions(positions: np.ndarray, num_rows: int, what: str) -> None:
+    """A vector's sorted ``positions`` must all be rows of its file (``num_rows``): :class:`CorruptMetadataError`
+    naming ``what`` (the data file) otherwise."""
     if len(positions) and int(positions[-1]) >= num_rows:
         raise CorruptMetadataError(
             f"the deletion vector of {what} deletes row {int(positions[-1])}, but the file holds {num_rows} rows"
         )
+
+
+def keep_array(num_rows: int, positions: np.ndarray, what: str) -> np.ndarray:
+    """One bool per row of ``num_rows``, False at ``positions`` (checked: :func:`check_positions`)."""
+    check_positions(positions, num_rows, what)
     keep = np.ones(num_rows, dtype=bool)
     keep[positions] = False
-    return pa.array(keep)
+    return keep
+
+
+def keep_mask(num_rows: int, positions: np.ndarray, what: str) -> pa.BooleanArray:
+    """:func:`keep_array` as an Arrow mask."""
+    return pa.array(keep_array(num_rows, positions, what))
 
 
 def apply_vector(io: FileIO, table: pa.Table, vector: Vector | None, what: str) -> pa.Table:
     """The rows of ``table`` (every row of one data file, in file order) that ``vector`` leaves live."""
     if vector is None:
         return table
-    return table.filter(keep_mask(table.num_rows, deleted_positions(io, vector), what))
+    return keep_rows(table, keep_array(table.num_rows, deleted_positions(io, vector), what))
 
 
 def deleted_count(io: FileIO, vectors: Mapping[str, Vector], paths: Iterable[str], rows: Iterable[int]) -> int:
@@ -168,11 +191,7 @@ def deleted_count(io: FileIO, vectors: Mapping[str, Vector], paths: Iterable[str
         vector = vectors.get(path)
         if vector is not None:
             positions = deleted_positions(io, vector)
-            if len(positions) and int(positions[-1]) >= num_rows:
-                raise CorruptMetadataError(
-                    f"the deletion vector of {path} deletes row {int(positions[-1])}, but the file holds "
-                    f"{num_rows} rows"
-                )
+            check_positions(positions, num_rows, path)
             total += len(positions)
     return total
 
@@ -180,52 +199,100 @@ def deleted_count(io: FileIO, vectors: Mapping[str, Vector], paths: Iterable[str
 def mask_whole(io: FileIO, table: pa.Table, entries: pa.Table, vectors: Mapping[str, Vector], what: str) -> pa.Table:
     """The live rows of ``table``: every row of the files of ``entries``, in their order, each file's rows at its
     offset (from the entries' row counts, which must add up to the table's rows: :class:`CorruptMetadataError`
-    naming ``what`` otherwise), masked by the files' ``vectors``.
-
-    Only the rows of files with a vector are copied: consecutive such files are filtered together, in a few
-    segments of similar size filtered by a few threads at once (Arrow's filter releases the GIL), and the rows of
-    the other files are kept as slices of ``table``."""
+    naming ``what`` otherwise), masked by the files' ``vectors`` (:func:`keep_rows`)."""
     counts = np.asarray(entries.column(ents.ROW_COUNT).to_numpy(zero_copy_only=False), dtype=np.int64)
     total = int(counts.sum())
     if table.num_rows != total:
         raise CorruptMetadataError(f"{what} hold {table.num_rows} rows, their manifest entries say {total}")
-    offsets = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
-    paths = ents.paths(entries)
-    masked_rows = sum(c for p, c in zip(paths, counts.tolist(), strict=True) if p in vectors)
-    if not masked_rows:
-        return table
-    target = max(_SEGMENT_ROWS, -(-masked_rows // _FILTER_THREADS))
-    # (start, rows, files with a vector: (path, offset in the segment, rows)) or (start, rows, None): kept as is
-    segments: list[tuple[int, int, list[tuple[str, int, int]] | None]] = []
-    for path, offset, count in zip(paths, offsets.tolist(), counts.tolist(), strict=True):
-        vector = path in vectors
-        last = segments[-1] if segments else None
-        if last is not None and (last[2] is None) == (not vector) and (not vector or last[1] < target):
-            start, rows, files = last
-            if files is not None:
-                files.append((path, rows, count))
-            segments[-1] = (start, rows + count, files)
-        else:
-            segments.append((offset, count, [(path, 0, count)] if vector else None))
+    keep: np.ndarray | None = None
+    offset = 0
+    for path, count in zip(ents.paths(entries), counts.tolist(), strict=True):
+        vector = vectors.get(path)
+        if vector is not None:
+            positions = deleted_positions(io, vector)
+            check_positions(positions, count, path)
+            if keep is None:
+                keep = np.ones(total, dtype=bool)
+            keep[offset + positions] = False
+        offset += count
+    return table if keep is None else keep_rows(table, keep)
 
-    def part(segment: tuple[int, int, list[tuple[str, int, int]] | None]) -> pa.Table:
-        start, rows, files = segment
-        piece = table.slice(start, rows)
-        if files is None:
-            return piece
-        keep = np.ones(rows, dtype=bool)
-        for path, at, count in files:
-            positions = deleted_positions(io, vectors[path])
-            if len(positions) and int(positions[-1]) >= count:
-                raise CorruptMetadataError(
-                    f"the deletion vector of {path} deletes row {int(positions[-1])}, but the file holds {count} rows"
-                )
-            keep[at + positions] = False
-        return piece.filter(pa.array(keep))
 
-    if sum(files is not None for _, _, files in segments) > 1 and _FILTER_THREADS > 1:
+def _without_validity(chunk: pa.Array) -> pa.Array:
+    """``chunk`` without its validity bitmap when it has one but no null (as a Parquet reader's arrays of nullable
+    columns often do): the same values, zero-copy, which Arrow filters about twice as fast. Only flat types
+    (fixed-width, strings, binaries), whose buffers are the bitmap then the values; any other chunk as it is."""
+    t = chunk.type
+    flat = pa.types.is_primitive(t) or pa.types.is_decimal(t) or pa.types.is_fixed_size_binary(t)
+    flat = flat or pa.types.is_string(t) or pa.types.is_large_string(t)
+    flat = flat or pa.types.is_binary(t) or pa.types.is_large_binary(t)
+    if not flat or chunk.null_count or pa.types.is_null(t):
+        return chunk
+    buffers = chunk.buffers()
+    if buffers[0] is None:
+        return chunk
+    return pa.Array.from_buffers(t, len(chunk), [None, *buffers[1:]], null_count=0, offset=chunk.offset)
+
+
+def keep_rows(table: pa.Table, keep: np.ndarray) -> pa.Table:
+    """The rows of ``table`` where ``keep`` (one bool per row) is true, in order.
+
+    Column by column and chunk by chunk, each chunk filtered by the slice of the mask over its rows: a chunk whose
+    rows are all kept is kept as it is (no copy), and Arrow's filter of one array by a mask of its own length is
+    its fast one (a table's or chunked array's filter whose mask is not cut like its chunks takes the rows by index,
+    two to three times slower). The chunks are filtered by a few threads at once (Arrow's filter releases the
+    GIL) when there are enough rows to pay for them."""
+    if len(keep) != table.num_rows:
+        raise ValueError(f"a mask of {len(keep)} rows for a table of {table.num_rows}")
+    if table.num_columns == 0:
+        return table.slice(0, int(np.count_nonzero(keep)))
+    whole: pa.BooleanArray | None = None  # the mask as one Arrow array, sliced (zero-copy) for each chunk
+    masks: dict[tuple[int, int], pa.BooleanArray | bool] = {}  # by (first row, rows): shared by the columns
+    jobs: list[tuple[int, pa.Array, pa.BooleanArray | bool]] = []  # (column, chunk, its mask)
+    for c, column in enumerate(table.columns):
+        start = 0
+        for chunk in column.chunks:
+            key = (start, len(chunk))
+            mask = masks.get(key)
+            if mask is None:  # True: every row kept, False: none, else the chunk's slice of the mask
+                kept = int(np.count_nonzero(keep[start : start + len(chunk)]))
+                if kept in (0, len(chunk)):
+                    mask = kept > 0
+                else:
+                    whole = pa.array(keep) if whole is None else whole
+                    mask = whole.slice(start, len(chunk))
+                masks[key] = mask
+            jobs.append((c, chunk, mask))
+            start += len(chunk)
+    results: list[pa.Array | None] = [None] * len(jobs)
+
+    def run(group: list[int]) -> None:
+        for i in group:
+            _, chunk, mask = jobs[i]
+            results[i] = chunk if mask is True else None if mask is False else _without_validity(chunk).filter(mask)
+
+    copying = [i for i, (_, chunk, mask) in enumerate(jobs) if not isinstance(mask, bool)]
+    copied = sum(len(jobs[i][1]) for i in copying)
+    if _FILTER_THREADS > 1 and copied >= 2 * _SEGMENT_ROWS:
+        # a few large tasks of similar size (the largest chunks first, each to the least loaded): one task per
+        # thread, as a task per chunk spends more on handing tasks over than the filters take
+        groups: list[list[int]] = [[] for _ in range(_FILTER_THREADS)]
+        loads = [0] * _FILTER_THREADS
+        for i in sorted(copying, key=lambda i: -len(jobs[i][1])):
+            least = loads.index(min(loads))
+            groups[least].append(i)
+            loads[least] += len(jobs[i][1])
+        chosen = set(copying)
+        run([i for i in range(len(jobs)) if i not in chosen])
         with ThreadPoolExecutor(max_workers=_FILTER_THREADS) as pool:
-            parts = list(pool.map(part, segments))
+            list(pool.map(run, groups))
     else:
-        parts = [part(segment) for segment in segments]
-    return pa.concat_tables(parts) if len(parts) > 1 else parts[0]
+        run(list(range(len(jobs))))
+    columns: list[list[pa.Array]] = [[] for _ in range(table.num_columns)]
+    for (c, _, _), result in zip(jobs, results, strict=True):
+        if result is not None:
+            columns[c].append(result)
+    return pa.Table.from_arrays(
+        [pa.chunked_array(parts, type=table.schema.field(c).type) for c, parts in enumerate(columns)],
+        schema=table.schema,
+    )

@@ -113,7 +113,9 @@ def live_entries(
     store: MetaStore, snap: Snapshot, schema: TableSchema, filter: pc.Expression | None = None
 ) -> pa.Table:
     """ADD entries of the files live in ``snap`` (only those in manifests that may match ``filter``)."""
-    return meta_entries.live_entries(store, snap, select_manifests(store.snapshot_manifests(snap), filter, schema))
+    metas = store.snapshot_manifests(snap)
+    chosen = select_manifests(metas, filter, schema)
+    return meta_entries.live_entries(store, snap, None if len(chosen) == len(metas) else chosen)
 
 
 def prune_entries(

@@ -1,0 +1,95 @@
+"""Polars' own Parquet reader dropping the rows that lakefmt's deletion vectors delete, as it reads.
+
+Polars' reader takes, per file, a selection vector (one bool per row of the file, True to keep) from a callback it
+calls with the paths it is about to read: the mechanism of its own Delta Lake reader (``scan_parquet``'s
+``_deletion_files`` of kind ``"delta-deletion-vector"``). It applies the vector to the file's rows before its
+predicate, its row-group skipping, its slices and its row limit, and does so while it decodes: no frame of
+masked rows is copied after the read. :func:`reader_masks` says whether the Polars at hand has it (the parameter
+is not part of Polars' public API); without it, :mod:`lakefmt.read.engines` masks the frames after the read.
+
+The vectors are lakefmt's (:mod:`lakefmt.read.masks`), checked as every read checks them: a position past its
+file's rows, or a file that does not hold the rows its manifest entry says (its Parquet footer is read to know),
+is :class:`~lakefmt.errors.CorruptMetadataError`, as is a path Polars asks about that the scan did not plan.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from lakefmt.errors import CorruptMetadataError
+from lakefmt.io import FileIO
+from lakefmt.read.masks import Vector, deleted_positions, keep_array
+
+__all__ = ["masked_scan", "reader_masks"]
+
+#: the kind of deletion files whose callback returns selection vectors
+_KIND = "delta-deletion-vector"
+
+
+@functools.cache
+def reader_masks(pl: Any) -> bool:
+    """Whether ``pl`` (the polars module) reads selection vectors itself (``scan_parquet(_deletion_files=...)``
+    with the ``"delta-deletion-vector"`` kind)."""
+    try:
+        if "_deletion_files" not in inspect.signature(pl.scan_parquet).parameters:
+            return False
+        from polars import _typing
+
+        return _KIND in repr(_typing.DeletionFiles)
+    except Exception:  # another layout of Polars' internals: its reader is not asked to mask
+        return False
+
+
+def masked_scan(
+    pl: Any,
+    io: FileIO,
+    rels: Sequence[str],
+    paths: Sequence[str],
+    counts: Sequence[int],
+    vectors: Mapping[str, Vector],
+) -> Any:
+    """A Polars ``LazyFrame`` over the local files ``paths`` (``rels``: their paths under the table's root, with
+    ``counts`` rows each by their manifest entries), in order, without the rows that ``vectors`` (by relative
+    path) delete. The footers of the files with a vector are read first, to check their row counts."""
+    masked = {
+        full: (rel, count, vectors[rel])
+        for rel, full, count in zip(rels, paths, counts, strict=True)
+        if rel in vectors
+    }
+    for full, (rel, count, _) in masked.items():
+        rows = pq.read_metadata(full).num_rows
+        if rows != count:
+            raise CorruptMetadataError(f"data file {rel} holds {rows} rows, its manifest entry says {count}")
+    planned = set(paths)
+
+    def selection(requested: Any) -> Any:
+        """Polars' callback: one selection vector (or null: every row kept) per requested path, in order."""
+        keeps: list[pa.Array] = []
+        offsets = [0]
+        missing: list[bool] = []
+        for path in requested.get_column("path").to_list():
+            full = path.removeprefix("file://")
+            if full not in planned:
+                raise CorruptMetadataError(
+                    f"Polars asked for the deletion vector of {path}, which this scan did not plan"
+                )
+            found = masked.get(full)
+            missing.append(found is None)
+            if found is not None:
+                rel, count, vector = found
+                keeps.append(pa.array(keep_array(count, deleted_positions(io, vector), rel)))
+                offsets.append(offsets[-1] + count)
+            else:
+                offsets.append(offsets[-1])
+        values = pa.concat_arrays(keeps) if keeps else pa.array(np.zeros(0, dtype=bool))
+        lists = pa.LargeListArray.from_arrays(pa.array(offsets, pa.int64()), values, mask=pa.array(missing))
+        return pl.DataFrame({"selection_vector": pl.from_arrow(lists)})
+
+    return pl.scan_parquet(list(paths), hive_partitioning=False, glob=False, _deletion_files=(_KIND, selection))
