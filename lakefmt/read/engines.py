@@ -19,9 +19,11 @@ Files with a deletion vector (a key table's replaced or deleted rows, :mod:`lake
 natively as they are: every form drops their deleted rows by physical row position, before any filter. DuckDB
 still reads such files with its own Parquet reader when the conditions above hold, numbering each file's rows
 (``file_row_number``, the position in the file whatever it skips) and leaving out the deleted positions by an
-anti-join on (``file_index``, position); Polars reads them with its own reader too, each file's rows numbered by a
-row index and its deleted positions left out before its predicate and row limit are applied to the frames; every
-other form reads the scan's masked record batches (:meth:`Scan.to_batches`).
+anti-join on (``file_index``, position); Polars reads them with its own reader too, which takes each file's
+keep-mask and applies it as it reads, before its predicate, slices and row limit
+(:mod:`lakefmt.read.polars_vectors`), or, with a Polars that cannot, reads each such file whole and drops its
+deleted rows by a mask before its predicate and limit are applied to the frames; every other form reads the scan's
+masked record batches (:meth:`Scan.to_batches`).
 
 The engines are optional dependencies: a missing one raises :class:`~lakefmt.errors.MissingDependencyError`
 naming the extra that installs it (``pip install 'lakefmt[duckdb]'``).
@@ -222,41 +224,47 @@ def to_duckdb(scan: Scan, connection: Any = None, name: str | None = None) -> An
 
 #: the column DuckDB's Parquet reader numbers a file's rows in (physical positions, whatever it skips)
 _ROW = "file_row_number"
+#: files of fewer rows than this are anti-joined on one 64-bit key (file index and position in 32 bits each)
+_ONE_KEY_ROWS = 1 << 32
 
 
 def _duckdb_masked(con: Any, scan: Scan, paths: list[str], vectors: dict[str, Vector]) -> Any:
     """DuckDB's own Parquet reader over ``paths`` (the scan's planned files, in order) that leaves out the rows the
     deletion vectors delete: every file's rows numbered by position in the file and anti-joined with the deleted
     (file, position) pairs, so DuckDB's filters and row-group skipping never shift a position. A file is named by
-    its index in ``paths`` (DuckDB's ``file_index``: an integer join key, where a file name would hash a string per
-    row). Every column of the table, and the two it adds; None when a column of the table takes one of their
-    names."""
+    its index in ``paths`` (DuckDB's ``file_index``: an integer, where a file name would hash a string per row),
+    and the pair is one 64-bit join key, ``index << 32 | position``, when every file holds fewer than 2**32 rows
+    (two keys otherwise). Every column of the table, and the ones it adds; None when a column of the table takes
+    the name of one of DuckDB's."""
     names = scan.schema.arrow_schema.names
-    file_col = "__lakefmt_file"
-    while file_col in names:
-        file_col += "_"
+    key_col = "__lakefmt_file"
+    while key_col in names:
+        key_col += "_"
     if _ROW in names or "file_index" in names:  # DuckDB's virtual columns: a table's own would shadow them
         return None
+    entries = scan.entries()
+    one_key = int(pc.max(entries.column(ents.ROW_COUNT)).as_py() or 0) < _ONE_KEY_ROWS
     files, positions = [], []
-    for i, rel in enumerate(ents.paths(scan.entries())):
+    for i, rel in enumerate(ents.paths(entries)):
         vector = vectors.get(rel)
         if vector is None:
             continue
         deleted = deleted_positions(scan._io, vector)
         files.append(np.full(len(deleted), i, dtype=np.uint64))
         positions.append(deleted)
-    marks = pa.table({
-        file_col: pa.array(np.concatenate(files) if files else np.zeros(0, np.uint64), pa.uint64()),
-        _ROW: pa.array(np.concatenate(positions) if positions else np.zeros(0, np.int64), pa.int64()),
-    })
+    file_of = np.concatenate(files) if files else np.zeros(0, np.uint64)
+    position = np.concatenate(positions) if positions else np.zeros(0, np.int64)
     listed = ", ".join("'" + p.replace("'", "''") + "'" for p in paths)
-    rows = con.sql(
-        f'SELECT *, file_index AS "{file_col}" FROM read_parquet([{listed}], file_row_number=true, '
-        "hive_partitioning=false, union_by_name=false)"
-    )
-    deleted_rel = con.from_arrow(marks)
-    on = f'rows."{file_col}" = marks."{file_col}" AND rows.{_ROW} = marks.{_ROW}'
-    return rows.set_alias("rows").join(deleted_rel.set_alias("marks"), on, how="anti")
+    read = f"read_parquet([{listed}], file_row_number=true, hive_partitioning=false, union_by_name=false)"
+    if one_key:
+        marks = pa.table({key_col: pa.array((file_of << np.uint64(32)) | position.astype(np.uint64), pa.uint64())})
+        rows = con.sql(f'SELECT *, (file_index::UBIGINT << 32) | {_ROW}::UBIGINT AS "{key_col}" FROM {read}')
+        on = f'rows."{key_col}" = marks."{key_col}"'
+    else:
+        marks = pa.table({key_col: pa.array(file_of, pa.uint64()), _ROW: pa.array(position, pa.int64())})
+        rows = con.sql(f'SELECT *, file_index AS "{key_col}" FROM {read}')
+        on = f'rows."{key_col}" = marks."{key_col}" AND rows.{_ROW} = marks.{_ROW}'
+    return rows.set_alias("rows").join(con.from_arrow(marks).set_alias("marks"), on, how="anti")
 
 
 # -- Polars ------------------------------------------------------------------------------------------------------
