@@ -330,11 +330,18 @@ def read_after_commits(base: Path, sz: dict[str, Any], result: Result, log: Call
     n, commits = sz["read_base"], sz["read_commits"]
     step = max(1, n // 100)
     many = key_table(base / "read-many", write_source(base / f"source-{n}.parquet", n))
-    t0 = time.perf_counter()
+    commit_s = 0.0
+    last = 10  # the reads after each of the last commits: where commit 100 falls in the compaction cycle
+    by_commit: list[tuple[int, float, int, int]] = []  # (commit, best to_arrow wall, files, rows on disk)
     for k in range(commits):
         rng = np.random.default_rng(5000 + k)
+        t0 = time.perf_counter()
         many.upsert(rows(rng.choice(n, step, replace=False), seed=6000 + k))
-    commit_s = time.perf_counter() - t0
+        commit_s += time.perf_counter() - t0
+        if k >= commits - last:
+            files = many.files()
+            best = min(timed_once(lambda: many.scan().to_arrow())[0] for _ in range(3))
+            by_commit.append((k + 1, best, len(files), sum(f.row_count for f in files)))
     many = lakefmt.open_table(str(base / "read-many"))
     live = many.scan().to_arrow()
     if live.num_rows != n:
@@ -370,7 +377,15 @@ def read_after_commits(base: Path, sz: dict[str, Any], result: Result, log: Call
                 if counted != n:  # a wrong answer is reported with its time, not hidden
                     wrong.setdefault(f"{engine} ({side})", counted)
     files = {side: len(t.files()) for side, t in (("many", many), ("once", once))}
-    out: dict[str, Any] = {"commit_s": commit_s, "files": files, "runs": times, "best": {}, "wrong_counts": wrong}
+    once_arrow = min(w for w, _ in times["to_arrow"]["once"])
+    cycle = [{"commit": c, "wall": w, "ratio": w / once_arrow, "files": f, "rows": r} for c, w, f, r in by_commit]
+    out: dict[str, Any] = {"commit_s": commit_s, "files": files, "runs": times, "best": {}, "wrong_counts": wrong,
+                           "to_arrow_after_each_of_the_last_commits": cycle}
+    if cycle:
+        ratios = [c["ratio"] for c in cycle]
+        log(f"read to_arrow after each of commits {cycle[0]['commit']}-{cycle[-1]['commit']}: ratio mean "
+            f"{np.mean(ratios):.2f}, max {max(ratios):.2f} (files {min(c['files'] for c in cycle)}-"
+            f"{max(c['files'] for c in cycle)})")
     if wrong:
         result.notes.append(f"read after upserts: rows counted differ from the {n} live rows: {wrong}")
     for engine in engines:

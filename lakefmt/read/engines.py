@@ -32,6 +32,7 @@ naming the extra that installs it (``pip install 'lakefmt[duckdb]'``).
 from __future__ import annotations
 
 import ast
+import contextlib
 import functools
 import importlib
 import re
@@ -78,6 +79,7 @@ class Scan(Protocol):
     def pushdown_safe(self) -> bool: ...
     def full_paths(self, paths: list[str]) -> list[str]: ...
     def check_present(self, full_paths: Sequence[str]) -> None: ...
+    def _reading(self) -> contextlib.AbstractContextManager[None]: ...
     def narrowed(self, prune: pc.Expression | None = None, columns: Sequence[str] | None = None) -> Scan: ...
     def __arrow_c_stream__(self, requested_schema: object | None = None) -> object: ...
 
@@ -201,7 +203,8 @@ def to_duckdb(scan: Scan, connection: Any = None, name: str | None = None) -> An
     if paths is not None:
         columns = scan.columns
         if vectors:  # DuckDB's reader, the deleted positions anti-joined (None: a column name clashes)
-            relation = _duckdb_masked(con, scan, paths, vectors)
+            with scan._reading():  # the vectors read now: a file gone with an expired snapshot is named so
+                relation = _duckdb_masked(con, scan, paths, vectors)
             columns = scan.schema.arrow_schema.names if columns is None else columns
         elif paths:
             relation = con.read_parquet(paths, hive_partitioning=False, union_by_name=False)
@@ -317,7 +320,17 @@ def _polars_frames(
     n_rows: int | None,
     batch_size: int | None,
 ) -> Iterator[Any]:
-    """The frames of the IO source: the scan narrowed by what Polars pushed down, read natively or by lakefmt."""
+    """The frames of the IO source: the scan narrowed by what Polars pushed down, read natively or by lakefmt. A
+    file gone because the scan's snapshot expired since it was planned (a deletion-vector file, which Polars'
+    callback reads) is :class:`~lakefmt.errors.SnapshotNotFoundError` naming the snapshot."""
+    with scan._reading():
+        yield from _polars_read(pl, scan, with_columns, predicate, n_rows)
+
+
+def _polars_read(
+    pl: Any, scan: Scan, with_columns: list[str] | None, predicate: Any, n_rows: int | None
+) -> Iterator[Any]:
+    """:func:`_polars_frames`, outside the scan's reading context."""
     names = output_schema(scan).names
     columns = list(with_columns) if with_columns is not None else names
     needed = list(columns)

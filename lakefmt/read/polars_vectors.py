@@ -64,7 +64,12 @@ def masked_scan(
         if rel in vectors
     }
     for full, (rel, count, _) in masked.items():
-        rows = pq.read_metadata(full).num_rows
+        try:
+            rows = pq.read_metadata(full).num_rows
+        except FileNotFoundError:
+            raise  # the scan's reader names an expired snapshot (Scan._reading)
+        except (OSError, pa.ArrowException) as exc:
+            raise CorruptMetadataError(f"data file {rel} cannot be read as Parquet: {exc}") from exc
         if rows != count:
             raise CorruptMetadataError(f"data file {rel} holds {rows} rows, its manifest entry says {count}")
     planned = set(paths)
