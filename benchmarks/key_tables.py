@@ -338,9 +338,10 @@ def read_after_commits(base: Path, sz: dict[str, Any], result: Result, log: Call
         t0 = time.perf_counter()
         many.upsert(rows(rng.choice(n, step, replace=False), seed=6000 + k))
         commit_s += time.perf_counter() - t0
-        if k >= commits - last:
-            files = many.files()
-            best = min(timed_once(lambda: many.scan().to_arrow())[0] for _ in range(3))
+        if k >= commits - last:  # read as a reader would: a table opened apart from the writer's
+            reader = lakefmt.open_table(str(base / "read-many"))
+            files = reader.files()
+            best = min(timed_once(lambda reader=reader: reader.scan().to_arrow())[0] for _ in range(5))
             by_commit.append((k + 1, best, len(files), sum(f.row_count for f in files)))
     many = lakefmt.open_table(str(base / "read-many"))
     live = many.scan().to_arrow()

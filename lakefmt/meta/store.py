@@ -5,12 +5,10 @@ name, first in, first out."""
 from __future__ import annotations
 
 import contextlib
-import threading
-from collections import OrderedDict
-from typing import Any
 
 import pyarrow as pa
 
+from lakefmt.cache import BoundedCache
 from lakefmt.errors import (
     CorruptMetadataError,
     InvalidSnapshotIdError,
@@ -40,10 +38,13 @@ class MetaStore:
         self._reset()
 
     def _reset(self) -> None:
-        self._lock = threading.Lock()  # the caches (first in, first out) are shared by every thread using this table
-        self._manifests: OrderedDict[str, pa.Table] = OrderedDict()
-        self._lists: OrderedDict[str, list[ManifestFileMeta]] = OrderedDict()
-        self._live: OrderedDict[tuple[str, str], pa.Table] = OrderedDict()  # by a snapshot's two manifest lists
+        # immutable files, decoded, shared by every thread using this table (least recently used out first)
+        self._manifests: BoundedCache[str, pa.Table] = BoundedCache(self.MANIFEST_CACHE_SIZE)
+        self._lists: BoundedCache[str, list[ManifestFileMeta]] = BoundedCache(self.MANIFEST_CACHE_SIZE)
+        # a snapshot's live entries, by its two manifest lists
+        self._live: BoundedCache[tuple[str, str], pa.Table] = BoundedCache(
+            self.LIVE_CACHE_SIZE, self.LIVE_CACHE_BYTES, lambda t: t.nbytes
+        )
         self._schemas: dict[int, TableSchema] = {}
         self._latest_schema_id: int | None = None
         self._known_latest: Snapshot | None = None  # the newest snapshot this store has seen or published
@@ -250,23 +251,22 @@ class MetaStore:
         metas = decode_manifest_list(self._read_referenced(path, "manifest list"), what=f"manifest list {path}")
         for m in metas:
             check_name(m.file_name, f"manifest list {path}")
-        self._remember(self._lists, name, metas)
+        self._lists.put(name, metas)
         return metas
 
     def remember_manifest(self, name: str, data: bytes) -> None:
         """Cache a small manifest this process wrote, decoded from the very bytes written (a later minor merge
         in this process then reads nothing back). Large ones are left to the read path."""
         if len(data) <= self.REMEMBER_WRITTEN_MAX:
-            self._remember(self._manifests, name, decode_manifest(data, what=f"manifest {name}"))
+            self._manifests.put(name, decode_manifest(data, what=f"manifest {name}"))
 
     def forget_manifest(self, name: str) -> None:
         """Drop a manifest from the cache (it was deleted: a read must find it missing)."""
-        with self._lock:
-            self._manifests.pop(name, None)
+        self._manifests.pop(name)
 
     def remember_list(self, name: str, metas: list[ManifestFileMeta]) -> None:
         """Cache a manifest list this process wrote (immutable, so the next commit need not read it back)."""
-        self._remember(self._lists, name, list(metas))
+        self._lists.put(name, list(metas))
 
     def snapshot_manifests(self, snap: Snapshot) -> list[ManifestFileMeta]:
         """Every manifest of a snapshot: its base list (the table before it) then its delta list."""
@@ -275,24 +275,14 @@ class MetaStore:
     def live_of(self, snap: Snapshot) -> pa.Table | None:
         """The live entries of ``snap`` remembered by :meth:`remember_live`, or None. A snapshot's live entries
         depend only on its two manifest lists, which are immutable and named uniquely: they are the key."""
-        with self._lock:
-            found = self._live.get((snap.base_manifest_list, snap.delta_manifest_list))
-            if found is not None:
-                self._live.move_to_end((snap.base_manifest_list, snap.delta_manifest_list))
-            return found
+        return self._live.get((snap.base_manifest_list, snap.delta_manifest_list))
 
     def remember_live(self, snap: Snapshot, live: pa.Table) -> None:
         """Keep the live entries of ``snap`` (every one of its files, checked) for the next plan of the same
-        snapshot: a table read again and again plans once. Bounded by count and by bytes, oldest use first out."""
-        size = live.nbytes
-        if size > self.LIVE_CACHE_BYTES // 4:
-            return
-        with self._lock:
-            self._live[(snap.base_manifest_list, snap.delta_manifest_list)] = live
-            total = sum(t.nbytes for t in self._live.values())
-            while len(self._live) > 1 and (len(self._live) > self.LIVE_CACHE_SIZE or total > self.LIVE_CACHE_BYTES):
-                _, old = self._live.popitem(last=False)
-                total -= old.nbytes
+        snapshot: a table read again and again plans once. Bounded by count and by bytes (a table's entries larger
+        than a quarter of the bound are not kept)."""
+        if live.nbytes <= self.LIVE_CACHE_BYTES // 4:
+            self._live.put((snap.base_manifest_list, snap.delta_manifest_list), live)
 
     def manifest(self, name: str) -> pa.Table:
         cached = self._manifests.get(name)
@@ -300,7 +290,7 @@ class MetaStore:
             return cached
         path = layout.manifest_path(check_name(name, "a manifest list"))
         table = decode_manifest(self._read_referenced(path, "manifest"), what=f"manifest {path}")
-        self._remember(self._manifests, name, table)
+        self._manifests.put(name, table)
         return table
 
     def _read_referenced(self, path: str, what: str) -> bytes:
@@ -309,10 +299,3 @@ class MetaStore:
             return self.io.read(path)
         except FileNotFoundError as exc:
             raise MissingMetadataError(f"{what} {path} is missing") from exc
-
-    def _remember(self, cache: OrderedDict[str, Any], key: str, value: Any) -> None:
-        with self._lock:
-            cache[key] = value
-            cache.move_to_end(key)
-            while len(cache) > self.MANIFEST_CACHE_SIZE:
-                cache.popitem(last=False)

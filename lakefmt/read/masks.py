@@ -10,8 +10,6 @@ below it (a row skipped before masking would shift every position after it).
 from __future__ import annotations
 
 import os
-import threading
-from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -19,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from lakefmt.cache import BoundedCache
 from lakefmt.errors import CorruptMetadataError
 from lakefmt.io import FileIO
 from lakefmt.meta import entries as ents
@@ -55,28 +54,15 @@ _CACHE_BYTES = 64 << 20
 _FILTER_THREADS = min(4, os.cpu_count() or 1)
 #: :func:`keep_rows` filters on one thread below twice this many copied rows (threads would cost more than they save)
 _SEGMENT_ROWS = 1 << 16
-_cache: OrderedDict[str, bytes] = OrderedDict()  # immutable Puffin files, by full path
-_cache_size = 0
-_lock = threading.Lock()
+_cache: BoundedCache[str, bytes] = BoundedCache(max_bytes=_CACHE_BYTES, sizeof=len)  # Puffin files, by full path
 
 
 def _read(io: FileIO, rel: str) -> bytes:
     """A deletion-vector file's bytes, from a small per-process cache (the files are immutable)."""
-    global _cache_size
     key = io.full_path(rel)
-    with _lock:
-        data = _cache.get(key)
-        if data is not None:
-            _cache.move_to_end(key)
-            return data
-    data = io.read(rel)
-    with _lock:
-        if key not in _cache:
-            _cache[key] = data
-            _cache_size += len(data)
-            while _cache_size > _CACHE_BYTES and len(_cache) > 1:
-                _, old = _cache.popitem(last=False)
-                _cache_size -= len(old)
+    data = _cache.get(key)
+    if data is None:
+        data = _cache.setdefault(key, io.read(rel))
     return data
 
 

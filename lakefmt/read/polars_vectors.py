@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -23,6 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from lakefmt.cache import BoundedCache
 from lakefmt.errors import CorruptMetadataError
 from lakefmt.io import FileIO
 from lakefmt.read.masks import Vector, deleted_positions, keep_array
@@ -31,6 +33,28 @@ __all__ = ["masked_scan", "reader_masks"]
 
 #: the kind of deletion files whose callback returns selection vectors
 _KIND = "delta-deletion-vector"
+
+
+#: data files' row counts from their footers, by (path, size, modification time): a file replaced is read again
+_ROWS: BoundedCache[tuple[str, int, int], int] = BoundedCache(4096)
+
+
+def _row_count(full: str, rel: str) -> int:
+    """The rows the local data file ``full`` holds, by its Parquet footer (:class:`CorruptMetadataError` naming
+    ``rel`` when it is not Parquet; a missing file's ``FileNotFoundError`` as it is, which the scan's reader turns
+    into an expired snapshot's error when it is one)."""
+    stat = os.stat(full)
+    key = (full, stat.st_size, stat.st_mtime_ns)
+    rows = _ROWS.get(key)
+    if rows is None:
+        try:
+            rows = pq.read_metadata(full).num_rows
+        except FileNotFoundError:
+            raise
+        except (OSError, pa.ArrowException) as exc:
+            raise CorruptMetadataError(f"data file {rel} cannot be read as Parquet: {exc}") from exc
+        _ROWS.put(key, rows)
+    return rows
 
 
 @functools.cache
@@ -57,19 +81,15 @@ def masked_scan(
 ) -> Any:
     """A Polars ``LazyFrame`` over the local files ``paths`` (``rels``: their paths under the table's root, with
     ``counts`` rows each by their manifest entries), in order, without the rows that ``vectors`` (by relative
-    path) delete. The footers of the files with a vector are read first, to check their row counts."""
+    path) delete. The row counts of the files with a vector are checked first, by their footers (remembered while a
+    file's size and modification time stay the same)."""
     masked = {
         full: (rel, count, vectors[rel])
         for rel, full, count in zip(rels, paths, counts, strict=True)
         if rel in vectors
     }
     for full, (rel, count, _) in masked.items():
-        try:
-            rows = pq.read_metadata(full).num_rows
-        except FileNotFoundError:
-            raise  # the scan's reader names an expired snapshot (Scan._reading)
-        except (OSError, pa.ArrowException) as exc:
-            raise CorruptMetadataError(f"data file {rel} cannot be read as Parquet: {exc}") from exc
+        rows = _row_count(full, rel)
         if rows != count:
             raise CorruptMetadataError(f"data file {rel} holds {rows} rows, its manifest entry says {count}")
     planned = set(paths)

@@ -9,7 +9,6 @@ are kept in a per-reader cache (a later snapshot often deletes more rows of the 
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -17,6 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from lakefmt.cache import BoundedCache
 from lakefmt.errors import CorruptMetadataError
 from lakefmt.io import FileIO
 from lakefmt.meta import entries as ents
@@ -44,8 +44,8 @@ class RowReader:
 
     def __init__(self, io: FileIO, store: MetaStore, schema: TableSchema) -> None:
         self.io, self.store, self.schema = io, store, schema
-        self._cache: OrderedDict[tuple[str, int], pa.Table] = OrderedDict()  # (path, row group or -1: whole)
-        self._bytes = 0
+        # by (path, row group or -1: the whole file)
+        self._cache: BoundedCache[tuple[str, int], pa.Table] = BoundedCache(None, _CACHE_BYTES, lambda t: t.nbytes)
         self._starts: dict[str, np.ndarray] = {}  # path -> first row of each row group, and the total
 
     def take(self, requests: Sequence[RowRequest]) -> pa.Table:
@@ -91,7 +91,7 @@ class RowReader:
                 n = int(starts[g + 1] - starts[g])
                 rows = read.slice(at, n).cast(self.schema.arrow_schema)
                 got[g] = rows
-                self._put((path, g), rows)
+                self._cache.put((path, g), rows)
                 at += n
         return {g: t for g, t in got.items() if t is not None}
 
@@ -115,16 +115,8 @@ class RowReader:
             columns[ents.SCHEMA_ID] = pa.array([request.schema_id], pa.int64())
         batches = read_entries(self.io, pa.table(columns), self.schema, schemas=self.store.schema)
         rows = pa.Table.from_batches(list(batches), schema=self.schema.arrow_schema)
-        self._put(key, rows)
+        self._cache.put(key, rows)
         return rows
-
-    def _put(self, key: tuple[str, int], rows: pa.Table) -> None:
-        self._cache[key] = rows
-        self._bytes += rows.nbytes
-        while self._bytes > _CACHE_BYTES and len(self._cache) > 1:
-            _, old = self._cache.popitem(last=False)
-            self._bytes -= old.nbytes
-
 
 def _check_positions(request: RowRequest, num_rows: int) -> None:
     if len(request.positions) and int(request.positions[-1]) >= num_rows:

@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Mapping
 
 import numpy as np
 import pyarrow as pa
 
+from lakefmt.cache import BoundedCache
 from lakefmt.io import FileIO
 from lakefmt.meta import entries as ents
 from lakefmt.meta.store import MetaStore
@@ -39,9 +39,8 @@ from lakefmt.spec.rowkind import change_codes
 
 __all__ = ["clear_readers", "store_changelog", "store_input"]
 
-_READERS: OrderedDict[tuple[str, int, str], tuple[RowReader, threading.Lock]] = OrderedDict()
-_LOCK = threading.Lock()
-_MAX_READERS = 4
+#: each table's reader of the rows its upserts replace (row groups it read, kept for the next commit)
+_READERS: BoundedCache[tuple[str, int, str], tuple[RowReader, threading.Lock]] = BoundedCache(4)
 
 
 def _reader(io: FileIO, store: MetaStore, schema: TableSchema) -> tuple[RowReader, threading.Lock]:
@@ -50,20 +49,15 @@ def _reader(io: FileIO, store: MetaStore, schema: TableSchema) -> tuple[RowReade
     gets a reader of its own; its files have other names), shared by every table object of the same table (a
     Spark sink opens the table again for each micro-batch)."""
     key = (io.uri, schema.id, schema.id_schema.to_string(show_field_metadata=True))
-    with _LOCK:
-        hit = _READERS.get(key)
-        if hit is None:
-            hit = _READERS[key] = (RowReader(io, store, schema), threading.Lock())
-            while len(_READERS) > _MAX_READERS:
-                _READERS.popitem(last=False)
-        _READERS.move_to_end(key)
-        return hit
+    hit = _READERS.get(key)
+    if hit is None:
+        hit = _READERS.setdefault(key, (RowReader(io, store, schema), threading.Lock()))
+    return hit
 
 
 def clear_readers() -> None:
     """Forget the cached row groups (tests; memory)."""
-    with _LOCK:
-        _READERS.clear()
+    _READERS.clear()
 
 
 def store_changelog(

@@ -15,8 +15,6 @@ file's keys once, and later upserts cost what their own keys cost.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -24,6 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakefmt.cache import BoundedCache
 from lakefmt.spec.keys import key_hash
 
 __all__ = ["KeyIndex", "Probe", "clear_cache", "index_of", "match", "probe_of"]
@@ -94,43 +93,25 @@ def build_index(keys: pa.Table, extra: pa.Table | None = None) -> KeyIndex:
     )
 
 
-_cache: OrderedDict[str, KeyIndex] = OrderedDict()
-_cache_size = 0
-_lock = threading.Lock()
+_cache: BoundedCache[str, KeyIndex] = BoundedCache(max_bytes=CACHE_BYTES, sizeof=lambda index: index.nbytes)
 
 
 def clear_cache() -> None:
     """Forget every cached key index."""
-    global _cache_size
-    with _lock:
-        _cache.clear()
-        _cache_size = 0
+    _cache.clear()
 
 
 def index_of(cache_key: str, load: Callable[[], tuple[pa.Table, pa.Table | None]]) -> KeyIndex:
     """The key index cached under ``cache_key`` (a data file's full path, schema and columns), built from
     ``load()`` (the file's key columns and extra columns, every row in order) when missing."""
-    global _cache_size
-    with _lock:
-        hit = _cache.get(cache_key)
-        if hit is not None:
-            _cache.move_to_end(cache_key)
-            if hit.positions is None:  # looked into again: worth sorting
-                sorted_hit = hit.sorted()
-                _cache[cache_key] = sorted_hit
-                _cache_size += sorted_hit.nbytes - hit.nbytes
-                hit = sorted_hit
-            return hit
+    hit = _cache.get(cache_key)
+    if hit is not None:
+        if hit.positions is None:  # looked into again: worth sorting
+            hit = hit.sorted()
+            _cache.put(cache_key, hit)
+        return hit
     keys, extra = load()
-    index = build_index(keys, extra)
-    with _lock:
-        if cache_key not in _cache:
-            _cache[cache_key] = index
-            _cache_size += index.nbytes
-            while _cache_size > CACHE_BYTES and len(_cache) > 1:
-                _, old = _cache.popitem(last=False)
-                _cache_size -= old.nbytes
-    return index
+    return _cache.setdefault(cache_key, build_index(keys, extra))
 
 
 def probe_of(keys: pa.Table, columns: Sequence[str]) -> Probe:

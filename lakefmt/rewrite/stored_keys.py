@@ -11,12 +11,12 @@ size or directory does not match its data file, is not used: the caller reads th
 from __future__ import annotations
 
 import mmap
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 
+from lakefmt.cache import BoundedCache
 from lakefmt.io import FileIO
 from lakefmt.spec import layout
 from lakefmt.spec.key_index import HEADER_SIZE, IndexHeader, directory_ok, parse_header
@@ -62,30 +62,17 @@ class StoredIndex:
         return int(self.keys.nbytes) + (int(self.positions.nbytes) if self.positions is not None else 0)
 
 
-_open: OrderedDict[str, StoredIndex | None] = OrderedDict()
-_fetched = 0
-_lock = threading.Lock()
+#: the open indexes by full path (None: the data file has none that matches), bounded by count (a mapped index holds
+#: a file descriptor) and by the bytes fetched from object storage
+_open: BoundedCache[str, StoredIndex | None] = BoundedCache(
+    MAX_OPEN, MAX_FETCHED_BYTES, lambda index: index.fetched_bytes if index is not None else 0
+)
+_ABSENT = object()  # not in _open (None in it means: no index)
 
 
 def clear_stored() -> None:
     """Forget every open key index (and which data files have none)."""
-    global _fetched
-    with _lock:
-        _open.clear()
-        _fetched = 0
-
-
-def _remember(cache_key: str, index: StoredIndex | None) -> None:
-    global _fetched
-    with _lock:
-        old = _open.pop(cache_key, None)
-        if old is not None:
-            _fetched -= old.fetched_bytes
-        _open[cache_key] = index
-        _fetched += index.fetched_bytes if index is not None else 0
-        while len(_open) > MAX_OPEN or (_fetched > MAX_FETCHED_BYTES and len(_open) > 1):
-            _, gone = _open.popitem(last=False)
-            _fetched -= gone.fetched_bytes if gone is not None else 0
+    _open.clear()
 
 
 def _map(io: FileIO, rel: str, rows: int) -> StoredIndex | None:
@@ -136,12 +123,11 @@ def open_stored(io: FileIO, data_path: str, rows: int) -> StoredIndex | None:
     """The key index of the data file ``data_path`` (holding ``rows`` rows), or None when it has none that matches."""
     rel = layout.key_index_path(data_path)
     cache_key = io.full_path(rel)
-    with _lock:
-        if cache_key in _open:
-            _open.move_to_end(cache_key)
-            return _open[cache_key]
+    known = _open.get(cache_key, _ABSENT)
+    if known is not _ABSENT:
+        return cast("StoredIndex | None", known)
     index = _map(io, rel, rows) if io.local_path(rel) is not None else _remote(io, rel, rows)
-    _remember(cache_key, index)
+    _open.put(cache_key, index)
     return index
 
 
@@ -210,10 +196,10 @@ def stored_match(
     try:
         pos, probe_rows = _match(io, index, values, rows)
     except OSError:  # gone, or shorter than its header says (object stores refuse a range past the end)
-        _remember(io.full_path(index.path), None)
+        _open.put(io.full_path(index.path), None)
         return None
     if len(pos) and (int(pos.min()) < 0 or int(pos.max()) >= index.header.count):
-        _remember(io.full_path(index.path), None)
+        _open.put(io.full_path(index.path), None)
         return None
     return pos, probe_rows
 
@@ -277,6 +263,6 @@ def _fetch_whole(io: FileIO, index: StoredIndex, probes: np.ndarray, rows: np.nd
         np.frombuffer(data, "<u4", header.count, header.key_width * header.count) if header.has_positions else None
     )
     full = StoredIndex(index.path, header, index.directory, keys, positions)
-    _remember(io.full_path(index.path), full)
+    _open.put(io.full_path(index.path), full)
     at, probe_rows = _pairs(keys, probes, rows)
     return (at if positions is None else positions[at].astype(np.int64)), probe_rows

@@ -253,7 +253,7 @@ def test_fetched_index_bytes_count_the_positions_too(tmp_path: Any) -> None:
     assert head is not None and head.has_positions
     key_cache_clear()
     t.upsert(key_rows(range(0, 8000, 2), "b"))  # most pages: the arrays are fetched whole and kept
-    assert stored_keys._fetched == head.size - head.keys_offset
+    assert stored_keys._open.bytes == head.size - head.keys_offset
 
 
 def test_an_index_deleted_after_its_header_was_read_falls_back(store: Any) -> None:

@@ -62,7 +62,6 @@ def _same(t: lakefmt.Table, **scan: Any) -> list[int]:
 def _clear_vector_cache() -> None:
     """Forget the Puffin files this process has read (as a cache full of other tables' vectors would have)."""
     masks._cache.clear()
-    masks._cache_size = 0
 
 
 # -- defects ------------------------------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """The layers of lakefmt, checked: the core imports without Spark, and each layer imports only what is below it.
 
 From the bottom: ``spec`` (the format: encodings and names, no I/O) and ``io`` (storage: knows no format) over
-the neutral modules (errors, options, retry, binpack, progress); ``meta`` (the metadata store and the entries
+the neutral modules (errors, options, retry, binpack, progress, cache); ``meta`` (the metadata store and the entries
 algebra) over both; then ``read``, ``commit`` and ``write`` side by side (commit and write never import read);
 then ``rewrite`` (compaction and row-level delete, on one skeleton); then ``maintenance``; then ``table``, the
 package root and the CLI. Spark (``pyspark``, ``pyspark_lakefmt``) and the benchmarks sit above lakefmt and are
@@ -28,7 +28,7 @@ BENCHMARKS = REPO / "benchmarks"
 #: top-level modules and packages that must never be imported by lakefmt
 ABOVE = ("pyspark", "pyspark_lakefmt", "benchmarks")
 #: modules under lakefmt/ that belong to no layer package: below everything (they import no other layer)
-NEUTRAL = {"errors", "options", "retry", "binpack", "progress"}
+NEUTRAL = {"errors", "options", "retry", "binpack", "progress", "cache"}
 #: modules beside ``table`` in its layer (the one-line writes; the consumers, tags and restore of ``Table``)
 TABLE_LEVEL = {"oneliner", "table_versions"}
 #: a layer -> the lakefmt layers it must not import (directly or through other lakefmt modules)
