@@ -368,8 +368,8 @@ def read_after_commits(base: Path, sz: dict[str, Any], result: Result, log: Call
     times: dict[str, dict[str, list[tuple[float, float]]]] = {e: {"many": [], "once": []} for e in engines}
     reps = 2 if sz["reps"] == 1 else 5
     wrong: dict[str, int] = {}
-    for rep in range(reps):
-        for engine, fn in engines.items():
+    for engine, fn in engines.items():  # engine by engine (another engine's threads and memory in between are
+        for rep in range(reps):  # noise); the two sides alternate which goes first
             sides = [("many", many), ("once", once)]
             for side, table in sides if rep % 2 == 0 else sides[::-1]:
                 wall, cpu, out = timed_once(lambda fn=fn, table=table: fn(table))

@@ -27,7 +27,7 @@ import pyarrow.parquet as pq
 from lakefmt.cache import BoundedCache
 from lakefmt.errors import CorruptMetadataError
 from lakefmt.io import FileIO
-from lakefmt.read.masks import Vector, deleted_positions, keep_array
+from lakefmt.read.masks import Vector, deleted_positions, keep_mask
 
 __all__ = ["masked_scan", "reader_masks"]
 
@@ -109,7 +109,7 @@ def masked_scan(
             missing.append(found is None)
             if found is not None:
                 rel, count, vector = found
-                keeps.append(pa.array(keep_array(count, deleted_positions(io, vector), rel)))
+                keeps.append(keep_mask(count, deleted_positions(io, vector), rel))
                 offsets.append(offsets[-1] + count)
             else:
                 offsets.append(offsets[-1])

@@ -1,6 +1,7 @@
-"""``lakefmt.read.masks.keep_rows``: the rows a mask keeps, chunk by chunk, equal to Arrow's own filter of the same
-table for every column type, with chunks kept whole when all their rows are kept, dropped when none are, and the
-validity bitmap of a chunk without nulls left out only where that gives the same values."""
+"""``lakefmt.read.masks``: ``keep_rows`` (the rows left once deleted positions are dropped, chunk by chunk) equals
+Arrow's own filter of the same table for every column type, keeps chunks whole when no row of theirs goes, drops
+them when all do, and leaves out the validity bitmap of a chunk without nulls only where that gives the same
+values; ``keep_bitmap`` writes the mask's bits directly."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pytest
 
 from lakefmt.errors import CorruptMetadataError
 from lakefmt.read import masks
-from lakefmt.read.masks import keep_array, keep_rows
+from lakefmt.read.masks import keep_bitmap, keep_mask, keep_rows
 
 N = 3_000
 
@@ -66,7 +67,7 @@ def test_keep_rows_is_arrows_filter(
     assert table.column("f64").chunk(0).buffers()[0] is not None  # a bitmap without a null: left out to filter
     rng = np.random.default_rng(int(share * 100) + len(chunks))
     keep = rng.random(N) >= share
-    got = keep_rows(table, keep)
+    got = keep_rows(table, np.flatnonzero(~keep))
     assert got.schema == table.schema
     assert got.equals(table.filter(pa.array(keep)))
     assert got.num_rows == int(keep.sum())
@@ -77,7 +78,7 @@ def test_chunks_kept_whole_are_not_copied_and_dropped_ones_vanish() -> None:
     keep = np.ones(N, dtype=bool)
     keep[1000:2000] = False  # the middle chunk goes
     keep[2500] = False
-    got = keep_rows(table, keep)
+    got = keep_rows(table, np.flatnonzero(~keep))
     column = got.column("s")
     assert [len(c) for c in column.chunks] == [1000, 999]
     assert column.chunk(0).buffers()[2].address == table.column("s").chunk(0).buffers()[2].address  # no copy
@@ -86,15 +87,30 @@ def test_chunks_kept_whole_are_not_copied_and_dropped_ones_vanish() -> None:
 
 def test_a_table_without_columns_keeps_its_row_count() -> None:
     table = pa.table({"x": range(10)}).select([])
-    assert keep_rows(table, np.array([True, False] * 5)).num_rows == 5
+    assert keep_rows(table, np.arange(1, 10, 2)).num_rows == 5
 
 
-def test_a_mask_of_another_length_is_refused() -> None:
-    with pytest.raises(ValueError, match="a mask of 3 rows for a table of 4"):
-        keep_rows(pa.table({"x": range(4)}), np.ones(3, dtype=bool))
+def test_positions_outside_the_table_are_refused() -> None:
+    with pytest.raises(ValueError, match=r"deleted positions 1\.\.4 for a table of 4 rows"):
+        keep_rows(pa.table({"x": range(4)}), np.array([1, 4]))
+
+
+@pytest.mark.parametrize("rows", [0, 1, 7, 8, 9, 64, 1000, 4099])
+def test_the_bitmap_is_a_bool_per_row(rows: int) -> None:
+    """Positions that share a byte, the first and last rows, a length not a multiple of 8 (padding bits clear)."""
+    rng = np.random.default_rng(rows)
+    for share in (0.0, 0.02, 0.5, 1.0):
+        positions = np.flatnonzero(rng.random(rows) < share) if share < 1 else np.arange(rows)
+        keep = np.ones(rows, dtype=bool)
+        keep[positions] = False
+        mask = keep_bitmap(rows, positions)
+        assert mask.to_pylist() == keep.tolist() and mask.null_count == 0
+        if rows % 8:
+            last = np.frombuffer(mask.buffers()[1], dtype=np.uint8)[-1]
+            assert last >> (rows % 8) == 0
 
 
 def test_a_position_past_the_file_is_corrupt() -> None:
-    assert keep_array(4, np.array([0, 3]), "f").tolist() == [False, True, True, False]
+    assert keep_mask(4, np.array([0, 3]), "f").to_pylist() == [False, True, True, False]
     with pytest.raises(CorruptMetadataError, match="the deletion vector of f deletes row 4, but the file holds 4 rows"):
-        keep_array(4, np.array([1, 4]), "f")
+        keep_mask(4, np.array([1, 4]), "f")
