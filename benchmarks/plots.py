@@ -309,7 +309,8 @@ def plot_key_tables(plt: Any, kt: dict[str, Any], out: Path) -> None:
     """Key tables: upserts against deltalake's merge (and pyiceberg's upsert), an upsert's time against table size,
     reads after many upsert commits against the same rows written at once, delete by key against copy-on-write."""
     m, p = kt["metrics"], kt["params"]
-    fig, axes = plt.subplots(1, 4, figsize=(17, 4.0))
+    cycle = m["read"].get("to_arrow_after_each_of_the_last_commits") or []
+    fig, axes = plt.subplots(1, 5 if cycle else 4, figsize=(21 if cycle else 17, 4.0))
     ax = axes[0]
     bars = [(f"{p['merge_rows']:,} into\n{p['merge_base']:,}", m.get("merge", {}), "deltalake")]
     ice = m.get("iceberg") or {}
@@ -347,6 +348,9 @@ def plot_key_tables(plt: Any, kt: dict[str, Any], out: Path) -> None:
                                        (0.2, "once", "written at once", "#969696")):
         ys = [best[e][side]["wall"] * 1000 for e in engines]
         ax.bar([x + offset for x in range(len(engines))], ys, width=0.4, color=color, label=label)
+    for x, e in enumerate(engines):
+        ratio = best[e]["many"]["wall"] / best[e]["once"]["wall"]
+        ax.text(x - 0.2, best[e]["many"]["wall"] * 1000, f"{ratio:.2f}x", ha="center", va="bottom", fontsize=7)
     ax.set_xticks(range(len(engines)), engines, fontsize=8)
     ax.set_ylabel("ms (best of runs)")
     ax.set_title(f"Full read of {p['read_base']:,} live rows", fontsize=9)
@@ -360,6 +364,18 @@ def plot_key_tables(plt: Any, kt: dict[str, Any], out: Path) -> None:
         ax.text(x, y, f"{y:.2f}", ha="center", va="bottom", fontsize=7)
     ax.set_ylabel("seconds (best of runs)")
     ax.set_title(f"Delete {m['delete']['rows_deleted']:,} keys (1%) of {p['delete_base']:,}", fontsize=9)
+    if cycle:
+        ax = axes[4]
+        xs = [c["commit"] for c in cycle]
+        ax.plot(xs, [c["ratio"] for c in cycle], "o-", color=COLORS["lakefmt"], label="to_arrow, vs written at once")
+        ax.axhline(1.3, color="#969696", linestyle="--", linewidth=1, label="target 1.3x")
+        for c in cycle:
+            ax.text(c["commit"], c["ratio"], str(c["files"]), ha="center", va="bottom", fontsize=6)
+        ax.set_ylim(0.8, max(1.4, max(c["ratio"] for c in cycle) + 0.1))
+        ax.set_xlabel("upsert commit (labels: files in the table)")
+        ax.set_ylabel("read time ratio (best of 5)")
+        ax.set_title("The read after each of the last upserts", fontsize=9)
+        ax.legend(fontsize=7)
     _finish(fig, out, "key_tables.png")
 
 
