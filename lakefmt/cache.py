@@ -25,7 +25,8 @@ def _no_size(value: object) -> int:
 
 
 class BoundedCache(Generic[K, V]):
-    """At most ``max_entries`` values (None: any number) of at most ``max_bytes`` in all (None: any size)."""
+    """At most ``max_entries`` values (None: any number) of at most ``max_bytes`` in all (None: any size), but
+    never fewer than the newest one."""
 
     def __init__(
         self, max_entries: int | None = None, max_bytes: int | None = None, sizeof: Callable[[V], int] = _no_size

@@ -1,6 +1,7 @@
 """Reading and locating a table's metadata files through a FileIO: schemas, snapshots, manifest lists,
 manifests. Shared by the writer, the committer, the planner and maintenance. Immutable files are cached by
-name, first in, first out."""
+name, and a snapshot's live entries by its manifest lists, least recently used out first
+(:class:`lakefmt.cache.BoundedCache`)."""
 
 from __future__ import annotations
 

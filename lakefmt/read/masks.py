@@ -192,6 +192,8 @@ def mask_whole(io: FileIO, table: pa.Table, entries: pa.Table, vectors: Mapping[
     offset (from the entries' row counts, which must add up to the table's rows: :class:`CorruptMetadataError`
     naming ``what`` otherwise), masked by the files' ``vectors`` (:func:`keep_rows`)."""
     counts = np.asarray(entries.column(ents.ROW_COUNT).to_numpy(zero_copy_only=False), dtype=np.int64)
+    if len(counts) and int(counts.min()) < 0:
+        raise CorruptMetadataError(f"a manifest entry of {what} gives a negative row count")
     total = int(counts.sum())
     if table.num_rows != total:
         raise CorruptMetadataError(f"{what} hold {table.num_rows} rows, their manifest entries say {total}")
@@ -232,8 +234,13 @@ def keep_rows(table: pa.Table, deleted: np.ndarray) -> pa.Table:
     two to three times slower). The chunks are filtered by a few threads at once (Arrow's filter releases the
     GIL) when there are enough rows to pay for them."""
     n = table.num_rows
+    deleted = np.asarray(deleted)
+    if deleted.dtype.kind not in "iu":
+        raise TypeError(f"keep_rows takes the positions of the deleted rows (integers), not {deleted.dtype} values")
     if len(deleted) and (int(deleted[0]) < 0 or int(deleted[-1]) >= n):
         raise ValueError(f"deleted positions {int(deleted[0])}..{int(deleted[-1])} for a table of {n} rows")
+    if len(deleted) > 1 and not bool(np.all(deleted[1:] > deleted[:-1])):  # each chunk's count relies on it
+        raise ValueError("deleted positions must be sorted and distinct")
     if table.num_columns == 0:
         return table.slice(0, n - len(deleted))
     whole: pa.BooleanArray | None = None  # the mask as one Arrow array, sliced (zero-copy) for each chunk

@@ -208,6 +208,10 @@ def decode_manifest(data: bytes, what: str = "manifest") -> pa.Table:
         i = table.schema.get_field_index(name)
         if i < 0 or table.schema.field(i).type != t:
             raise CorruptMetadataError(f"{what} is malformed: no {t} column {name!r}")
+    for name in ("row_count", "file_size"):  # offsets and masks are computed from them
+        column = table.column(name)
+        if column.null_count or (table.num_rows and pc.min(column).as_py() < 0):
+            raise CorruptMetadataError(f"{what} is malformed: a null or negative {name!r}")
     if "content" in table.column_names or "bucket" in table.column_names:
         _check_v3_columns(table, what)
     return table
