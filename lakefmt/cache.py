@@ -79,6 +79,7 @@ class BoundedCache(Generic[K, V]):
             return found[0]
 
     def clear(self) -> None:
+        """Forget every entry."""
         with self._lock:
             self._items.clear()
             self._bytes = 0
