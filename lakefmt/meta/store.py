@@ -276,14 +276,14 @@ class MetaStore:
     def live_of(self, snap: Snapshot) -> pa.Table | None:
         """The live entries of ``snap`` remembered by :meth:`remember_live`, or None. A snapshot's live entries
         depend only on its two manifest lists, which are immutable and named uniquely: they are the key."""
-        return self._live.get((snap.base_manifest_list, snap.delta_manifest_list))
+        return self._live.get(_lists_of(snap))
 
     def remember_live(self, snap: Snapshot, live: pa.Table) -> None:
         """Keep the live entries of ``snap`` (every one of its files, checked) for the next plan of the same
         snapshot: a table read again and again plans once. Bounded by count and by bytes (a table's entries larger
         than a quarter of the bound are not kept)."""
         if live.nbytes <= self.LIVE_CACHE_BYTES // 4:
-            self._live.put((snap.base_manifest_list, snap.delta_manifest_list), live)
+            self._live.put(_lists_of(snap), live)
 
     def manifest(self, name: str) -> pa.Table:
         cached = self._manifests.get(name)
@@ -300,3 +300,8 @@ class MetaStore:
             return self.io.read(path)
         except FileNotFoundError as exc:
             raise MissingMetadataError(f"{what} {path} is missing") from exc
+
+
+def _lists_of(snap: Snapshot) -> tuple[str, str]:
+    """A snapshot's two manifest lists: what its live entries depend on, immutable and uniquely named."""
+    return (snap.base_manifest_list, snap.delta_manifest_list)

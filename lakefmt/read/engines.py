@@ -48,7 +48,7 @@ from lakefmt.io import FileIO
 from lakefmt.meta import entries as ents
 from lakefmt.read import polars_vectors
 from lakefmt.read.bounds import SchemaLookup, column_bounds
-from lakefmt.read.masks import Vector, deleted_positions
+from lakefmt.read.masks import Vector, check_positions, deleted_positions
 from lakefmt.read.plan import prune_entries
 from lakefmt.spec import Snapshot, TableSchema
 from lakefmt.spec.filters import has_float, has_nan_literal
@@ -424,10 +424,7 @@ def _polars_masked(
                 masks.append(None)
                 plain = []
             deleted = deleted_positions(scan._io, vector)
-            if len(deleted) and int(deleted[-1]) >= count:
-                raise CorruptMetadataError(
-                    f"the deletion vector of {rel} deletes row {int(deleted[-1])}, but the file holds {count} rows"
-                )
+            check_positions(deleted, count, rel)
             keep = np.ones(count, dtype=bool)
             keep[deleted] = False
             lazies.append(pl.scan_parquet(full, hive_partitioning=False, glob=False).select(read))

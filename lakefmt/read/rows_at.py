@@ -17,11 +17,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lakefmt.cache import BoundedCache
-from lakefmt.errors import CorruptMetadataError
 from lakefmt.io import FileIO
 from lakefmt.meta import entries as ents
 from lakefmt.meta.store import MetaStore
 from lakefmt.read.files import read_entries
+from lakefmt.read.masks import check_positions
 from lakefmt.spec import TableSchema
 
 __all__ = ["RowReader", "RowRequest"]
@@ -56,11 +56,11 @@ class RowReader:
         for request in requests:
             if request.schema_id != self.schema.id:  # matched by field id: read whole
                 whole = self._whole(request)
-                _check_positions(request, whole.num_rows)
+                check_positions(request.positions, whole.num_rows, request.path)
                 parts.append(whole.take(pa.array(request.positions, pa.int64())))
                 continue
             starts = self._row_groups(request.path)
-            _check_positions(request, int(starts[-1]))
+            check_positions(request.positions, int(starts[-1]), request.path)
             groups = np.searchsorted(starts, request.positions, side="right") - 1
             first, last = int(groups[0]), int(groups[-1])  # positions are sorted
             if first == last:
@@ -117,10 +117,3 @@ class RowReader:
         rows = pa.Table.from_batches(list(batches), schema=self.schema.arrow_schema)
         self._cache.put(key, rows)
         return rows
-
-def _check_positions(request: RowRequest, num_rows: int) -> None:
-    if len(request.positions) and int(request.positions[-1]) >= num_rows:
-        raise CorruptMetadataError(
-            f"the deletion vector of {request.path} deletes row {int(request.positions[-1])}, but the file holds "
-            f"{num_rows} rows"
-        )
