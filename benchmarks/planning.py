@@ -1,6 +1,6 @@
 """Planning: how fast a fresh process plans the latest snapshot of a table with many live data files.
 
-Tables of 10,000, 100,000 and 1,000,000 live files (10,000 and 20,000 in quick mode) are built without
+Tables of 10,000, 100,000 and 1,000,000 live files (2,000 and 5,000 in quick mode) are built without
 writing any data file: each of 100 commits is one day's partition written by 10 tasks, and each task's
 per-task manifest is made by lakefmt's
 writer-side metadata code (``DataFile`` with min/max/null counts on 3 columns -> ``entries_table`` ->
@@ -178,7 +178,7 @@ def plan_size(workdir: Path, live: int) -> dict[str, Any]:
 
 
 def run(quick: bool, workdir: Path) -> Result:
-    sizes = [10_000, 20_000] if quick else [10_000, 100_000, 1_000_000]
+    sizes = [2_000, 5_000] if quick else [10_000, 100_000, 1_000_000]
     result = Result(NAME, "quick" if quick else "full", {
         "live_files": sizes, "partitions": DAYS, "commits": DAYS, "tasks_per_commit": TASKS_PER_DAY,
         "stats_columns": list(META_SCHEMA.names), "fresh_process_reps": REPS,

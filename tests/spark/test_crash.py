@@ -23,8 +23,8 @@ once, snapshot ids are contiguous, the sink's commit identifiers are exactly the
 snapshot reads, and orphan-clean leaves exactly the files the live snapshots reference. The machinery (the child's
 lives, kills and checks) is shared with test_chain.py in kill_harness.py.
 
-CI kills 6 times: each point once and once at random (test_chain.py kills the same sink 10 times beside it, the
-after-publish window twice and four random kills among them); ``LAKEFMT_FULL_FAULTS=1`` kills 10 times, the
+CI kills 6 times: each point once and once at random (test_chain.py kills the same sink 7 times beside it, the
+after-publish window twice and one random kill among them); ``LAKEFMT_FULL_FAULTS=1`` kills 10 times, the
 after-publish window three times and three at random.
 """
 
@@ -65,8 +65,8 @@ MIN_PENDING = 3  # unprocessed input files before each run, so an injected kill 
 
 # What each run does: an injected kill "<point>:<n>" (the n-th arrival at that point in that run, n drawn from
 # 1-2) or a kill at a random moment, in a seeded order; then a final run that must complete.
-# CI kills each point once plus one random kill: 6 kills, with test_chain.py's 10 kills of the same sink beside
-# it (the after-publish window twice among them, and four random kills); LAKEFMT_FULL_FAULTS=1 runs the
+# CI kills each point once plus one random kill: 6 kills, with test_chain.py's 7 kills of the same sink beside
+# it (the after-publish window twice among them, and one random kill); LAKEFMT_FULL_FAULTS=1 runs the
 # after-publish window three times and three random kills: 10 kills. Each kill is a driver life: a JVM, a
 # session and a query start (20 to 27 s on 2 idle cores).
 INJECTED = (
