@@ -46,7 +46,7 @@ from lakefmt.meta.consumers import delete_consumer_if_unchanged
 from lakefmt.meta.store import MetaStore
 from lakefmt.meta.tags import delete_tag_if_unchanged, list_tags
 from lakefmt.spec import Consumer, Snapshot, Tag, layout
-from lakefmt.spec.key_index import indexed_column
+from lakefmt.spec.key_index import hashed_columns, indexed_column
 
 __all__ = [
     "ExpirationPlan",
@@ -342,7 +342,7 @@ def _expire(
         store.write_hint(layout.EARLIEST, earliest)
     spared = set() if dry_run else _arrived_since(store, plan)
     # any schema's: a key widened past the indexable types (uint32 to uint64) leaves its older files' indexes
-    indexed = any(indexed_column(s) is not None for s in store.all_schemas())
+    indexed = any(indexed_column(s) is not None or hashed_columns(s) is not None for s in store.all_schemas())
     for done, (kind, path, size) in enumerate(plan.deletions, 1):
         if path in spared:
             continue

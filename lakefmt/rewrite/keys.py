@@ -50,8 +50,8 @@ from lakefmt.rewrite.lookup import KeyIndex, Probe, clear_cache, index_of, match
 from lakefmt.rewrite.stored_keys import clear_stored, open_stored, stored_match
 from lakefmt.spec import DataFile, ManifestFileMeta, Snapshot, TableSchema, layout
 from lakefmt.spec.filters import referenced_columns
-from lakefmt.spec.key_index import indexed_column, key_values
-from lakefmt.spec.keys import key_hash
+from lakefmt.spec.key_index import hashed_columns, indexed_column, key_values
+from lakefmt.spec.keys import key_bytes, key_hash
 from lakefmt.spec.rowkind import DELETE, IGNORE, row_kinds
 
 __all__ = ["DeleteKeysPlanner", "DeleteWherePlanner", "Planner", "UpsertPlanner", "dedup_keys", "key_cache_clear"]
@@ -222,20 +222,26 @@ class Planner:
         found = _Found(ents.paths(data), [], [], [], [])
         in_range = _in_ranges(data, probe.keys, schema, self.store)
         stored_key = indexed_column(schema) if not extra else None
+        hashed = _HashedProbe.of(probe, hashed_columns(schema)) if not extra and probe.keys.num_rows else None
 
         def look(i: int) -> tuple[np.ndarray, np.ndarray, KeyIndex | None] | None:
             mine = probe if in_range is None else probe.within(in_range[i])
             if len(mine.hashes) == 0:  # no probed key inside the file's key range: its keys are never read
                 return None
             entry = data.slice(i, 1)
-            hit = None if stored_key is None else self._stored(entry, found.paths[i], mine, stored_key)
+            hit = None
+            if stored_key is not None:
+                hit = self._stored(entry, found.paths[i], mine, stored_key)
+            elif hashed is not None:
+                hit = self._stored_hashed(entry, found.paths[i], mine, hashed)
             if hit is not None:
                 return hit[0], hit[1], None
             index = _index(self.io, self.store, entry, schema, extra)
             return *match(index, mine), index
 
         files = range(len(found.paths))
-        if stored_key is not None and len(found.paths) > 1:  # key index lookups release the GIL: files at once
+        indexed = stored_key is not None or hashed is not None
+        if indexed and len(found.paths) > 1:  # key index lookups release the GIL: files at once
             with ThreadPoolExecutor(max_workers=min(_LOOKUP_THREADS, len(found.paths))) as pool:
                 looked = list(pool.map(look, files))
         else:
@@ -268,11 +274,46 @@ class Planner:
             if key not in fields.names or fields.field(key).type != self.schema.arrow_schema.field(key).type:
                 return None
         index = open_stored(self.io, path, entry.column(ents.ROW_COUNT)[0].as_py())
-        if index is None:
+        if index is None or index.header.hashed:
             return None
         values = key_values(probe.keys.column(key).take(pa.array(probe.rows)))
         order = np.argsort(values, kind="stable")
         return stored_match(self.io, index, values[order], probe.rows[order])
+
+    def _stored_hashed(
+        self, entry: pa.Table, path: str, probe: Probe, hashed: _HashedProbe
+    ) -> tuple[np.ndarray, np.ndarray] | None:
+        """The probed keys' rows of one data file by its hashed key index, or None when it has none that can be used
+        (or a hash matched another key: the key columns settle it)."""
+        schema_id = entry.column(ents.SCHEMA_ID)[0].as_py()
+        if schema_id != self.schema.id:  # written under another schema: only by the same key types
+            fields = self.store.schema(schema_id).arrow_schema
+            mine = self.schema.arrow_schema
+            if any(k not in fields.names or fields.field(k).type != mine.field(k).type for k in hashed.columns):
+                return None
+        index = open_stored(self.io, path, entry.column(ents.ROW_COUNT)[0].as_py())
+        if index is None or not index.header.hashed:
+            return None
+        values = hashed.hashes[probe.rows]
+        order = np.argsort(values, kind="stable")
+        return stored_match(self.io, index, values[order], probe.rows[order], hashed.keys)
+
+
+@dataclass(frozen=True)
+class _HashedProbe:
+    """A probe's keys as hashed key indexes hold them: each probe row's bucket-key hash (as int64) and key bytes."""
+
+    columns: tuple[str, ...]
+    hashes: np.ndarray
+    keys: pa.Array
+
+    @staticmethod
+    def of(probe: Probe, columns: tuple[str, ...] | None) -> _HashedProbe | None:
+        if columns is None:
+            return None
+        return _HashedProbe(
+            columns, key_hash(probe.keys, columns).view(np.int64), key_bytes(probe.keys, columns)
+        )
 
 
 def _in_ranges(data: pa.Table, keys: pa.Table, schema: TableSchema, store: MetaStore) -> list[np.ndarray] | None:
@@ -371,7 +412,8 @@ class UpsertPlanner(Planner):
         live = live_in(self.store, latest, schema, self.buckets) if self.against_live else None
         marks: dict[BucketKey, Marks] = {}
         extra = [seq] if seq else []
-        indexed = indexed_column(schema) is not None and not extra  # the new files' lookups need no hashing
+        # the new files' lookups need no index built here: they have key index files
+        indexed = (indexed_column(schema) is not None or hashed_columns(schema) is not None) and not extra
         for bk in sorted(set(new_bks), key=repr):
             mark = marks.setdefault(bk, Marks({}))
             mine = new.filter(pa.array([b == bk for b in new_bks], pa.bool_()))

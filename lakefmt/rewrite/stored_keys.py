@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from typing import cast
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from lakefmt.cache import BoundedCache
 from lakefmt.io import FileIO
@@ -54,12 +56,15 @@ class StoredIndex:
     directory: np.ndarray  #: int64, the first key of each page
     keys: np.ndarray | None  #: u32 (key - base) or i64, sorted
     positions: np.ndarray | None  #: u32, each key's row (None: a key's row is its index, or not fetched)
+    offsets: np.ndarray | None = None  #: u64, where each key's bytes start (a hashed index's, when at hand)
+    key_data: np.ndarray | None = None  #: u8, the key bytes (a hashed index's, when at hand)
 
     @property
     def fetched_bytes(self) -> int:
         if self.keys is None or isinstance(self.keys.base, mmap.mmap):
             return 0
-        return int(self.keys.nbytes) + (int(self.positions.nbytes) if self.positions is not None else 0)
+        arrays = (self.keys, self.positions, self.offsets, self.key_data)
+        return sum(int(a.nbytes) for a in arrays if a is not None)
 
 
 #: the open indexes by full path (None: the data file has none that matches), bounded by count (a mapped index holds
@@ -93,7 +98,11 @@ def _map(io: FileIO, rel: str, rows: int) -> StoredIndex | None:
         return StoredIndex(rel, header, directory, np.zeros(0, "<u4"), None)
     keys = np.frombuffer(mapped, "<i8" if header.wide else "<u4", header.count, header.keys_offset)
     positions = np.frombuffer(mapped, "<u4", header.count, header.positions_offset) if header.has_positions else None
-    return StoredIndex(rel, header, directory, keys, positions)
+    if not header.hashed:
+        return StoredIndex(rel, header, directory, keys, positions)
+    offsets = np.frombuffer(mapped, "<u8", header.count + 1, header.offsets_offset)
+    key_data = np.frombuffer(mapped, np.uint8, header.base, header.bytes_offset)
+    return StoredIndex(rel, header, directory, keys, positions, offsets, key_data)
 
 
 def _remote(io: FileIO, rel: str, rows: int) -> StoredIndex | None:
@@ -174,12 +183,12 @@ def _runs(pages: np.ndarray) -> list[tuple[int, int]]:
 
 
 def _fetch(
-    io: FileIO, index: StoredIndex, offset: int, width: int, dtype: str, runs: list[tuple[int, int]]
+    io: FileIO, index: StoredIndex, offset: int, width: int, dtype: str, runs: list[tuple[int, int]], items: int
 ) -> np.ndarray:
-    """The items of pages ``runs`` of the array at ``offset`` (``width`` bytes each), concatenated."""
+    """The items of pages ``runs`` of the array of ``items`` items at ``offset`` (``width`` bytes each),
+    concatenated."""
     per = index.header.page_rows
-    count = index.header.count
-    ranges = [(offset + width * a * per, offset + width * min(count, b * per)) for a, b in runs]
+    ranges = [(offset + width * a * per, offset + width * min(items, b * per)) for a, b in runs]
     parts = io.read_ranges(index.path, ranges)
     for (start, end), part in zip(ranges, parts, strict=True):
         if len(part) != end - start:
@@ -188,15 +197,20 @@ def _fetch(
 
 
 def stored_match(
-    io: FileIO, index: StoredIndex, values: np.ndarray, rows: np.ndarray
+    io: FileIO, index: StoredIndex, values: np.ndarray, rows: np.ndarray, keys: pa.Array | None = None
 ) -> tuple[np.ndarray, np.ndarray] | None:
     """The rows of the data file that hold the probed keys (``values``: int64, ascending; ``rows``: each one's row
-    of the probe): ``(positions in the file, probe rows)``, every pair of equal keys. None when the index turns out
-    damaged or gone (a position outside the file, pages missing): the caller reads the key column instead."""
+    of the probe): ``(positions in the file, probe rows)``, every pair of equal keys. For a hashed index, ``values``
+    are the probed keys' hashes (as int64) and ``keys`` their key bytes (:func:`lakefmt.spec.keys.key_bytes`, one per
+    probe row), which every pair of equal hashes is checked on. None when the index turns out damaged or gone (a
+    position outside the file, pages missing), or when a hash matched another key (a collision, or damage): the
+    caller reads the key columns instead."""
     try:
-        pos, probe_rows = _match(io, index, values, rows)
-    except OSError:  # gone, or shorter than its header says (object stores refuse a range past the end)
+        pos, probe_rows = _match(io, index, values, rows, keys)
+    except (OSError, _Unusable):  # gone, shorter than its header says (object stores refuse a range past the end)
         _open.put(io.full_path(index.path), None)
+        return None
+    except _Collision:  # the index is sound as far as it can tell: the key columns settle this lookup
         return None
     if len(pos) and (int(pos.min()) < 0 or int(pos.max()) >= index.header.count):
         _open.put(io.full_path(index.path), None)
@@ -204,22 +218,49 @@ def stored_match(
     return pos, probe_rows
 
 
-def _match(io: FileIO, index: StoredIndex, values: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+class _Unusable(Exception):
+    """The index contradicts itself (key bytes outside their section): not used again."""
+
+
+class _Collision(Exception):
+    """A probed hash is stored for another key."""
+
+
+def _match(
+    io: FileIO, index: StoredIndex, values: np.ndarray, rows: np.ndarray, keys: pa.Array | None
+) -> tuple[np.ndarray, np.ndarray]:
     header = index.header
     if header.run:  # the keys base, base + 1, ...: a key's row is key - base
         base = header.base
         inside = (values >= np.int64(base)) & (values <= np.int64(min(base + header.count - 1, (1 << 63) - 1)))
         return (values[inside] - np.int64(base)).astype(np.int64), rows[inside]
+    if header.hashed and keys is None:
+        raise ValueError("a hashed key index is looked up with the probed keys' bytes")
+    at, probe_rows, index = _entries(io, index, values, rows)
+    if not len(at):
+        return at, probe_rows
+    if keys is not None and header.hashed:
+        _check_keys(io, index, at, keys.take(pa.array(probe_rows)))
+    if not header.has_positions:
+        return at, probe_rows
+    if index.positions is not None:
+        return index.positions[at].astype(np.int64), probe_rows
+    return _gather(io, index, header.positions_offset, 4, "<u4", header.count, at).astype(np.int64), probe_rows
+
+
+def _entries(
+    io: FileIO, index: StoredIndex, values: np.ndarray, rows: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, StoredIndex]:
+    """Every (entry of the key array, probe row) of equal keys, and the index (with its arrays, when a lookup that
+    touches most pages fetched them whole)."""
+    header = index.header
+    none = np.zeros(0, np.int64)
     probes, ok = _narrow(index, values)
     probes, rows = probes[ok], rows[ok]
     if not len(probes) or header.count == 0:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    keys = index.keys
-    if keys is not None:
-        at, probe_rows = _pairs(keys, probes, rows)
-        if index.positions is None:
-            return at, probe_rows
-        return index.positions[at].astype(np.int64), probe_rows
+        return none, none, index
+    if index.keys is not None:
+        return *_pairs(index.keys, probes, rows), index
     # fetch only the pages the probes fall in: every page from the one before the first page that starts with the
     # key (a key equal to a page's first key may begin on the page before) to the last page starting at or below it
     # (a key repeated over several pages covers them all)
@@ -232,37 +273,89 @@ def _match(io: FileIO, index: StoredIndex, values: np.ndarray, rows: np.ndarray)
     back = np.arange(int(spans.sum())) - np.repeat(np.cumsum(spans) - spans, spans)
     pages = np.unique(np.repeat(last, spans) - back)
     if not len(pages):  # every probe is below the smallest key
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        return none, none, index
     if len(pages) * 2 > header.pages:
-        return _fetch_whole(io, index, probes, rows)
+        whole = _fetch_whole(io, index)
+        return *_pairs(whole.keys, probes, rows), whole  # type: ignore[arg-type]
     runs = _runs(pages)
     dtype = "<i8" if header.wide else "<u4"
-    got = _fetch(io, index, header.keys_offset, header.key_width, dtype, runs)
+    got = _fetch(io, index, header.keys_offset, header.key_width, dtype, runs, header.count)
     # where each fetched item sits in the whole array
     per = header.page_rows
     starts = np.concatenate([np.arange(a * per, min(header.count, b * per)) for a, b in runs])
     at, probe_rows = _pairs(got, probes, rows)
-    at = starts[at]
-    if not header.has_positions or not len(at):
-        return at, probe_rows
-    pos_runs = _runs(np.unique(at // per))
-    pos = _fetch(io, index, header.positions_offset, 4, "<u4", pos_runs)
-    pos_starts = np.concatenate([np.arange(a * per, min(header.count, b * per)) for a, b in pos_runs])
-    return pos[np.searchsorted(pos_starts, at)].astype(np.int64), probe_rows
+    return starts[at], probe_rows, index
 
 
-def _fetch_whole(io: FileIO, index: StoredIndex, probes: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Fetch the index's arrays whole (a lookup that touches most pages), keep them, and match."""
+def _gather(
+    io: FileIO, index: StoredIndex, offset: int, width: int, dtype: str, items: int, at: np.ndarray
+) -> np.ndarray:
+    """Items ``at`` of the array of ``items`` items at ``offset`` (``width`` bytes each), fetching their pages."""
+    per = index.header.page_rows
+    runs = _runs(np.unique(at // per))
+    got = _fetch(io, index, offset, width, dtype, runs, items)
+    starts = np.concatenate([np.arange(a * per, min(items, b * per)) for a, b in runs])
+    return got[np.searchsorted(starts, at)]
+
+
+#: key bytes closer than this are fetched in one range (a request costs more than a few KiB of bytes)
+_BYTES_GAP = 1 << 16
+
+
+def _check_keys(io: FileIO, index: StoredIndex, at: np.ndarray, probed: pa.Array) -> None:
+    """Raise :class:`_Collision` unless the key bytes of entries ``at`` equal ``probed`` (one per entry)."""
+    header = index.header
+    if index.offsets is not None:
+        lo, hi = index.offsets[at].astype(np.int64), index.offsets[at + 1].astype(np.int64)
+    else:
+        ends = _gather(io, index, header.offsets_offset, 8, "<u8", header.count + 1, np.concatenate([at, at + 1]))
+        lo, hi = ends[: len(at)].astype(np.int64), ends[len(at) :].astype(np.int64)
+    if bool(np.any(hi < lo)) or int(lo.min()) < 0 or int(hi.max()) > header.base:
+        raise _Unusable
+    if index.key_data is not None:
+        data, src = index.key_data, lo
+    else:  # fetch the candidates' bytes, neighbours in one range
+        order = np.argsort(lo, kind="stable")
+        slo, reach = lo[order], np.maximum.accumulate(hi[order])
+        run = np.concatenate([[0], np.cumsum(slo[1:] > reach[:-1] + _BYTES_GAP)])
+        firsts = np.concatenate([[0], np.nonzero(np.diff(run))[0] + 1])
+        lasts = np.concatenate([firsts[1:] - 1, [len(run) - 1]])
+        at_bytes = header.bytes_offset
+        ranges = [(at_bytes + int(slo[a]), at_bytes + int(reach[b])) for a, b in zip(firsts, lasts, strict=True)]
+        parts = io.read_ranges(index.path, ranges)
+        if any(len(part) != b - a for part, (a, b) in zip(parts, ranges, strict=True)):
+            raise FileNotFoundError(f"{index.path} is shorter than its header says")
+        data = np.frombuffer(b"".join(parts), np.uint8)
+        base = np.concatenate([[0], np.cumsum([b - a for a, b in ranges])])[:-1]
+        src = np.empty(len(at), np.int64)
+        src[order] = slo - slo[firsts][run] + base[run]
+    lengths = hi - lo
+    offsets = np.zeros(len(at) + 1, np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    picked = data[np.repeat(src - offsets[:-1], lengths) + np.arange(int(offsets[-1]))]
+    stored = pa.LargeBinaryArray.from_buffers(
+        pa.large_binary(), len(at), [None, pa.py_buffer(offsets.tobytes()), pa.py_buffer(picked.tobytes())]
+    )
+    if not bool(pc.all(pc.equal(stored, probed.cast(pa.large_binary()))).as_py()):
+        raise _Collision
+
+
+def _fetch_whole(io: FileIO, index: StoredIndex) -> StoredIndex:
+    """Fetch the index's arrays whole (a lookup that touches most pages) and keep them."""
     header = index.header
     whole = [(header.keys_offset, header.size + 1)]  # a byte more: a file longer than its header says is refused
     data = io.read_ranges(index.path, whole)[0]
     if len(data) != header.size - header.keys_offset:
         raise FileNotFoundError(f"{index.path} is not the size its header gives")
+    rel = header.keys_offset
     keys = np.frombuffer(data, "<i8" if header.wide else "<u4", header.count, 0)
     positions = (
-        np.frombuffer(data, "<u4", header.count, header.key_width * header.count) if header.has_positions else None
+        np.frombuffer(data, "<u4", header.count, header.positions_offset - rel) if header.has_positions else None
     )
-    full = StoredIndex(index.path, header, index.directory, keys, positions)
+    offsets = key_data = None
+    if header.hashed:
+        offsets = np.frombuffer(data, "<u8", header.count + 1, header.offsets_offset - rel)
+        key_data = np.frombuffer(data, np.uint8, header.base, header.bytes_offset - rel)
+    full = StoredIndex(index.path, header, index.directory, keys, positions, offsets, key_data)
     _open.put(io.full_path(index.path), full)
-    at, probe_rows = _pairs(keys, probes, rows)
-    return (at if positions is None else positions[at].astype(np.int64)), probe_rows
+    return full

@@ -4,10 +4,13 @@ An upsert must find the live rows of its keys. Reading a file's key column costs
 index costs the pages a binary search touches (mapped from local disk, or fetched by byte range from object
 storage), so a cold writer's lookup of ``k`` keys costs about ``k`` pages, however large the table.
 
-A key index exists only for a data file of a key table whose bucket key (the primary key without the partition
-keys) is one integer-like column: integers up to 64 bits (not ``uint64``), dates, times and timestamps, by their
-stored integer. It is optional: a reader that finds none, or one whose header does not match its data file, reads
-the file's key column instead. Layout (all little-endian), named after its data file
+A data file of a key table gets one whose bucket key (the primary key without the partition keys) is one
+integer-like column: integers up to 64 bits (not ``uint64``), dates, times and timestamps, by their stored integer.
+A file of any other bucket key (strings, binaries, booleans, ``uint64``, several columns) gets a *hashed* key index
+(flag HASHED): its "keys" are the rows' 64-bit key hashes (:func:`lakefmt.spec.keys.key_hash`, as int64), and the
+rows' key bytes (:func:`lakefmt.spec.keys.key_bytes`) follow, in the same order, so that a lookup checks every
+equal hash on the key itself. An index is optional: a reader that finds none, or one whose header does not match
+its data file, reads the file's key columns instead. Layout (all little-endian), named after its data file
 (:func:`lakefmt.spec.layout.key_index_path`)::
 
     header     32 bytes: magic b"LKIX", u16 version (1), u16 flags, u32 page_rows, u32 crc32 of the directory,
@@ -15,9 +18,12 @@ the file's key column instead. Layout (all little-endian), named after its data 
     directory  i64[ceil(count / page_rows)]: the first key of each page of the key array
     keys       count values, ascending: key - base as u32 (flag WIDE unset) or i64 (WIDE set)
     positions  u32[count] (flag POSITIONS): each key's row in the data file; absent when the file's rows are in
-               key order already (a key's position is then its index)
+               key order already (a key's row is then its index)
+    offsets    u64[count + 1] (flag HASHED): where each key's bytes start in the key bytes (the last: their length)
+    key bytes  (flag HASHED) the keys' bytes, in the order of the keys
 
-Keys are in ascending order, equal keys by position. ``base`` is the smallest key (0 with WIDE).
+Keys are in ascending order, equal keys by position. ``base`` is the smallest key (0 with WIDE); with HASHED (which
+comes with WIDE) it is the length of the key bytes.
 """
 
 from __future__ import annotations
@@ -36,7 +42,9 @@ __all__ = [
     "HEADER_SIZE",
     "PAGE_ROWS",
     "IndexHeader",
+    "encode_hashed_index",
     "encode_key_index",
+    "hashed_columns",
     "indexable_type",
     "indexed_column",
     "key_values",
@@ -50,6 +58,7 @@ PAGE_ROWS = 1024  #: keys per page of the directory (4 KiB of narrow keys)
 FLAG_POSITIONS = 1
 FLAG_WIDE = 2
 FLAG_RUN = 4
+FLAG_HASHED = 8
 _HEADER = struct.Struct("<4sHHIIqQ")
 _U32_MAX = (1 << 32) - 1
 
@@ -66,11 +75,20 @@ def indexable_type(t: pa.DataType) -> bool:
 
 def indexed_column(schema: TableSchema) -> str | None:
     """The column whose values a table's data files' key indexes hold: the bucket key of a key table when it is one
-    column of an :func:`indexable_type`; None when its files have no key index."""
+    column of an :func:`indexable_type`; None when its files have a hashed key index or none."""
     keys = schema.bucket_keys if schema.has_primary_key else ()
     if len(keys) != 1 or not indexable_type(schema.arrow_schema.field(keys[0]).type):
         return None
     return keys[0]
+
+
+def hashed_columns(schema: TableSchema) -> tuple[str, ...] | None:
+    """The columns whose key bytes a table's data files' hashed key indexes hold: the bucket key of a key table that
+    has no :func:`indexed_column` (and at least one bucket-key column); None otherwise."""
+    keys = schema.bucket_keys if schema.has_primary_key else ()
+    if not keys or indexed_column(schema) is not None:
+        return None
+    return tuple(keys)
 
 
 def key_values(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
@@ -104,6 +122,11 @@ class IndexHeader:
         return bool(self.flags & FLAG_RUN)
 
     @property
+    def hashed(self) -> bool:
+        """Whether the keys are key hashes, followed by the keys' bytes (offsets and data)."""
+        return bool(self.flags & FLAG_HASHED)
+
+    @property
     def pages(self) -> int:
         return 0 if self.run else -(-self.count // self.page_rows)
 
@@ -120,9 +143,19 @@ class IndexHeader:
         return self.keys_offset + (0 if self.run else self.key_width * self.count)
 
     @property
+    def offsets_offset(self) -> int:
+        """Where the key bytes' offsets start (HASHED)."""
+        return self.positions_offset + (4 * self.count if self.has_positions else 0)
+
+    @property
+    def bytes_offset(self) -> int:
+        """Where the key bytes start (HASHED)."""
+        return self.offsets_offset + 8 * (self.count + 1)
+
+    @property
     def size(self) -> int:
         """The file's size in bytes."""
-        return self.positions_offset + (4 * self.count if self.has_positions else 0)
+        return self.bytes_offset + self.base if self.hashed else self.offsets_offset
 
 
 def parse_header(data: bytes | memoryview) -> IndexHeader | None:
@@ -131,7 +164,10 @@ def parse_header(data: bytes | memoryview) -> IndexHeader | None:
     if len(data) < HEADER_SIZE:
         return None
     magic, version, flags, page_rows, crc, base, count = _HEADER.unpack_from(data, 0)
-    if magic != MAGIC or version != VERSION or flags & ~(FLAG_POSITIONS | FLAG_WIDE | FLAG_RUN) or page_rows <= 0:
+    known = FLAG_POSITIONS | FLAG_WIDE | FLAG_RUN | FLAG_HASHED
+    if magic != MAGIC or version != VERSION or flags & ~known or page_rows <= 0:
+        return None
+    if flags & FLAG_HASHED and (not flags & FLAG_WIDE or base < 0):  # hashes are i64; base: the bytes' length
         return None
     if flags & FLAG_RUN and flags != FLAG_RUN:  # a run has no key array to widen and no positions
         return None
@@ -169,4 +205,37 @@ def encode_key_index(keys: np.ndarray) -> bytes:
     parts = [header, directory, stored.tobytes()]
     if positions is not None:
         parts.append(positions.tobytes())
+    return b"".join(parts)
+
+
+def encode_hashed_index(hashes: np.ndarray, keys: pa.Array) -> bytes:
+    """The hashed key index of a data file whose rows have the key hashes ``hashes`` (uint64, in file order) and the
+    key bytes ``keys`` (:func:`lakefmt.spec.keys.key_bytes`, in file order)."""
+    signed = np.asarray(hashes, dtype=np.uint64).view(np.int64)
+    count = len(signed)
+    if len(keys) != count:
+        raise ValueError(f"{count} hashes for {len(keys)} keys")
+    order = np.argsort(signed, kind="stable")
+    sorted_keys = keys.take(pa.array(order)) if count else keys
+    sorted_keys = sorted_keys.cast(pa.large_binary())
+    if sorted_keys.offset or count == 0:
+        sorted_keys = pa.concat_arrays([sorted_keys, pa.array([], pa.large_binary())])
+    raw_offsets = np.frombuffer(sorted_keys.buffers()[1], np.int64, count + 1) if count else np.zeros(1, np.int64)
+    start = int(raw_offsets[0])
+    offsets = (raw_offsets - start).astype("<u8")
+    length = int(offsets[-1])
+    data = sorted_keys.buffers()[2]
+    key_data = b"" if data is None or length == 0 else data.to_pybytes()[start : start + length]
+    stored = signed[order].astype("<i8")
+    flags = FLAG_HASHED | FLAG_WIDE
+    positions = None
+    if count > 1 and not bool(np.all(order[1:] > order[:-1])):
+        positions = order.astype("<u4")
+        flags |= FLAG_POSITIONS
+    directory = np.ascontiguousarray(stored[::PAGE_ROWS], dtype="<i8").tobytes()
+    header = _HEADER.pack(MAGIC, VERSION, flags, PAGE_ROWS, zlib.crc32(directory), length, count)
+    parts = [header, directory, stored.tobytes()]
+    if positions is not None:
+        parts.append(positions.tobytes())
+    parts += [offsets.tobytes(), key_data]
     return b"".join(parts)

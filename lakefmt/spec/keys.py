@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 
 from lakefmt.errors import UnsupportedTypeError
 
-__all__ = ["KEY_TYPES", "bucket_of", "is_key_type", "key_hash", "stored_integers"]
+__all__ = ["KEY_TYPES", "bucket_of", "is_key_type", "key_bytes", "key_hash", "stored_integers"]
 
 #: the types a primary-key column may have (in words, for messages)
 KEY_TYPES = "integer, boolean, string, binary, date, time or timestamp"
@@ -137,6 +137,48 @@ def key_hash(table: pa.Table, columns: Sequence[str]) -> np.ndarray:
         for name in columns:
             h = _mix(h * _P + _mix(_column_values(table.column(name))))
     return h
+
+
+def _is_bytes(t: pa.DataType) -> bool:
+    return bool(
+        pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t) or pa.types.is_large_binary(t)
+    )
+
+
+def _fixed(values: np.ndarray, width: int) -> pa.Array:
+    """``values`` (little-endian numpy items of ``width`` bytes) as a large binary array of their bytes."""
+    data = pa.py_buffer(np.ascontiguousarray(values).tobytes())
+    return pa.FixedSizeBinaryArray.from_buffers(pa.binary(width), len(values), [None, data]).cast(pa.large_binary())
+
+
+def key_bytes(table: pa.Table, columns: Sequence[str]) -> pa.Array:
+    """Each row's key in ``columns`` as bytes (a ``large_binary`` array), equal exactly when the keys are equal: per
+    column in order, an integer-like value as its stored integer in 8 little-endian bytes (two's complement;
+    ``uint64`` as is; a boolean as 0 or 1), a string or binary value as its byte length (``u32``, little-endian)
+    then its UTF-8 or raw bytes. The key index files of keys that are not one integer-like column store these bytes
+    (docs/format.md, "Key index files")."""
+    parts: list[pa.Array] = []
+    for name in columns:
+        column = table.column(name).combine_chunks()
+        if column.null_count:
+            raise ValueError("a primary-key column holds a null")
+        t = column.type
+        if _is_bytes(t):
+            lengths = pc.binary_length(column).to_numpy(zero_copy_only=False)
+            if len(lengths) and int(lengths.max()) > 0xFFFFFFFF:
+                raise ValueError(f"a value of key column {name!r} is longer than 4 GiB")
+            parts += [_fixed(lengths.astype("<u4"), 4), column.cast(pa.large_binary())]
+        elif is_key_type(t):
+            values = stored_integers(column)
+            parts.append(_fixed(values.astype("<u8" if values.dtype.kind == "u" else "<i8"), 8))
+        else:
+            raise UnsupportedTypeError(f"a primary-key column cannot have type {t}; key columns are {KEY_TYPES}")
+    if not parts:
+        return pa.array([b""] * table.num_rows, pa.large_binary())
+    if len(parts) == 1:
+        return parts[0]
+    joined: pa.Array = pc.binary_join_element_wise(*parts, pa.scalar(b"", pa.large_binary()))
+    return joined
 
 
 def bucket_of(table: pa.Table, columns: Sequence[str], buckets: int) -> np.ndarray:

@@ -26,8 +26,14 @@ from lakefmt.io import FileIO
 from lakefmt.meta import entries as ents
 from lakefmt.meta.store import MetaStore
 from lakefmt.spec import CommitMessage, DataFile, TableSchema, layout
-from lakefmt.spec.key_index import encode_key_index, indexed_column, key_values
-from lakefmt.spec.keys import bucket_of
+from lakefmt.spec.key_index import (
+    encode_hashed_index,
+    encode_key_index,
+    hashed_columns,
+    indexed_column,
+    key_values,
+)
+from lakefmt.spec.keys import bucket_of, key_bytes, key_hash
 from lakefmt.spec.manifest import encode_manifest, manifest_meta
 from lakefmt.spec.partition import partition_path
 from lakefmt.spec.rowkind import drop_ignored
@@ -78,6 +84,8 @@ class _OpenFile:
     stats: StatsCollector
     rows: int = 0
     keys: list[np.ndarray] | None = None  #: a key table's indexed key values, group by group (key index files)
+    #: a key table's key hashes and key bytes, group by group (hashed key index files)
+    hashed: list[tuple[np.ndarray, pa.Array]] | None = None
     synced_bytes: int = 0  # bytes written when the last background sync started
     pending_sync: Future[None] | None = None
 
@@ -131,6 +139,8 @@ class TableWriter:
         self._syncer: ThreadPoolExecutor | None = None  # one thread, started by the first large file
         #: the bucket-key column whose values key index files hold (a key table with one integer-like bucket key)
         self._index_key = indexed_column(schema)
+        #: the bucket-key columns whose key bytes hashed key index files hold (any other key table)
+        self._hashed_keys = hashed_columns(schema)
 
     @staticmethod
     def check_schema(incoming: pa.Schema, table_schema: pa.Schema) -> None:
@@ -318,6 +328,8 @@ class TableWriter:
             f.rows += group.num_rows
             if f.keys is not None:
                 f.keys.append(key_values(group.column(self._index_key)))
+            if f.hashed is not None and self._hashed_keys is not None:
+                f.hashed.append((key_hash(group, self._hashed_keys), key_bytes(group, self._hashed_keys)))
             written = f.stream.tell()
             if written >= self._options.target_file_size:
                 self._close_file(state)
@@ -338,6 +350,8 @@ class TableWriter:
         state.file = _OpenFile(rel, stream, writer, StatsCollector(self._schema.arrow_schema))
         if self._index_key is not None:
             state.file.keys = []
+        elif self._hashed_keys is not None:
+            state.file.hashed = []
         return state.file
 
     def _sync_ahead(self, f: _OpenFile, written: int) -> None:
@@ -361,7 +375,7 @@ class TableWriter:
         if f is None:
             return
         state.file = None
-        indexed = f.keys is not None
+        indexed = f.keys is not None or f.hashed is not None
         try:
             f.writer.close()
             footer = f.writer.writer.metadata  # the Parquet footer, with each row group's min/max
@@ -394,14 +408,20 @@ class TableWriter:
 
     def _write_key_index(self, f: _OpenFile) -> None:
         """Write the key index file of ``f`` (:mod:`lakefmt.spec.key_index`), once the data file is complete."""
-        assert f.keys is not None
         if f.rows > _MAX_INDEXED_ROWS:
             return
         rel = layout.key_index_path(f.rel_path)
         self._begun.append(rel)
-        keys = np.concatenate(f.keys) if f.keys else np.zeros(0, np.int64)
+        if f.hashed is not None:
+            hashes = np.concatenate([h for h, _ in f.hashed]) if f.hashed else np.zeros(0, np.uint64)
+            keys = pa.concat_arrays([k for _, k in f.hashed]) if f.hashed else pa.array([], pa.large_binary())
+            f.hashed = None
+            self._io.write(rel, encode_hashed_index(hashes, keys), sync=self._options.fsync)
+            return
+        assert f.keys is not None
+        values = np.concatenate(f.keys) if f.keys else np.zeros(0, np.int64)
         f.keys = None
-        self._io.write(rel, encode_key_index(keys), sync=self._options.fsync)
+        self._io.write(rel, encode_key_index(values), sync=self._options.fsync)
 
 
 def _check_partition_dates(key: str, column: pa.ChunkedArray) -> None:

@@ -73,11 +73,96 @@ def test_files_of_integer_keys_get_one_and_upserts_use_it(store: Any, monkeypatc
     assert state_of(fresh) == model
 
 
-def test_keys_of_other_types_get_none(store: Any) -> None:
-    schema = pa.schema([pa.field("name", pa.string(), nullable=False), ("v", pa.int64())])
-    t = create_table_in(store, schema, primary_key=["name"], options={"bucket": "1"})
-    t.append(pa.table({"name": ["a", "b"], "v": [1, 2]}, schema=schema))
-    assert not any(t.io.exists(layout.key_index_path(p)) for p in data_paths(t))
+STRING_SCHEMA = pa.schema([pa.field("name", pa.string(), nullable=False), pa.field("n", pa.int32(), nullable=False),
+                           ("v", pa.string())])
+
+
+def named_rows(ids: Any, tag: str) -> pa.Table:
+    """Rows of ``STRING_SCHEMA``: a name and a small number per id (the key of a composite-key table is both)."""
+    ids = [int(i) for i in ids]
+    return pa.table({"name": [f"user-{i:07d}" for i in ids], "n": [i % 5 for i in ids],
+                     "v": [f"{tag}{i}" for i in ids]}, schema=STRING_SCHEMA)
+
+
+def named_state(t: lakefmt.Table) -> dict[tuple[str, int], str]:
+    got = t.scan().to_arrow().to_pylist()
+    out = {(r["name"], r["n"]): r["v"] for r in got}
+    assert len(out) == len(got), "a key with two live rows"
+    return out
+
+
+def named_model(ids: Any, tag: str) -> dict[tuple[str, int], str]:
+    return {(f"user-{i:07d}", i % 5): f"{tag}{i}" for i in ids}
+
+
+@pytest.mark.parametrize("key", [["name"], ["name", "n"]])
+def test_string_and_composite_keys_get_a_hashed_one_and_upserts_use_it(
+    store: Any, monkeypatch: pytest.MonkeyPatch, key: list[str]
+) -> None:
+    """A cold writer finds the live rows of string and composite keys through the hashed key index: a few keys by
+    pages and byte ranges, many by the whole index, never reading an old file's key columns."""
+    options = {"bucket": "2", "compaction.auto": "false", "write.row-group-rows": "1000"}
+    t = create_table_in(store, STRING_SCHEMA, primary_key=key, options=options)
+    rng = np.random.default_rng(11)
+    t.append(named_rows(rng.permutation(12_000), "a"))
+    for path in data_paths(t):
+        index = t.io.read(layout.key_index_path(path))
+        assert index[:4] == b"LKIX" and int.from_bytes(index[6:8], "little") & 8, "a hashed index"
+    model = named_model(range(12_000), "a")
+    for k, wanted in enumerate(([5, 11_999, 20_000], rng.choice(12_000, 3000, replace=False).tolist())):
+        key_cache_clear()
+        _no_key_column_reads(monkeypatch, t)
+        fresh = lakefmt.open_table(t.uri, storage_options=store.storage_options)
+        fresh.upsert(named_rows(wanted, f"u{k}"))
+        model.update(named_model(wanted, f"u{k}"))
+        monkeypatch.undo()
+        assert named_state(fresh) == model
+    key_cache_clear()
+    _no_key_column_reads(monkeypatch, t)
+    lakefmt.open_table(t.uri, storage_options=store.storage_options).delete_keys(
+        named_rows([7, 30_000], "x").select(key))
+    model.pop((f"user-{7:07d}", 7 % 5))
+    monkeypatch.undo()
+    assert named_state(t) == model
+    assert all(t.io.exists(layout.key_index_path(p)) for p in data_paths(t)), "new files get one too"
+
+
+@pytest.mark.parametrize("damage", ["missing", "garbage", "truncated", "key bytes", "other rows"])
+def test_an_unusable_hashed_index_costs_only_speed(store: Any, damage: str) -> None:
+    """A damaged hashed index is not used; damaged key bytes (their hash no longer theirs) make the lookup read the
+    key columns: the upsert replaces the right rows either way."""
+    t = create_table_in(store, STRING_SCHEMA, primary_key=["name"],
+                        options={"bucket": "1", "compaction.auto": "false"})
+    t.append(named_rows(range(3000), "a"))
+    (path,) = data_paths(t)
+    rel = layout.key_index_path(path)
+    blob = t.io.read(rel)
+    if damage == "missing":
+        t.io.delete(rel)
+    elif damage == "garbage":
+        t.io.write(rel, b"\x00" * 4096, sync=False)
+    elif damage == "truncated":
+        t.io.write(rel, blob[:-100], sync=False)
+    elif damage == "key bytes":  # every stored key's last character changed: hashes and bytes disagree
+        from lakefmt.spec.key_index import parse_header
+
+        h = parse_header(blob)
+        assert h is not None and h.hashed
+        body = bytearray(blob)
+        ends = np.frombuffer(blob, "<u8", h.count + 1, h.offsets_offset).astype(np.int64)
+        for end in ends[1:]:
+            body[h.bytes_offset + end - 1] ^= 0x01
+        t.io.write(rel, bytes(body), sync=False)
+    else:  # a valid index of other rows
+        from lakefmt.spec.key_index import encode_hashed_index
+        from lakefmt.spec.keys import key_bytes, key_hash
+
+        other = named_rows(range(10), "z")
+        t.io.write(rel, encode_hashed_index(key_hash(other, ["name"]), key_bytes(other, ["name"])), sync=False)
+    key_cache_clear()
+    t.upsert(named_rows([5, 2999, 4000], "b"))
+    model = named_model(range(3000), "a") | named_model([5, 2999, 4000], "b")
+    assert named_state(t) == model
 
 
 def test_partitioned_dates_and_a_changed_key_type(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
