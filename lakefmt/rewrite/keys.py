@@ -6,17 +6,16 @@ the new marks, one Puffin file; :mod:`lakefmt.spec.deletion_vector`). The commit
 with it; if a concurrent commit changed a touched bucket, the commit plans again on the new snapshot
 (:class:`~lakefmt.commit.kinds.KeyedProducer`).
 
-Finding a key's live row reads only the key columns (and ``sequence.field``) of the files of the key's bucket,
-never the rest of the table; the keys of each data file are cached by path in the process (data files are
-immutable), so a long-lived writer reads each file's keys once (Paimon's writers keep their lookup files so).
+Finding a key's live row (:mod:`lakefmt.rewrite.find_keys`) reads the key index files of the key's bucket's data
+files, or, for a file without a usable one, its key columns (and ``sequence.field``), never the rest of the table;
+the keys read of each data file are cached by path in the process (data files are immutable), so a long-lived
+writer reads each file's keys once (Paimon's writers keep their lookup files so).
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
@@ -26,10 +25,10 @@ from lakefmt.commit.kinds import VectorChanges
 from lakefmt.io import FileIO
 from lakefmt.meta import entries as ents
 from lakefmt.meta.store import MetaStore
-from lakefmt.read.bounds import column_bounds
 from lakefmt.read.masks import deleted_positions, load_vectors
 from lakefmt.read.plan import prune_entries
 from lakefmt.rewrite.changelog import store_changelog, store_input
+from lakefmt.rewrite.find_keys import Found, KeyFinder, file_index
 from lakefmt.rewrite.key_buckets import (
     FILE,
     ORDER,
@@ -46,35 +45,15 @@ from lakefmt.rewrite.key_buckets import (
     vector_file_path,
     write_vector_file,
 )
-from lakefmt.rewrite.lookup import KeyIndex, Probe, clear_cache, index_of, match, probe_of
-from lakefmt.rewrite.stored_keys import clear_stored, open_stored, stored_match
+from lakefmt.rewrite.lookup import Probe, clear_cache, probe_of
+from lakefmt.rewrite.stored_keys import clear_stored
 from lakefmt.spec import DataFile, ManifestFileMeta, Snapshot, TableSchema, layout
 from lakefmt.spec.filters import referenced_columns
-from lakefmt.spec.key_index import hashed_columns, indexed_column, key_values
-from lakefmt.spec.keys import key_bytes, key_hash
+from lakefmt.spec.key_index import hashed_columns, indexed_column
+from lakefmt.spec.keys import key_hash
 from lakefmt.spec.rowkind import DELETE, IGNORE, row_kinds
 
 __all__ = ["DeleteKeysPlanner", "DeleteWherePlanner", "Planner", "UpsertPlanner", "dedup_keys", "key_cache_clear"]
-
-#: threads that look keys up in a bucket's files' key indexes at once
-_LOOKUP_THREADS = 4
-
-
-# -- the key indexes of data files ------------------------------------------------------------------------------
-def _index(
-    io: FileIO, store: MetaStore, entry: pa.Table, schema: TableSchema, extra: list[str], read: pa.Table | None = None
-) -> KeyIndex:
-    """The key index of one data file (:mod:`lakefmt.rewrite.lookup`), with the ``extra`` columns (a sequence
-    field); ``read``: the file's key and extra columns when the caller has them already."""
-    keys = list(schema.primary_keys)
-    cache_key = f"{io.full_path(ents.paths(entry)[0])}\x00{schema.id}\x00{','.join(extra)}"
-
-    def load() -> tuple[pa.Table, pa.Table | None]:
-        table = read if read is not None else read_columns(io, store, entry, schema, [*keys, *extra])
-        return table.select(keys), table.select(extra) if extra else None
-
-    return index_of(cache_key, load)
-
 
 def key_cache_clear() -> None:
     """Forget the cached key indexes of data files, and the key index files opened (tests; memory)."""
@@ -112,6 +91,7 @@ class Planner:
 
     def __init__(self, io: FileIO, store: MetaStore, schema: TableSchema) -> None:
         self.io, self.store, self.schema = io, store, schema
+        self.finder = KeyFinder(io, store, schema)
         self.buckets: set[BucketKey] = set()
         self.writer_id = uuid.uuid4().hex
         self._k = 0
@@ -212,158 +192,9 @@ class Planner:
                 marked += matched.num_rows
         return marked
 
-    def _find(self, live: pa.Table, bk: BucketKey, probe: Probe, schema: TableSchema, extra: list[str]) -> _Found:
-        """The live rows of bucket ``bk`` that hold a probed key, by the key index of each of its data files (a
-        row a vector already deletes is not live)."""
-        bks = bucket_keys_of(live, schema)
-        here = live.filter(pa.array([b == bk for b in bks], pa.bool_()))
-        data = ents.data_files(here)
-        vectors = load_vectors(self.io, ents.vector_files(here), data=data)
-        found = _Found(ents.paths(data), [], [], [], [])
-        in_range = _in_ranges(data, probe.keys, schema, self.store)
-        stored_key = indexed_column(schema) if not extra else None
-        hashed = _HashedProbe.of(probe, hashed_columns(schema)) if not extra and probe.keys.num_rows else None
-
-        def look(i: int) -> tuple[np.ndarray, np.ndarray, KeyIndex | None] | None:
-            mine = probe if in_range is None else probe.within(in_range[i])
-            if len(mine.hashes) == 0:  # no probed key inside the file's key range: its keys are never read
-                return None
-            entry = data.slice(i, 1)
-            hit = None
-            if stored_key is not None:
-                hit = self._stored(entry, found.paths[i], mine, stored_key)
-            elif hashed is not None:
-                hit = self._stored_hashed(entry, found.paths[i], mine, hashed)
-            if hit is not None:
-                return hit[0], hit[1], None
-            index = _index(self.io, self.store, entry, schema, extra)
-            return *match(index, mine), index
-
-        files = range(len(found.paths))
-        indexed = stored_key is not None or hashed is not None
-        if indexed and len(found.paths) > 1:  # key index lookups release the GIL: files at once
-            with ThreadPoolExecutor(max_workers=min(_LOOKUP_THREADS, len(found.paths))) as pool:
-                looked = list(pool.map(look, files))
-        else:
-            looked = [look(i) for i in files]
-        for i, path in enumerate(found.paths):
-            result = looked[i]
-            if result is None:
-                continue
-            pos, rows, index = result
-            if len(pos) and path in vectors:
-                live_rows = ~member(pos, deleted_positions(self.io, vectors[path]))
-                pos, rows = pos[live_rows], rows[live_rows]
-            if not len(pos):
-                continue
-            found.files.append(np.full(len(pos), i, np.int32))
-            found.positions.append(pos)
-            found.probe_rows.append(rows)
-            if extra and index is not None and index.extra is not None:
-                found.extra.append(index.extra.column(extra[0]).take(pa.array(pos)))
-        return found
-
-    def _stored(
-        self, entry: pa.Table, path: str, probe: Probe, key: str
-    ) -> tuple[np.ndarray, np.ndarray] | None:
-        """The probed keys' rows of one data file by its key index (:mod:`lakefmt.rewrite.stored_keys`), or None
-        when it has none that can be used (written before key indexes, by another schema's key type, damaged)."""
-        schema_id = entry.column(ents.SCHEMA_ID)[0].as_py()
-        if schema_id != self.schema.id:  # written under another schema: only by the same key type
-            fields = self.store.schema(schema_id).arrow_schema
-            if key not in fields.names or fields.field(key).type != self.schema.arrow_schema.field(key).type:
-                return None
-        index = open_stored(self.io, path, entry.column(ents.ROW_COUNT)[0].as_py())
-        if index is None or index.header.hashed:
-            return None
-        values = key_values(probe.keys.column(key).take(pa.array(probe.rows)))
-        order = np.argsort(values, kind="stable")
-        return stored_match(self.io, index, values[order], probe.rows[order])
-
-    def _stored_hashed(
-        self, entry: pa.Table, path: str, probe: Probe, hashed: _HashedProbe
-    ) -> tuple[np.ndarray, np.ndarray] | None:
-        """The probed keys' rows of one data file by its hashed key index, or None when it has none that can be used
-        (or a hash matched another key: the key columns settle it)."""
-        schema_id = entry.column(ents.SCHEMA_ID)[0].as_py()
-        if schema_id != self.schema.id:  # written under another schema: only by the same key types
-            fields = self.store.schema(schema_id).arrow_schema
-            mine = self.schema.arrow_schema
-            if any(k not in fields.names or fields.field(k).type != mine.field(k).type for k in hashed.columns):
-                return None
-        index = open_stored(self.io, path, entry.column(ents.ROW_COUNT)[0].as_py())
-        if index is None or not index.header.hashed:
-            return None
-        values = hashed.hashes[probe.rows]
-        order = np.argsort(values, kind="stable")
-        return stored_match(self.io, index, values[order], probe.rows[order], hashed.keys)
-
-
-@dataclass(frozen=True)
-class _HashedProbe:
-    """A probe's keys as hashed key indexes hold them: each probe row's bucket-key hash (as int64) and key bytes."""
-
-    columns: tuple[str, ...]
-    hashes: np.ndarray
-    keys: pa.Array
-
-    @staticmethod
-    def of(probe: Probe, columns: tuple[str, ...] | None) -> _HashedProbe | None:
-        if columns is None:
-            return None
-        return _HashedProbe(
-            columns, key_hash(probe.keys, columns).view(np.int64), key_bytes(probe.keys, columns)
-        )
-
-
-def _in_ranges(data: pa.Table, keys: pa.Table, schema: TableSchema, store: MetaStore) -> list[np.ndarray] | None:
-    """Per data file of ``data``, which rows of ``keys`` lie inside the file's key range (each key column between
-    the file's min and max; an unknown bound rules nothing out). A bucket's compacted files hold disjoint key
-    ranges, so each key is looked up in one file. None when no key column has statistics."""
-    if data.num_rows == 0 or keys.num_rows == 0:
-        return None
-    masks = [np.ones(keys.num_rows, dtype=bool) for _ in range(data.num_rows)]
-    pruned = False
-    for name in schema.bucket_keys:
-        bounds = column_bounds(data, name, schema, store.schema)
-        if bounds is None:
-            continue
-        lo, hi, _ = bounds
-        column = keys.column(name)
-        for i in range(data.num_rows):
-            low, high = lo[i], hi[i]
-            if low.is_valid:
-                masks[i] &= pc.fill_null(pc.greater_equal(column, low), True).to_numpy(zero_copy_only=False)
-                pruned = True
-            if high.is_valid:
-                masks[i] &= pc.fill_null(pc.less_equal(column, high), True).to_numpy(zero_copy_only=False)
-                pruned = True
-    return masks if pruned else None
-
-
-@dataclass
-class _Found:
-    """Live rows holding probed keys: per row, its file (index into ``paths``), position and probe row, and the
-    value of the extra column (a sequence field) when one was asked for."""
-
-    paths: list[str]
-    files: list[np.ndarray]
-    positions: list[np.ndarray]
-    probe_rows: list[np.ndarray]
-    extra: list[pa.Array]
-
-    def table(self) -> pa.Table:
-        if not self.files:
-            return pa.table(
-                {FILE: pa.array([], pa.int32()), POS: pa.array([], pa.int64()), "probe": pa.array([], pa.int64())}
-            )
-        return pa.table(
-            {
-                FILE: pa.array(np.concatenate(self.files)),
-                POS: pa.array(np.concatenate(self.positions)),
-                "probe": pa.array(np.concatenate(self.probe_rows)),
-            }
-        )
+    def _find(self, live: pa.Table, bk: BucketKey, probe: Probe, schema: TableSchema, extra: list[str]) -> Found:
+        """The live rows of bucket ``bk`` that hold a probed key (:class:`lakefmt.rewrite.find_keys.KeyFinder`)."""
+        return self.finder.find(live, bk, probe, schema, extra)
 
 
 class UpsertPlanner(Planner):
@@ -423,7 +254,7 @@ class UpsertPlanner(Planner):
                 entry = mine.slice(i, 1)
                 keys = read_columns(self.io, self.store, entry, schema, columns)
                 if not indexed:  # the next upsert's lookup: built now
-                    _index(self.io, self.store, entry, schema, extra, read=keys)
+                    file_index(self.io, self.store, entry, schema, extra, read=keys)
                 pos = np.arange(keys.num_rows, dtype=np.int64)
                 rows.append(
                     keys.append_column(POS, pa.array(pos)).append_column(

@@ -13,7 +13,7 @@ from helpers import create_table_in
 
 import lakefmt
 from lakefmt.maintenance.report import FileClass
-from lakefmt.rewrite import keys as keys_module
+from lakefmt.rewrite import find_keys as finder_module
 from lakefmt.rewrite.keys import key_cache_clear
 from lakefmt.spec import layout
 
@@ -43,14 +43,14 @@ def _no_key_column_reads(monkeypatch: pytest.MonkeyPatch, t: lakefmt.Table) -> N
     """Fail a lookup that reads the key column of a file the table held before (the files an upsert writes are
     read: their keys are the probe)."""
     old = set(data_paths(t))
-    read = keys_module.read_columns
+    read = finder_module.read_columns
 
     def refuse(io: Any, store: Any, entry: pa.Table, *args: Any) -> Any:
         if entry.column("path")[0].as_py() in old:
             raise AssertionError("an old file's key column was read: its key index was not used")
         return read(io, store, entry, *args)
 
-    monkeypatch.setattr(keys_module, "read_columns", refuse)
+    monkeypatch.setattr(finder_module, "read_columns", refuse)
 
 
 def test_files_of_integer_keys_get_one_and_upserts_use_it(store: Any, monkeypatch: pytest.MonkeyPatch) -> None:
