@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 
 from lakefmt.errors import UnsupportedTypeError
 
-__all__ = ["KEY_TYPES", "bucket_of", "is_key_type", "key_bytes", "key_hash", "stored_integers"]
+__all__ = ["KEY_TYPES", "bucket_of", "buckets_of_hashes", "is_key_type", "key_bytes", "key_hash", "stored_integers"]
 
 #: the types a primary-key column may have (in words, for messages)
 KEY_TYPES = "integer, boolean, string, binary, date, time or timestamp"
@@ -188,4 +188,13 @@ def bucket_of(table: pa.Table, columns: Sequence[str], buckets: int) -> np.ndarr
         raise ValueError(f"a table has at least one bucket, got {buckets}")
     if not columns or buckets == 1:
         return np.zeros(table.num_rows, np.int32)
-    return (key_hash(table, columns) % np.uint64(buckets)).astype(np.int32)
+    return buckets_of_hashes(key_hash(table, columns), buckets)
+
+
+def buckets_of_hashes(hashes: np.ndarray, buckets: int) -> np.ndarray:
+    """The bucket (int32) of each :func:`key_hash` in ``hashes`` (uint64): the hash modulo ``buckets``."""
+    if buckets < 1:
+        raise ValueError(f"a table has at least one bucket, got {buckets}")
+    if buckets == 1:
+        return np.zeros(len(hashes), np.int32)
+    return (np.asarray(hashes, np.uint64) % np.uint64(buckets)).astype(np.int32)

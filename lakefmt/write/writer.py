@@ -33,7 +33,7 @@ from lakefmt.spec.key_index import (
     indexed_column,
     key_values,
 )
-from lakefmt.spec.keys import bucket_of, key_bytes, key_hash
+from lakefmt.spec.keys import bucket_of, buckets_of_hashes, key_bytes, key_hash
 from lakefmt.spec.manifest import encode_manifest, manifest_meta
 from lakefmt.spec.partition import partition_path
 from lakefmt.spec.rowkind import drop_ignored
@@ -45,6 +45,7 @@ from lakefmt.write.stats import StatsCollector
 __all__ = ["TableWriter", "WriterClosedError", "as_tables"]
 
 _BUCKET = "__lakefmt_bucket"
+_HASH = "__lakefmt_key_hash"  #: buffered rows' key hashes (hashed key indexes), dropped before they are written
 _MAX_INDEXED_ROWS = (1 << 32) - 1  #: a key index's positions are 32-bit
 
 
@@ -141,6 +142,8 @@ class TableWriter:
         self._index_key = indexed_column(schema)
         #: the bucket-key columns whose key bytes hashed key index files hold (any other key table)
         self._hashed_keys = hashed_columns(schema)
+        if _HASH in schema.arrow_schema.names:  # a table's own column of that name: hashes are not carried
+            self._hashed_keys = None
 
     @staticmethod
     def check_schema(incoming: pa.Schema, table_schema: pa.Schema) -> None:
@@ -272,7 +275,12 @@ class TableWriter:
             if pa.types.is_date(key_table.column(k).type):
                 _check_partition_dates(k, key_table.column(k))
         if bucketed:
-            buckets = bucket_of(table, self._schema.bucket_keys, self._options.bucket)
+            if self._hashed_keys is not None:  # the key hashes the key index holds: computed once, carried along
+                hashes = key_hash(table, self._hashed_keys)
+                buckets = buckets_of_hashes(hashes, self._options.bucket)
+                table = table.append_column(_HASH, pa.array(hashes, pa.uint64()))
+            else:
+                buckets = bucket_of(table, self._schema.bucket_keys, self._options.bucket)
             key_table = key_table.append_column(_BUCKET, pa.array(buckets, pa.int32()))
         names = key_table.column_names
         if all(pc.count_distinct(key_table.column(k), mode="all").as_py() == 1 for k in names):
@@ -315,6 +323,10 @@ class TableWriter:
             table = table.sort_by([(k, "ascending") for k in self._schema.primary_keys])
         self._buffered_bytes -= state.buffered_bytes
         state.buffered, state.buffered_rows, state.buffered_bytes = [], 0, 0
+        hashes = None
+        if self._hashed_keys is not None:  # the key hashes _split added, for the key index: not a column to write
+            hashes = table.column(_HASH)
+            table = table.drop_columns([_HASH])
         # One row group per slice of at most row-group-rows rows and about row-group-size bytes: a single large
         # write (one 10M-row table) must not become one huge row group, and files roll between row groups.
         step = self._options.row_group_rows
@@ -328,8 +340,9 @@ class TableWriter:
             f.rows += group.num_rows
             if f.keys is not None:
                 f.keys.append(key_values(group.column(self._index_key)))
-            if f.hashed is not None and self._hashed_keys is not None:
-                f.hashed.append((key_hash(group, self._hashed_keys), key_bytes(group, self._hashed_keys)))
+            if f.hashed is not None and self._hashed_keys is not None and hashes is not None:
+                group_hashes = hashes.slice(start, group.num_rows).to_numpy()
+                f.hashed.append((group_hashes, key_bytes(group, self._hashed_keys)))
             written = f.stream.tell()
             if written >= self._options.target_file_size:
                 self._close_file(state)
