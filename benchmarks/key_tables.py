@@ -16,6 +16,10 @@ first (``key_cache_clear``): each measures a writer that has never seen the tabl
    against the same live rows written at once into a fresh key table: ``scan().to_arrow()``, DuckDB
    (``to_duckdb()``: count, sum of ``v``, max of ``s``) and Polars (``to_polars()``, the same aggregates); target
    ≤ 1.3x each. The table keeps its default options (automatic compaction of a bucket's files included).
+2b. **string keys**: the same upsert of 100k rows into tables of 1M and 10M rows whose key is a string
+   (``order-<id>``, 10 to 13 characters), looked up through their hashed key index files: lakefmt's time at 10M
+   over its time at 1M (target ≤ 1.5, as for integer keys), and the same upsert with the key index files
+   deleted (the writer then reads and hashes the key column of every file of each touched bucket).
 5. **write into a key table**, Paimon's ``TableWriterBenchmark`` shape: an int key and 20 strings of 10 random
    characters, one bucket, 3M rows in one commit, in a fresh process pinned to one core (Arrow's CPU pool 1 thread):
    target ≥ 100k rows/s.
@@ -59,6 +63,7 @@ CHUNK = 1 << 20
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), ("v", pa.float64()), ("s", pa.string())])
 GIB = 1 << 30
 TARGETS = {"merge": 0.5, "scaling": 1.5, "rss": 2 * GIB, "read": 1.3, "write": 100_000.0, "delete": 0.3}
+STRING_SCHEMA = pa.schema([pa.field("id", pa.string(), nullable=False), ("v", pa.float64()), ("s", pa.string())])
 
 
 # -- sizes ------------------------------------------------------------------------------------------------------
@@ -112,6 +117,13 @@ def upsert_batch(n_base: int, n: int, seed: int) -> pa.Table:
     ids = np.concatenate([old, np.arange(n_base, n_base + n - n // 2)])
     rng.shuffle(ids)
     return rows(ids, seed + 1000)
+
+
+def string_keyed(table: pa.Table) -> pa.Table:
+    """``table`` with its int64 ``id`` as the string ``order-<id>``."""
+    prefix = pa.array(["order-"] * table.num_rows, pa.string())
+    key = pc.binary_join_element_wise(prefix, pc.cast(table.column("id"), pa.string()), "")
+    return pa.table({"id": key, "v": table.column("v"), "s": table.column("s")}, schema=STRING_SCHEMA)
 
 
 # -- tables and copies ------------------------------------------------------------------------------------------
@@ -283,6 +295,9 @@ def run(quick: bool, workdir: Path) -> Result:
             scaling[large]["lakefmt"]["wall"], scaling[large]["deltalake"]["wall"], "s",
             scaling[large]["lakefmt"]["wall"] / scaling[large]["deltalake"]["wall"]))
 
+    # 2b. the same with string keys (hashed key index files), 1M and 10M
+    metrics["string_keys"] = string_key_scaling(base, sz, sources, result, log)
+
     # 3. peak RSS of the 1M upsert into 50M, in a fresh process
     tab, path = updates_file(sz["rss_base"], sz["rss_rows"], seed=11)
     folder = copy_table(lake[sz["rss_base"]], base / "work-rss")
@@ -402,6 +417,48 @@ def read_after_commits(base: Path, sz: dict[str, Any], result: Result, log: Call
         log(f"read {engine}: {many_best[0] * 1e3:.0f} ms vs {once_best[0] * 1e3:.0f} ms")
     drop_tree(base / "read-many")
     drop_tree(base / "read-once")
+    return out
+
+
+def string_table(path: Path, source: Path) -> None:
+    """A key table of string keys (``string_keyed``) holding the rows of ``source``, in one append."""
+    table = lakefmt.create_table(str(path), STRING_SCHEMA, primary_key=["id"], options={"bucket": str(BUCKETS)})
+
+    def batches() -> Any:
+        for batch in read_source(source):
+            yield from string_keyed(pa.Table.from_batches([batch])).to_batches()
+
+    table.append(pa.RecordBatchReader.from_batches(STRING_SCHEMA, batches()))
+
+
+def string_key_scaling(base: Path, sz: dict[str, Any], sources: dict[int, Path], result: Result,
+                       log: Callable[[str], None]) -> dict[str, Any]:
+    small, large = sz["scaling_bases"][0], sz["scaling_bases"][1]
+    n = sz["scaling_rows"]
+    out: dict[str, Any] = {}
+    for n_base in (small, large):
+        master = base / f"strings-{n_base}"
+        build_s = timed_once(lambda master=master, n_base=n_base: string_table(master, sources[n_base]))[0]
+        updates = string_keyed(upsert_batch(n_base, n, seed=n_base % 997 + 13))
+        runs = [lakefmt_upsert(master, base / "work-strings", updates) for _ in range(sz["reps"])]
+        # without key index files: the writer reads and hashes the key columns of the touched buckets' files
+        bare = copy_table(master, base / "strings-bare")
+        for index in bare.rglob("*.keyindex"):
+            index.unlink()
+        plain = [lakefmt_upsert(bare, base / "work-strings", updates) for _ in range(sz["big_reps"])]
+        drop_tree(bare)
+        drop_tree(master)
+        best, best_plain = min(runs, key=lambda r: r["wall"]), min(plain, key=lambda r: r["wall"])
+        out[str(n_base)] = {"build_s": build_s, "indexed": best, "indexed_runs": runs, "no_index": best_plain,
+                            "no_index_runs": plain}
+        log(f"string keys: upsert {n:,} into {n_base:,}: {best['wall']:.2f} s (without key index files "
+            f"{best_plain['wall']:.2f} s); built in {build_s:.1f} s")
+    lo, hi = out[str(small)]["indexed"]["wall"], out[str(large)]["indexed"]["wall"]
+    lab = f"string keys, upsert {_n(n)}: into {_n(large)} vs into {_n(small)}"
+    result.comparisons.append(Comparison(lab, hi, lo, "s", hi / lo, TARGETS["scaling"], "ratio<="))
+    plain_hi = out[str(large)]["no_index"]["wall"]
+    result.comparisons.append(Comparison(
+        f"string keys, upsert {_n(n)} into {_n(large)}: key index files vs none", hi, plain_hi, "s", hi / plain_hi))
     return out
 
 

@@ -288,7 +288,7 @@ def test_an_index_longer_than_its_header_says_is_not_used(store: Any, monkeypatc
         used.append(out is not None)
         return out
 
-    monkeypatch.setattr("lakefmt.rewrite.keys.stored_match", spy)
+    monkeypatch.setattr("lakefmt.rewrite.find_keys.stored_match", spy)
     key_cache_clear()
     t.upsert(key_rows(range(0, rows, 2), "b"))  # most pages: fetched whole
     assert not any(used)
