@@ -276,7 +276,8 @@ def _entries(
         return none, none, index
     if len(pages) * 2 > header.pages:
         whole = _fetch_whole(io, index)
-        return *_pairs(whole.keys, probes, rows), whole  # type: ignore[arg-type]
+        assert whole.keys is not None
+        return *_pairs(whole.keys, probes, rows), whole
     runs = _runs(pages)
     dtype = "<i8" if header.wide else "<u4"
     got = _fetch(io, index, header.keys_offset, header.key_width, dtype, runs, header.count)

@@ -225,7 +225,7 @@ def encode_hashed_index(hashes: np.ndarray, keys: pa.Array) -> bytes:
     offsets = (raw_offsets - start).astype("<u8")
     length = int(offsets[-1])
     data = sorted_keys.buffers()[2]
-    key_data = b"" if data is None or length == 0 else data.to_pybytes()[start : start + length]
+    key_data = b"" if data is None or length == 0 else data.slice(start, length).to_pybytes()
     stored = signed[order].astype("<i8")
     flags = FLAG_HASHED | FLAG_WIDE
     positions = None
