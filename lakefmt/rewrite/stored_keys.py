@@ -80,7 +80,7 @@ def clear_stored() -> None:
     _open.clear()
 
 
-def _map(io: FileIO, rel: str, rows: int) -> StoredIndex | None:
+def _map(io: FileIO, rel: str, data_path: str, rows: int) -> StoredIndex | None:
     local = io.local_path(rel)
     assert local is not None
     try:
@@ -91,7 +91,7 @@ def _map(io: FileIO, rel: str, rows: int) -> StoredIndex | None:
     header = parse_header(mapped[:HEADER_SIZE])
     if header is None or header.count != rows or header.size != len(mapped):
         return None
-    if not directory_ok(header, mapped[HEADER_SIZE : header.keys_offset]):
+    if not directory_ok(header, mapped[HEADER_SIZE : header.keys_offset], data_path):
         return None
     directory = np.frombuffer(mapped, "<i8", header.pages, HEADER_SIZE)
     if header.run:  # the header is the whole index
@@ -105,7 +105,7 @@ def _map(io: FileIO, rel: str, rows: int) -> StoredIndex | None:
     return StoredIndex(rel, header, directory, keys, positions, offsets, key_data)
 
 
-def _remote(io: FileIO, rel: str, rows: int) -> StoredIndex | None:
+def _remote(io: FileIO, rel: str, data_path: str, rows: int) -> StoredIndex | None:
     pages = -(-rows // 1024) + 64  # enough for the directory at the default page size, in one request
     asked = HEADER_SIZE + 8 * pages
     try:
@@ -122,7 +122,7 @@ def _remote(io: FileIO, rel: str, rows: int) -> StoredIndex | None:
             head += io.read_ranges(rel, [(len(head), header.keys_offset)])[0]
         except OSError:  # shorter than its header says (a range past its end), or gone
             return None
-    if not directory_ok(header, head[HEADER_SIZE : header.keys_offset]):
+    if not directory_ok(header, head[HEADER_SIZE : header.keys_offset], data_path):
         return None
     directory = np.frombuffer(head, "<i8", header.pages, HEADER_SIZE)
     return StoredIndex(rel, header, directory, None, None)
@@ -135,7 +135,7 @@ def open_stored(io: FileIO, data_path: str, rows: int) -> StoredIndex | None:
     known = _open.get(cache_key, _ABSENT)
     if known is not _ABSENT:
         return cast("StoredIndex | None", known)
-    index = _map(io, rel, rows) if io.local_path(rel) is not None else _remote(io, rel, rows)
+    index = _map(io, rel, data_path, rows) if io.local_path(rel) is not None else _remote(io, rel, data_path, rows)
     _open.put(cache_key, index)
     return index
 

@@ -13,8 +13,8 @@ equal hash on the key itself. An index is optional: a reader that finds none, or
 its data file, reads the file's key columns instead. Layout (all little-endian), named after its data file
 (:func:`lakefmt.spec.layout.key_index_path`)::
 
-    header     32 bytes: magic b"LKIX", u16 version (1), u16 flags, u32 page_rows, u32 crc32 of the directory,
-               i64 base, u64 count (the data file's rows)
+    header     32 bytes: magic b"LKIX", u16 version (2), u16 flags, u32 page_rows, u32 crc32 of the data file's
+               name then the directory, i64 base, u64 count (the data file's rows)
     directory  i64[ceil(count / page_rows)]: the first key of each page of the key array
     keys       count values, ascending: key - base as u32 (flag WIDE unset) or i64 (WIDE set)
     positions  u32[count] (flag POSITIONS): each key's row in the data file; absent when the file's rows are in
@@ -23,7 +23,9 @@ its data file, reads the file's key columns instead. Layout (all little-endian),
     key bytes  (flag HASHED) the keys' bytes, in the order of the keys
 
 Keys are in ascending order, equal keys by position. ``base`` is the smallest key (0 with WIDE); with HASHED (which
-comes with WIDE) it is the length of the key bytes.
+comes with WIDE) it is the length of the key bytes. The CRC covers the data file's name (the last part of its path)
+before the directory, so that an index beside another data file (copied, or left from an earlier file) is no index.
+Version 1 (written before) had the directory's CRC alone: it is no index either.
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ __all__ = [
 ]
 
 MAGIC = b"LKIX"
-VERSION = 1
+VERSION = 2
 HEADER_SIZE = 32
 PAGE_ROWS = 1024  #: keys per page of the directory (4 KiB of narrow keys)
 FLAG_POSITIONS = 1
@@ -174,13 +176,20 @@ def parse_header(data: bytes | memoryview) -> IndexHeader | None:
     return IndexHeader(flags, page_rows, crc, base, count)
 
 
-def directory_ok(header: IndexHeader, directory: bytes | memoryview) -> bool:
-    """Whether ``directory`` (the bytes after the header) matches the header's CRC."""
-    return len(directory) == 8 * header.pages and zlib.crc32(directory) == header.directory_crc
+def _crc(data_file: str, directory: bytes | memoryview) -> int:
+    """The header's CRC: of the data file's name (the last part of ``data_file``, UTF-8) then the directory."""
+    return zlib.crc32(directory, zlib.crc32(data_file.rsplit("/", 1)[-1].encode()))
 
 
-def encode_key_index(keys: np.ndarray) -> bytes:
-    """The key index of a data file whose rows hold ``keys`` (int64, in file order)."""
+def directory_ok(header: IndexHeader, directory: bytes | memoryview, data_file: str) -> bool:
+    """Whether ``directory`` (the bytes after the header) and the name of ``data_file`` (the data file the index
+    is read for) match the header's CRC."""
+    return len(directory) == 8 * header.pages and _crc(data_file, directory) == header.directory_crc
+
+
+def encode_key_index(keys: np.ndarray, *, data_file: str) -> bytes:
+    """The key index of the data file ``data_file`` (its path or name), whose rows hold ``keys`` (int64, in file
+    order)."""
     keys = np.asarray(keys, dtype=np.int64)
     count = len(keys)
     flags = 0
@@ -194,23 +203,24 @@ def encode_key_index(keys: np.ndarray) -> bytes:
     base = int(keys[0]) if count else 0
     if positions is None and count and int(keys[-1]) - base == count - 1 and bool(np.all(np.diff(keys) == 1)):
         # base, base + 1, ...: a key's row is key - base, and the header says it all
-        return _HEADER.pack(MAGIC, VERSION, FLAG_RUN, PAGE_ROWS, zlib.crc32(b""), base, count)
+        return _HEADER.pack(MAGIC, VERSION, FLAG_RUN, PAGE_ROWS, _crc(data_file, b""), base, count)
     if count and int(keys[-1]) - base <= _U32_MAX:
         stored = (keys - base).astype("<u4")  # no overflow: the span fits
     else:
         stored, base = keys.astype("<i8"), 0
         flags |= FLAG_WIDE
     directory = np.ascontiguousarray(keys[::PAGE_ROWS], dtype="<i8").tobytes()
-    header = _HEADER.pack(MAGIC, VERSION, flags, PAGE_ROWS, zlib.crc32(directory), base, count)
+    header = _HEADER.pack(MAGIC, VERSION, flags, PAGE_ROWS, _crc(data_file, directory), base, count)
     parts = [header, directory, stored.tobytes()]
     if positions is not None:
         parts.append(positions.tobytes())
     return b"".join(parts)
 
 
-def encode_hashed_index(hashes: np.ndarray, keys: pa.Array) -> bytes:
-    """The hashed key index of a data file whose rows have the key hashes ``hashes`` (uint64, in file order) and the
-    key bytes ``keys`` (:func:`lakefmt.spec.keys.key_bytes`, in file order)."""
+def encode_hashed_index(hashes: np.ndarray, keys: pa.Array, *, data_file: str) -> bytes:
+    """The hashed key index of the data file ``data_file`` (its path or name), whose rows have the key hashes
+    ``hashes`` (uint64, in file order) and the key bytes ``keys`` (:func:`lakefmt.spec.keys.key_bytes`, in file
+    order)."""
     signed = np.asarray(hashes, dtype=np.uint64).view(np.int64)
     count = len(signed)
     if len(keys) != count:
@@ -233,7 +243,7 @@ def encode_hashed_index(hashes: np.ndarray, keys: pa.Array) -> bytes:
         positions = order.astype("<u4")
         flags |= FLAG_POSITIONS
     directory = np.ascontiguousarray(stored[::PAGE_ROWS], dtype="<i8").tobytes()
-    header = _HEADER.pack(MAGIC, VERSION, flags, PAGE_ROWS, zlib.crc32(directory), length, count)
+    header = _HEADER.pack(MAGIC, VERSION, flags, PAGE_ROWS, _crc(data_file, directory), length, count)
     parts = [header, directory, stored.tobytes()]
     if positions is not None:
         parts.append(positions.tobytes())

@@ -429,12 +429,12 @@ class TableWriter:
             hashes = np.concatenate([h for h, _ in f.hashed]) if f.hashed else np.zeros(0, np.uint64)
             keys = pa.concat_arrays([k for _, k in f.hashed]) if f.hashed else pa.array([], pa.large_binary())
             f.hashed = None
-            self._io.write(rel, encode_hashed_index(hashes, keys), sync=self._options.fsync)
+            self._io.write(rel, encode_hashed_index(hashes, keys, data_file=f.rel_path), sync=self._options.fsync)
             return
         assert f.keys is not None
         values = np.concatenate(f.keys) if f.keys else np.zeros(0, np.int64)
         f.keys = None
-        self._io.write(rel, encode_key_index(values), sync=self._options.fsync)
+        self._io.write(rel, encode_key_index(values, data_file=f.rel_path), sync=self._options.fsync)
 
 
 def _check_partition_dates(key: str, column: pa.ChunkedArray) -> None:

@@ -158,7 +158,8 @@ def test_an_unusable_hashed_index_costs_only_speed(store: Any, damage: str) -> N
         from lakefmt.spec.keys import key_bytes, key_hash
 
         other = named_rows(range(10), "z")
-        t.io.write(rel, encode_hashed_index(key_hash(other, ["name"]), key_bytes(other, ["name"])), sync=False)
+        blob = encode_hashed_index(key_hash(other, ["name"]), key_bytes(other, ["name"]), data_file=path)
+        t.io.write(rel, blob, sync=False)
     key_cache_clear()
     t.upsert(named_rows([5, 2999, 4000], "b"))
     model = named_model(range(3000), "a") | named_model([5, 2999, 4000], "b")
@@ -198,11 +199,32 @@ def test_an_unusable_index_costs_only_speed(store: Any, damage: str) -> None:
     else:  # a valid index of another file's rows
         from lakefmt.spec.key_index import encode_key_index
 
-        t.io.write(rel, encode_key_index(np.arange(10, dtype=np.int64)), sync=False)
+        t.io.write(rel, encode_key_index(np.arange(10, dtype=np.int64), data_file=path), sync=False)
     key_cache_clear()
     t.upsert(key_rows([5, 2999, 4000], "b"))
     model = {i: f"a{i}" for i in range(3000)} | {5: "b5", 2999: "b2999", 4000: "b4000"}
     assert state_of(t) == model
+
+
+@pytest.mark.parametrize("key", ["id", "name"])
+def test_another_files_index_beside_a_data_file_is_not_used(store: Any, key: str) -> None:
+    """Found by attack: a valid index of another data file of the same row count, copied beside a data file,
+    passed every check, so a cold upsert missed the key's live row and the key had two. The index's CRC now
+    covers its data file's name."""
+    schema = SCHEMA if key == "id" else STRING_SCHEMA
+    rows = (lambda ids, tag: key_rows(ids, tag)) if key == "id" else named_rows
+    t = create_table_in(store, schema, primary_key=[key], options={"bucket": "1", "compaction.auto": "false"})
+    t.upsert(rows([1, 2], "a"))
+    (first,) = data_paths(t)
+    t.upsert(rows([3, 4], "b"))
+    (second,) = [p for p in data_paths(t) if p != first]
+    t.io.write(layout.key_index_path(first), t.io.read(layout.key_index_path(second)), sync=False)
+    key_cache_clear()
+    fresh = lakefmt.open_table(t.uri, storage_options=store.storage_options)
+    fresh.upsert(rows([1], "c"))
+    got = fresh.scan().to_arrow().to_pylist()
+    assert len(got) == 4, f"a key with two live rows: {got}"
+    assert sorted(r["v"] for r in got) == ["a2", "b3", "b4", "c1"]
 
 
 def test_expire_and_orphan_clean_treat_it_as_part_of_its_data_file(local_store: Any) -> None:

@@ -11,6 +11,8 @@ from lakefmt.io import file_io_for
 from lakefmt.rewrite import stored_keys
 from lakefmt.spec import key_index, layout
 
+NAME = "data-test-0.parquet"  #: the data file every index here is written for
+
 
 @pytest.mark.parametrize("seed", range(40))
 def test_sparse_lookups_match_brute_force(monkeypatch: pytest.MonkeyPatch, seed: int) -> None:
@@ -23,8 +25,8 @@ def test_sparse_lookups_match_brute_force(monkeypatch: pytest.MonkeyPatch, seed:
     if rng.integers(0, 2):
         keys = np.sort(keys)
     io = file_io_for(f"memory://adv-stored-{uuid.uuid4().hex}")
-    data_path = "bucket-0/data-x-0.parquet"
-    io.write(layout.key_index_path(data_path), key_index.encode_key_index(keys), sync=False)
+    data_path = f"bucket-0/{NAME}"
+    io.write(layout.key_index_path(data_path), key_index.encode_key_index(keys, data_file=NAME), sync=False)
     stored_keys.clear_stored()
     index = stored_keys.open_stored(io, data_path, n)
     assert index is not None and index.keys is None  # object storage: pages by range

@@ -36,6 +36,8 @@ from lakefmt.spec.schema import TableSchema
 
 COLUMNS = ["s", "n"]
 
+NAME = "data-test-0.parquet"  #: the data file every index here is written for
+
 
 def keys_table(strings: list[str], numbers: list[int] | None = None) -> pa.Table:
     cols: dict[str, Any] = {"s": pa.array(strings, pa.string())}
@@ -46,7 +48,8 @@ def keys_table(strings: list[str], numbers: list[int] | None = None) -> pa.Table
 
 def encode(table: pa.Table, hashes: np.ndarray | None = None) -> bytes:
     cols = table.column_names
-    return encode_hashed_index(key_hash(table, cols) if hashes is None else hashes, key_bytes(table, cols))
+    hashes = key_hash(table, cols) if hashes is None else hashes
+    return encode_hashed_index(hashes, key_bytes(table, cols), data_file=NAME)
 
 
 @pytest.fixture(params=["local", "memory"])
@@ -56,7 +59,7 @@ def io(request: pytest.FixtureRequest, tmp_path: Any) -> Any:
 
 
 def store(io: Any, blob: bytes) -> str:
-    data_path = f"bucket-0/data-{uuid.uuid4().hex}-0.parquet"
+    data_path = f"bucket-{uuid.uuid4().hex}/{NAME}"
     io.write(layout.key_index_path(data_path), blob, sync=False)
     return data_path
 

@@ -29,6 +29,8 @@ from lakefmt.spec.key_index import (
 
 I64 = np.iinfo(np.int64)
 
+NAME = "data-test-0.parquet"  #: the data file every index here is written for
+
 
 def _brute(keys: np.ndarray, probes: np.ndarray) -> set[tuple[int, int]]:
     """Every (file position, probe row) whose keys are equal."""
@@ -61,23 +63,24 @@ def io(request: pytest.FixtureRequest, tmp_path: Any) -> Any:
 
 
 def _store(io: Any, keys: np.ndarray) -> str:
-    data_path = f"bucket-0/data-{uuid.uuid4().hex}-0.parquet"
-    io.write(layout.key_index_path(data_path), encode_key_index(keys), sync=False)
+    data_path = f"bucket-{uuid.uuid4().hex}/{NAME}"
+    io.write(layout.key_index_path(data_path), encode_key_index(keys, data_file=NAME), sync=False)
     return data_path
 
 
 def test_header_flags_and_size() -> None:
-    sorted_narrow = encode_key_index(np.arange(10, 5000, dtype=np.int64) * 2)  # in order, not consecutive
+    # in order, not consecutive
+    sorted_narrow = encode_key_index(np.arange(10, 5000, dtype=np.int64) * 2, data_file=NAME)
     h = parse_header(sorted_narrow)
     assert h is not None and h.count == 4990 and h.base == 20 and not h.wide and not h.has_positions and not h.run
     assert h.size == len(sorted_narrow) == HEADER_SIZE + 8 * -(-4990 // PAGE_ROWS) + 4 * 4990
-    shuffled = encode_key_index(np.array([5, 3, 9, 3], dtype=np.int64))
+    shuffled = encode_key_index(np.array([5, 3, 9, 3], dtype=np.int64), data_file=NAME)
     h = parse_header(shuffled)
     assert h is not None and h.flags == FLAG_POSITIONS and h.size == len(shuffled)
-    wide = encode_key_index(np.array([I64.min, 0, I64.max], dtype=np.int64))
+    wide = encode_key_index(np.array([I64.min, 0, I64.max], dtype=np.int64), data_file=NAME)
     h = parse_header(wide)
     assert h is not None and h.flags == FLAG_WIDE and h.base == 0 and h.size == len(wide)
-    empty = encode_key_index(np.zeros(0, np.int64))
+    empty = encode_key_index(np.zeros(0, np.int64), data_file=NAME)
     h = parse_header(empty)
     assert h is not None and h.count == 0 and h.size == len(empty)
 
@@ -148,12 +151,12 @@ def test_unusable_index_is_none(io: Any) -> None:
     assert open_stored(io, path, 2999) is None, "a row count other than the data file's"
     clear_stored()
     assert open_stored(io, "bucket-0/data-none-0.parquet", 10) is None, "missing"
-    blob = bytearray(encode_key_index(keys))
+    blob = bytearray(encode_key_index(keys, data_file=NAME))
     blob[HEADER_SIZE + 3] ^= 0xFF  # the directory no longer matches its CRC
     io.write(layout.key_index_path(path), bytes(blob), sync=False)
     clear_stored()
     assert open_stored(io, path, 3000) is None
-    io.write(layout.key_index_path(path), encode_key_index(keys)[:-5], sync=False)  # truncated
+    io.write(layout.key_index_path(path), encode_key_index(keys, data_file=NAME)[:-5], sync=False)  # truncated
     clear_stored()
     index = open_stored(io, path, 3000)
     assert index is None or stored_match(io, index, keys, keys) is None
@@ -161,11 +164,11 @@ def test_unusable_index_is_none(io: Any) -> None:
 
 def test_position_outside_the_file_is_refused(io: Any) -> None:
     keys = np.array([4, 2, 8, 6], dtype=np.int64)
-    blob = bytearray(encode_key_index(keys))
+    blob = bytearray(encode_key_index(keys, data_file=NAME))
     h = parse_header(bytes(blob))
     assert h is not None and h.has_positions
     blob[h.positions_offset : h.positions_offset + 4] = (99).to_bytes(4, "little")
-    path = f"bucket-0/data-{uuid.uuid4().hex}-0.parquet"
+    path = f"bucket-{uuid.uuid4().hex}/{NAME}"
     io.write(layout.key_index_path(path), bytes(blob), sync=False)
     clear_stored()
     index = open_stored(io, path, 4)
@@ -178,21 +181,45 @@ def test_a_run_of_consecutive_keys_is_its_header(io: Any) -> None:
     and a lookup is arithmetic."""
     for base in (0, -5, 2**40, I64.max - 10_000):
         keys = np.arange(base, base + 10_000, dtype=np.int64)
-        blob = encode_key_index(keys)
+        blob = encode_key_index(keys, data_file=NAME)
         h = parse_header(blob)
         assert h is not None and h.run and len(blob) == HEADER_SIZE == h.size
         path = _store(io, keys)
         probes = np.array([base - 1, base, base + 17, base + 9_999, base + 10_000, I64.min, I64.max], np.int64)
         assert _lookup(io, path, keys, probes) == _brute(keys, probes)
     for near_run in ([1, 2, 2, 4], [3, 4, 5, 7], [5, 6, 7, 8][::-1]):  # a repeat, a gap, no key order: no run
-        h = parse_header(encode_key_index(np.array(near_run, np.int64)))
+        h = parse_header(encode_key_index(np.array(near_run, np.int64), data_file=NAME))
         assert h is not None and not h.run
 
 
 def test_a_run_flag_with_other_flags_is_no_index() -> None:
     from lakefmt.spec.key_index import FLAG_RUN
 
-    blob = bytearray(encode_key_index(np.arange(5, dtype=np.int64)))
+    blob = bytearray(encode_key_index(np.arange(5, dtype=np.int64), data_file=NAME))
     struct_flags = FLAG_RUN | FLAG_WIDE
     blob[6:8] = struct_flags.to_bytes(2, "little")
+    assert parse_header(bytes(blob)) is None
+
+
+def test_an_index_is_bound_to_its_data_file(io: Any) -> None:
+    """The CRC covers the data file's name: an index beside another data file (copied there, or left from another
+    file of the same rows) is no index, so its keys never decide which rows of this file are live."""
+    keys = np.arange(3000, dtype=np.int64) * 3
+    path = _store(io, keys)
+    clear_stored()
+    assert open_stored(io, path, 3000) is not None
+    other = f"bucket-{uuid.uuid4().hex}/data-other-0.parquet"
+    io.write(layout.key_index_path(other), io.read(layout.key_index_path(path)), sync=False)
+    clear_stored()
+    assert open_stored(io, other, 3000) is None
+    run = f"bucket-{uuid.uuid4().hex}/data-run-0.parquet"
+    io.write(layout.key_index_path(run), encode_key_index(np.arange(50, dtype=np.int64), data_file=NAME), sync=False)
+    clear_stored()
+    assert open_stored(io, run, 50) is None, "a run's header alone is bound too"
+
+
+def test_a_version_1_index_is_no_index(io: Any) -> None:
+    """Version 1 (its CRC of the directory alone, bound to no data file) is not used."""
+    blob = bytearray(encode_key_index(np.arange(3000, dtype=np.int64) * 2, data_file=NAME))
+    blob[4:6] = (1).to_bytes(2, "little")
     assert parse_header(bytes(blob)) is None
