@@ -335,6 +335,13 @@ def plot_key_tables(plt: Any, kt: dict[str, Any], out: Path) -> None:
         ys = [sc[k][side]["wall"] for k in sc if side in sc[k]]
         if len(ys) == len(xs):
             ax.plot(xs, ys, "o-", color=COLORS[side], label=side)
+    sk = m.get("string_keys") or {}
+    if sk:
+        sx = [int(k) for k in sk]
+        ax.plot(sx, [sk[k]["indexed"]["wall"] for k in sk], "s--", color=COLORS["lakefmt"],
+                label="lakefmt, string key")
+        ax.plot(sx, [sk[k]["no_index"]["wall"] for k in sk], "s:", color="#969696",
+                label="string key, no key index files")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("rows in the table")
