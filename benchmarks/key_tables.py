@@ -17,7 +17,7 @@ first (``key_cache_clear``): each measures a writer that has never seen the tabl
    (``to_duckdb()``: count, sum of ``v``, max of ``s``) and Polars (``to_polars()``, the same aggregates); target
    ≤ 1.3x each. The table keeps its default options (automatic compaction of a bucket's files included).
 2b. **string keys**: the same upsert of 100k rows into tables of 1M and 10M rows whose key is a string
-   (``order-<id>``, 10 to 13 characters), looked up through their hashed key index files: lakefmt's time at 10M
+   (``order-<id>``, up to 14 characters), looked up through their hashed key index files: lakefmt's time at 10M
    over its time at 1M (target ≤ 1.5, as for integer keys), and the same upsert with the key index files
    deleted (the writer then reads and hashes the key column of every file of each touched bucket).
 5. **write into a key table**, Paimon's ``TableWriterBenchmark`` shape: an int key and 20 strings of 10 random
