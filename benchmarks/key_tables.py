@@ -332,9 +332,10 @@ def run(quick: bool, workdir: Path) -> Result:
 
     result.metrics = metrics
     result.notes.append(
-        "lakefmt's upserts and deletes include opening the table, finding the live rows of the keys (reading the key "
-        "column of the files of each touched bucket: the cache of keys is cleared before each run), writing the "
-        "rows and deletion vectors, and the commit; deltalake's merge includes opening its table.")
+        "lakefmt's upserts and deletes include opening the table, finding the live rows of the keys (through the "
+        "key index files beside the data files of each touched bucket; the process's cache of keys is cleared "
+        "before each run), writing the rows and deletion vectors, and the commit; deltalake's merge includes "
+        "opening its table.")
     drop_tree(base)
     return result
 
