@@ -1,9 +1,8 @@
 """Schema evolution rules (format version 2): which changes a schema may take, applied to a :class:`TableSchema`.
 
 Pure: no I/O. :class:`SchemaEditor` applies changes in order to a working copy of a schema and refuses, with
-:class:`SchemaEvolutionError`, any change a reader could not follow by field id; :func:`readable_under` says
-whether files written under one schema are read whole under another (a writer whose schema was replaced while
-it ran); :func:`describe_changes` says what changed between two schemas (``lakefmt schema --history``).
+:class:`SchemaEvolutionError`, any change a reader could not follow by field id. Whether files written under one
+schema are read whole under another, and what changed between two schemas, is :mod:`lakefmt.spec.schema_changes`.
 
 The rules (docs/format.md, "Schema evolution"), each with its reason:
 
@@ -41,9 +40,9 @@ __all__ = [
     "Path",
     "SchemaEditor",
     "as_path",
-    "describe_changes",
     "is_promotion",
-    "readable_under",
+    "kind_of",
+    "show_path",
 ]
 
 #: a column's path of names: ``("info", "city")`` is field ``city`` of struct column ``info``. A string names the
@@ -99,7 +98,8 @@ def is_promotion(src: pa.DataType, dst: pa.DataType) -> bool:
     return False
 
 
-def _kind(t: pa.DataType) -> str:
+def kind_of(t: pa.DataType) -> str:
+    """What kind of type ``t`` is for evolution: ``struct``, a list, a map or ``primitive``."""
     if pa.types.is_struct(t):
         return "struct"
     if pa.types.is_large_list(t):
@@ -175,13 +175,13 @@ class SchemaEditor:
         out = []
         for c in parent.children:
             out.append((*prefix, c.name))
-            if _kind(c.type) == "struct":
+            if kind_of(c.type) == "struct":
                 out += self._paths(c, (*prefix, c.name))
         return out
 
     def _is_struct(self, path: Path) -> bool:
         try:
-            return _kind(self._get(path).type) == "struct"
+            return kind_of(self._get(path).type) == "struct"
         except SchemaEvolutionError:
             return False
 
@@ -191,7 +191,7 @@ class SchemaEditor:
         for depth, name in enumerate(path):
             names = [c.name for c in parent.children]
             if name not in names:
-                where = "the table" if depth == 0 else f"{_show(path[:depth])}"
+                where = "the table" if depth == 0 else f"{show_path(path[:depth])}"
                 known = ", ".join(repr(n) for n in names) or "none"
                 raise SchemaEvolutionError(f"{where} has no column {name!r} (its columns: {known})")
             i = names.index(name)
@@ -209,14 +209,15 @@ class SchemaEditor:
         if not path:
             return self._root
         f = self._get(path)
-        if _kind(f.type) != "struct":
-            raise SchemaEvolutionError(f"{_show(path)} is a {f.type}, not a struct: it holds no columns")
+        if kind_of(f.type) != "struct":
+            raise SchemaEvolutionError(f"{show_path(path)} is a {f.type}, not a struct: it holds no columns")
         return f
 
     def _check_not_element(self, parent: _Field, what: str, path: Path) -> None:
-        if parent is not self._root and _kind(parent.type) != "struct":
+        if parent is not self._root and kind_of(parent.type) != "struct":
             raise SchemaEvolutionError(
-                f"cannot {what} {_show(path)}: it is the element of a list or the key or value of a map, not a column"
+                f"cannot {what} {show_path(path)}: it is the element of a list or the key or value of a map, "
+                "not a column"
             )
 
     def _partition(self, path: Path) -> bool:
@@ -241,24 +242,24 @@ class SchemaEditor:
         """Add a nullable column (the last part of ``path``) at the end of its struct (or of the table)."""
         path = self.resolve(path, new=True)
         parent = self._struct(path[:-1])
-        self._free_name(parent, path[-1], f"add {_show(path)}")
+        self._free_name(parent, path[-1], f"add {show_path(path)}")
         _check_type(field_type)
         doc = _check_doc(doc)
         if required:
             raise SchemaEvolutionError(
-                f"cannot add {_show(path)} as a required column: the files written before it have no value for it; "
+                f"cannot add {show_path(path)} as a required column: the files written before it have no value for it; "
                 "add it nullable (required=False)"
             )
         try:
             type_to_json(field_type)
         except UnsupportedTypeError as exc:
-            raise SchemaEvolutionError(f"cannot add {_show(path)}: {exc}") from exc
+            raise SchemaEvolutionError(f"cannot add {show_path(path)}: {exc}") from exc
         nodes = assign_ids([pa.field(path[-1], field_type, nullable=True)], start=self._highest + 1)
         self._highest = max(walk(nodes), key=lambda n: n.id).id
         added = _Field.of(nodes[0])
         added.doc = doc
         parent.children.append(added)
-        self.changes.append(f"add {_show(path)} {field_type} (field id {nodes[0].id})")
+        self.changes.append(f"add {show_path(path)} {field_type} (field id {nodes[0].id})")
 
     def drop_column(self, path: str | Sequence[str]) -> None:
         """Drop a column (files keep it; readers no longer read it)."""
@@ -271,9 +272,9 @@ class SchemaEditor:
             )
         if len(parent.children) == 1:
             what = "the table's only column" if parent is self._root else "the only field of its struct"
-            raise SchemaEvolutionError(f"cannot drop {_show(path)}: it is {what}")
+            raise SchemaEvolutionError(f"cannot drop {show_path(path)}: it is {what}")
         gone = parent.children.pop(i)
-        self.changes.append(f"drop {_show(path)} (field id {gone.id})")
+        self.changes.append(f"drop {show_path(path)} (field id {gone.id})")
 
     def rename_column(self, path: str | Sequence[str], new_name: str) -> None:
         """Rename a column (files are matched by id: no file changes)."""
@@ -288,9 +289,9 @@ class SchemaEditor:
         f = parent.children[i]
         if new_name == f.name:
             return
-        self._free_name(parent, new_name, f"rename {_show(path)} to {new_name!r}")
+        self._free_name(parent, new_name, f"rename {show_path(path)} to {new_name!r}")
         f.name = new_name
-        self.changes.append(f"rename {_show(path)} to {new_name!r} (field id {f.id})")
+        self.changes.append(f"rename {show_path(path)} to {new_name!r} (field id {f.id})")
 
     def update_column(
         self,
@@ -308,13 +309,13 @@ class SchemaEditor:
         if required:
             if f.nullable:
                 raise SchemaEvolutionError(
-                    f"cannot make {_show(path)} required: files written before may hold nulls in it"
+                    f"cannot make {show_path(path)} required: files written before may hold nulls in it"
                 )
         elif required is not None:
             self.make_nullable(path)
         if doc is not None and doc != (f.doc or None):
             f.doc = doc or None
-            self.changes.append(f"set the doc of {_show(path)} (field id {f.id})")
+            self.changes.append(f"set the doc of {show_path(path)} (field id {f.id})")
         if field_type is None:
             return
         _check_type(field_type)
@@ -327,23 +328,23 @@ class SchemaEditor:
             )
         if f.children or not is_promotion(f.type, field_type):
             raise SchemaEvolutionError(
-                f"cannot change {_show(path)} from {f.to_arrow().type} to {field_type}: only widening is allowed "
+                f"cannot change {show_path(path)} from {f.to_arrow().type} to {field_type}: only widening is allowed "
                 "(int8 -> int16 -> int32 -> int64, float32 -> float64, decimal precision up with the same scale)"
             )
         old, f.type = f.type, field_type
-        self.changes.append(f"widen {_show(path)} from {old} to {field_type} (field id {f.id})")
+        self.changes.append(f"widen {show_path(path)} from {old} to {field_type} (field id {f.id})")
 
     def make_nullable(self, path: str | Sequence[str]) -> None:
         """Let a column (or a list's element, a map's value) hold nulls."""
         path = self.resolve(path)
         parent, i = self._find(path)
         f = parent.children[i]
-        if _kind(parent.type) == "map" and i == 0:
-            raise SchemaEvolutionError(f"cannot make {_show(path)} nullable: a map's keys are never null")
+        if kind_of(parent.type) == "map" and i == 0:
+            raise SchemaEvolutionError(f"cannot make {show_path(path)} nullable: a map's keys are never null")
         if f.nullable:
             return
         f.nullable = True
-        self.changes.append(f"make {_show(path)} nullable (field id {f.id})")
+        self.changes.append(f"make {show_path(path)} nullable (field id {f.id})")
 
     def move(
         self,
@@ -363,7 +364,8 @@ class SchemaEditor:
             theirs = self.resolve(given) if given is not None else ()
             if len(theirs) > 1 and theirs[:-1] != path[:-1]:
                 raise SchemaEvolutionError(
-                    f"cannot move {_show(path)} next to {_show(theirs)}: columns move only within their own struct"
+                    f"cannot move {show_path(path)} next to {show_path(theirs)}: columns move only within their own "
+                    "struct"
                 )
             other = theirs[-1] if theirs else None
         f = parent.children.pop(i)
@@ -375,7 +377,7 @@ class SchemaEditor:
                 names = [c.name for c in parent.children]
                 if other not in names:
                     raise SchemaEvolutionError(
-                        f"cannot move {_show(path)} next to {other!r}: "
+                        f"cannot move {show_path(path)} next to {other!r}: "
                         + ("it is the column itself" if other == f.name else "no such column beside it")
                     )
                 j = names.index(other) + (1 if after is not None else 0)
@@ -384,7 +386,7 @@ class SchemaEditor:
         except BaseException:
             parent.children.insert(i, f)
             raise
-        self.changes.append(f"move {_show(path)} {where} (field id {f.id})")
+        self.changes.append(f"move {show_path(path)} {where} (field id {f.id})")
 
     def union_by_name(self, schema: pa.Schema) -> None:
         """Add the columns of ``schema`` the table lacks, and the fields its struct columns lack (at any depth):
@@ -398,14 +400,14 @@ class SchemaEditor:
             other = folded.get(f.name.casefold())
             if f.name not in names and other is not None:
                 raise SchemaEvolutionError(
-                    f"the data's column {_show((*prefix, f.name))} differs from the table's column "
-                    f"{_show((*prefix, other))} only in case; rename it to {other!r} (names are matched exactly)"
+                    f"the data's column {show_path((*prefix, f.name))} differs from the table's column "
+                    f"{show_path((*prefix, other))} only in case; rename it to {other!r} (names are matched exactly)"
                 )
         for f in fields:
             mine = next((c for c in parent.children if c.name == f.name), None)
             if mine is None:
                 self.add_column((*prefix, f.name), f.type)
-            elif _kind(mine.type) == "struct" and pa.types.is_struct(f.type):
+            elif kind_of(mine.type) == "struct" and pa.types.is_struct(f.type):
                 self._union(mine, (*prefix, f.name), child_fields(f.type))
 
     # -- result -----------------------------------------------------------------------------------------
@@ -488,71 +490,6 @@ def _check_engine_columns(
         raise SchemaEvolutionError(f"the change does not suit the table's merge engine: {exc}") from None
 
 
-def _show(path: Path) -> str:
+def show_path(path: Path) -> str:
+    """A column's path for messages: ``'info.city'``, or ``the table`` for the root."""
     return repr(".".join(path)) if len(path) > 1 else repr(path[0]) if path else "the table"
-
-
-def readable_under(old: TableSchema, new: TableSchema) -> str | None:
-    """None when files written under ``old`` are read whole under ``new`` (every field they hold is still in it,
-    by id, with the same type or a widening of it); else why not (a field they hold was dropped). Used when a
-    writer's schema was replaced while it ran: committing files whose columns the table no longer has would drop
-    their values without a word."""
-    if old.id == new.id:
-        return None
-    for fid, (path, node) in old.by_id.items():
-        now = new.by_id.get(fid)
-        if now is None:
-            return f"column {_show(path)} (field id {fid}) that they hold is not in schema {new.id}"
-        t_old, t_new = node.type, now[1].type
-        if _kind(t_old) != _kind(t_new) or (
-            _kind(t_old) == "primitive" and t_old != t_new and not is_promotion(t_old, t_new)
-        ):
-            return (
-                f"column {_show(path)} (field id {fid}) is a {t_old} in their schema and a {t_new} in schema {new.id}"
-            )
-    return None
-
-
-def describe_changes(old: TableSchema | None, new: TableSchema) -> list[str]:
-    """What changed from ``old`` to ``new``, by field id, in words (``lakefmt schema --history``)."""
-    if old is None:
-        return [f"created with {len(new.arrow_schema)} column(s)"]
-    out = []
-    if old.format_version < new.format_version:
-        out.append(f"upgraded to format version {new.format_version} (field ids assigned in column order)")
-    before, after = old.by_id, new.by_id
-    for fid, (path, node) in after.items():
-        if fid not in before:
-            parent = _parent_id(new, path)
-            if parent is not None and parent not in before:
-                continue  # inside a column added at the same time
-            out.append(f"added {_show(path)} {node.type} (field id {fid})")
-            continue
-        old_path, old_node = before[fid]
-        if old_path[-1] != path[-1]:
-            out.append(f"renamed {_show(old_path)} to {path[-1]!r} (field id {fid})")
-        if _kind(node.type) == "primitive" and node.type != old_node.type:
-            out.append(f"widened {_show(path)} from {old_node.type} to {node.type} (field id {fid})")
-        if node.field.nullable and not old_node.field.nullable:
-            out.append(f"made {_show(path)} nullable (field id {fid})")
-        if (node.field.metadata or {}).get(DOC_KEY) != (old_node.field.metadata or {}).get(DOC_KEY):
-            out.append(f"set the doc of {_show(path)} (field id {fid})")
-    for fid, (path, _node) in before.items():
-        if fid not in after and (len(path) == 1 or _parent_id(old, path) in after):
-            out.append(f"dropped {_show(path)} (field id {fid})")
-    old_order = [n.id for n in old.nodes if n.id in after]
-    new_order = [n.id for n in new.nodes if n.id in before]
-    if old_order != new_order:
-        out.append("reordered columns: " + ", ".join(repr(n.name) for n in new.nodes))
-    return out
-
-
-def _parent_id(schema: TableSchema, path: Path) -> int | None:
-    node: FieldNode | None = None
-    nodes: Sequence[FieldNode] = schema.nodes
-    for name in path[:-1]:
-        node = next((n for n in nodes if n.name == name), None)
-        if node is None:
-            return None
-        nodes = node.children
-    return None if node is None else node.id
