@@ -45,16 +45,6 @@ __all__ = [
     "show_path",
 ]
 
-def __getattr__(name: str) -> object:
-    """``readable_under`` and ``describe_changes`` live in :mod:`lakefmt.spec.schema_changes` now; importing them
-    from here still works."""
-    if name in ("readable_under", "describe_changes"):
-        from lakefmt.spec import schema_changes
-
-        return getattr(schema_changes, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 #: a column's path of names: ``("info", "city")`` is field ``city`` of struct column ``info``. A string names the
 #: column of that exact name or, when there is none, a field inside a struct by its dotted name (``"info.city"``,
 #: as in pyiceberg); see :meth:`SchemaEditor.resolve`
