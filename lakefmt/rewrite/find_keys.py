@@ -23,7 +23,7 @@ from lakefmt.read.bounds import column_bounds
 from lakefmt.read.masks import deleted_positions, load_vectors
 from lakefmt.rewrite.key_buckets import FILE, POS, BucketKey, bucket_keys_of, member, read_columns
 from lakefmt.rewrite.lookup import KeyIndex, Probe, index_of, match
-from lakefmt.rewrite.stored_keys import open_stored, stored_match
+from lakefmt.rewrite.stored_keys import StoredIndex, open_stored, stored_match
 from lakefmt.spec import TableSchema
 from lakefmt.spec.key_index import hashed_columns, indexed_column, key_values
 from lakefmt.spec.keys import key_bytes, key_hash
@@ -106,18 +106,25 @@ class KeyFinder:
                 found.extra.append(index.extra.column(extra[0]).take(pa.array(pos)))
         return found
 
+    def _open(self, entry: pa.Table, path: str, columns: tuple[str, ...], hashed: bool) -> StoredIndex | None:
+        """The key index of one data file, when it has one of the kind asked for that can be used (not written
+        before key indexes, under another schema's key types, or damaged)."""
+        schema_id = entry.column(ents.SCHEMA_ID)[0].as_py()
+        if schema_id != self.schema.id:  # written under another schema: only by the same key types
+            fields = self.store.schema(schema_id).arrow_schema
+            mine = self.schema.arrow_schema
+            if any(k not in fields.names or fields.field(k).type != mine.field(k).type for k in columns):
+                return None
+        index = open_stored(self.io, path, entry.column(ents.ROW_COUNT)[0].as_py())
+        return None if index is None or index.header.hashed != hashed else index
+
     def _stored(
         self, entry: pa.Table, path: str, probe: Probe, key: str
     ) -> tuple[np.ndarray, np.ndarray] | None:
         """The probed keys' rows of one data file by its key index (:mod:`lakefmt.rewrite.stored_keys`), or None
-        when it has none that can be used (written before key indexes, by another schema's key type, damaged)."""
-        schema_id = entry.column(ents.SCHEMA_ID)[0].as_py()
-        if schema_id != self.schema.id:  # written under another schema: only by the same key type
-            fields = self.store.schema(schema_id).arrow_schema
-            if key not in fields.names or fields.field(key).type != self.schema.arrow_schema.field(key).type:
-                return None
-        index = open_stored(self.io, path, entry.column(ents.ROW_COUNT)[0].as_py())
-        if index is None or index.header.hashed:
+        when it has none that can be used."""
+        index = self._open(entry, path, (key,), hashed=False)
+        if index is None:
             return None
         values = key_values(probe.keys.column(key).take(pa.array(probe.rows)))
         order = np.argsort(values, kind="stable")
@@ -128,14 +135,8 @@ class KeyFinder:
     ) -> tuple[np.ndarray, np.ndarray] | None:
         """The probed keys' rows of one data file by its hashed key index, or None when it has none that can be used
         (or a hash matched another key: the key columns settle it)."""
-        schema_id = entry.column(ents.SCHEMA_ID)[0].as_py()
-        if schema_id != self.schema.id:  # written under another schema: only by the same key types
-            fields = self.store.schema(schema_id).arrow_schema
-            mine = self.schema.arrow_schema
-            if any(k not in fields.names or fields.field(k).type != mine.field(k).type for k in hashed.columns):
-                return None
-        index = open_stored(self.io, path, entry.column(ents.ROW_COUNT)[0].as_py())
-        if index is None or not index.header.hashed:
+        index = self._open(entry, path, hashed.columns, hashed=True)
+        if index is None:
             return None
         values = hashed.hashes[probe.rows]
         order = np.argsort(values, kind="stable")

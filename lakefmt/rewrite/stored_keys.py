@@ -184,16 +184,17 @@ def _runs(pages: np.ndarray) -> list[tuple[int, int]]:
 
 def _fetch(
     io: FileIO, index: StoredIndex, offset: int, width: int, dtype: str, runs: list[tuple[int, int]], items: int
-) -> np.ndarray:
+) -> tuple[np.ndarray, np.ndarray]:
     """The items of pages ``runs`` of the array of ``items`` items at ``offset`` (``width`` bytes each),
-    concatenated."""
+    concatenated, and where each sits in the whole array."""
     per = index.header.page_rows
     ranges = [(offset + width * a * per, offset + width * min(items, b * per)) for a, b in runs]
     parts = io.read_ranges(index.path, ranges)
     for (start, end), part in zip(ranges, parts, strict=True):
         if len(part) != end - start:
             raise FileNotFoundError(f"{index.path} is shorter than its header says")
-    return np.frombuffer(b"".join(parts), dtype)
+    where = np.concatenate([np.arange(a * per, min(items, b * per)) for a, b in runs])
+    return np.frombuffer(b"".join(parts), dtype), where
 
 
 def stored_match(
@@ -280,23 +281,17 @@ def _entries(
         return *_pairs(whole.keys, probes, rows), whole
     runs = _runs(pages)
     dtype = "<i8" if header.wide else "<u4"
-    got = _fetch(io, index, header.keys_offset, header.key_width, dtype, runs, header.count)
-    # where each fetched item sits in the whole array
-    per = header.page_rows
-    starts = np.concatenate([np.arange(a * per, min(header.count, b * per)) for a, b in runs])
+    got, where = _fetch(io, index, header.keys_offset, header.key_width, dtype, runs, header.count)
     at, probe_rows = _pairs(got, probes, rows)
-    return starts[at], probe_rows, index
+    return where[at], probe_rows, index
 
 
 def _gather(
     io: FileIO, index: StoredIndex, offset: int, width: int, dtype: str, items: int, at: np.ndarray
 ) -> np.ndarray:
     """Items ``at`` of the array of ``items`` items at ``offset`` (``width`` bytes each), fetching their pages."""
-    per = index.header.page_rows
-    runs = _runs(np.unique(at // per))
-    got = _fetch(io, index, offset, width, dtype, runs, items)
-    starts = np.concatenate([np.arange(a * per, min(items, b * per)) for a, b in runs])
-    return got[np.searchsorted(starts, at)]
+    got, where = _fetch(io, index, offset, width, dtype, _runs(np.unique(at // index.header.page_rows)), items)
+    return got[np.searchsorted(where, at)]
 
 
 #: key bytes closer than this are fetched in one range (a request costs more than a few KiB of bytes)

@@ -121,7 +121,7 @@ def _column_values(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
         if chunk.null_count:
             raise ValueError("a primary-key column holds a null")
         t = chunk.type
-        if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t) or pa.types.is_large_binary(t):
+        if _is_bytes(t):
             parts.append(_bytes_values(chunk))
         elif is_key_type(t):
             parts.append(_int_values(chunk))
