@@ -87,6 +87,7 @@ class _OpenFile:
     keys: list[np.ndarray] | None = None  #: a key table's indexed key values, group by group (key index files)
     #: a key table's key hashes and key bytes, group by group (hashed key index files)
     hashed: list[tuple[np.ndarray, pa.Array]] | None = None
+    index_bytes: int = 0  #: bytes of ``keys`` or ``hashed``
     synced_bytes: int = 0  # bytes written when the last background sync started
     pending_sync: Future[None] | None = None
 
@@ -134,6 +135,7 @@ class TableWriter:
         self._done: list[DataFile] = []
         self._counter = 0
         self._buffered_bytes = 0
+        self._index_bytes = 0  # the open files' key index entries, held until each file closes
         self._closed = False
         self._manifest_name: str | None = None  #: the per-task manifest being written by prepare_commit
         self._begun: list[str] = []  #: every data file this writer began to write, finished or not
@@ -170,6 +172,19 @@ class TableWriter:
             while self._buffered_bytes > self._options.write_buffer_size:
                 largest = max(self._partitions.values(), key=lambda p: p.buffered_bytes)
                 self._flush(largest)
+            # a key table's open files hold their rows' keys (and key bytes) for their key index files until they
+            # close: bounded apart, by the same size, by closing the file that holds the most (its rows roll over
+            # to a new file, as at the target file size)
+            while self._index_bytes > self._options.write_buffer_size:
+                fullest = max(
+                    (p for p in self._partitions.values() if p.file is not None),
+                    key=lambda p: p.file.index_bytes if p.file is not None else 0,
+                    default=None,
+                )
+                if fullest is None:  # no open file: nothing is held
+                    self._index_bytes = 0
+                    break
+                self._close_file(fullest)
 
     def prepare_commit(self) -> CommitMessage:
         """Close every file and write the per-task manifest; return its metadata (nothing is published). When
@@ -228,6 +243,7 @@ class TableWriter:
                     pass
                 self._io.delete(state.file.rel_path)
                 state.file = None
+        self._index_bytes = 0
         self._stop_syncer()
         gone = set()
         for f in self._done:
@@ -338,11 +354,16 @@ class TableWriter:
             f.writer.write_table(group, row_group_size=max(group.num_rows, 1))
             f.stats.update(group)
             f.rows += group.num_rows
+            held = 0
             if f.keys is not None:
                 f.keys.append(key_values(group.column(self._index_key)))
+                held = f.keys[-1].nbytes
             if f.hashed is not None and self._hashed_keys is not None and hashes is not None:
                 group_hashes = hashes.slice(start, group.num_rows).to_numpy()
                 f.hashed.append((group_hashes, key_bytes(group, self._hashed_keys)))
+                held = group_hashes.nbytes + f.hashed[-1][1].nbytes
+            f.index_bytes += held
+            self._index_bytes += held
             written = f.stream.tell()
             if written >= self._options.target_file_size:
                 self._close_file(state)
@@ -388,6 +409,7 @@ class TableWriter:
         if f is None:
             return
         state.file = None
+        self._index_bytes -= f.index_bytes
         indexed = f.keys is not None or f.hashed is not None
         try:
             f.writer.close()

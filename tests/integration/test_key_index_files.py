@@ -260,3 +260,53 @@ def test_merged_rows_of_a_merge_engine_keep_their_index(local_store: Any) -> Non
     assert all(t.io.exists(layout.key_index_path(p)) for p in data_paths(t))
     rows = {r["id"]: (r["a"], r["b"]) for r in t.scan().to_arrow().to_pylist()}
     assert rows == {1: ("x", "z"), 2: ("y", None)}
+
+
+@pytest.mark.parametrize("key", [["id"], ["name"]])
+def test_a_writers_held_index_entries_are_bounded_by_the_buffer_size(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch, key: list[str]
+) -> None:
+    """An open file of a key table holds its rows' keys (and, hashed, their key bytes) until it closes, to write
+    its key index: ``write.buffer-size`` bounds them across the writer's open files, by closing the file that
+    holds the most. Every file still gets its index, which a cold upsert uses."""
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("name", pa.string(), nullable=False),
+                        ("v", pa.string())])
+    budget = 64 << 10
+    options = {"bucket": "2", "compaction.auto": "false", "write.row-group-rows": "500",
+               "write.buffer-size": str(budget)}
+    t = lakefmt.create_table(str(tmp_path / "t"), schema, primary_key=key, options=options)
+
+    def batch(ids: Any, tag: str) -> pa.Table:
+        ids = [int(i) for i in ids]
+        return pa.table({"id": ids, "name": [f"user-{i:07d}" for i in ids], "v": [f"{tag}{i}" for i in ids]},
+                        schema=schema)
+
+    writer = t.new_writer()
+    held = []
+    for lo in range(0, 40_000, 2_000):
+        writer.write(batch(range(lo, lo + 2_000), "a"))
+        held.append(writer._index_bytes)
+        assert writer._index_bytes <= budget
+    assert t.new_committer("job").commit(writer.prepare_commit(), 1) is not None
+    assert max(held) > budget // 4, "the bound was never approached: the test proves nothing"
+    files = data_paths(t)
+    assert len(files) > 2, "no file was closed for the bound"
+    assert all(t.io.exists(layout.key_index_path(p)) for p in files)
+    key_cache_clear()
+    old = set(files)
+    read = finder_module.read_columns
+
+    def refuse(io: Any, store: Any, entry: pa.Table, *args: Any) -> Any:
+        if entry.column("path")[0].as_py() in old:
+            raise AssertionError("an old file's key column was read: its key index was not used")
+        return read(io, store, entry, *args)
+
+    monkeypatch.setattr(finder_module, "read_columns", refuse)
+    fresh = lakefmt.open_table(t.uri)
+    fresh.upsert(batch([3, 39_999, 50_000], "u"))
+    monkeypatch.undo()
+    got = fresh.scan().to_arrow()
+    assert got.num_rows == 40_001
+    assert sorted(got.column("id").to_pylist()) == [*range(40_000), 50_000]
+    kept = {r["id"]: r["v"] for r in got.to_pylist()}
+    assert kept[3] == "u3" and kept[39_999] == "u39999" and kept[50_000] == "u50000" and kept[4] == "a4"
