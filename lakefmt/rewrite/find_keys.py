@@ -140,7 +140,7 @@ class KeyFinder:
             return None
         values = hashed.hashes[probe.rows]
         order = np.argsort(values, kind="stable")
-        return stored_match(self.io, index, values[order], probe.rows[order], hashed.keys)
+        return stored_match(self.io, index, values[order], probe.rows[order], hashed.keys, hashed.types)
 
 
 @dataclass(frozen=True)
@@ -150,13 +150,17 @@ class HashedProbe:
     columns: tuple[str, ...]
     hashes: np.ndarray
     keys: pa.Array
+    types: tuple[pa.DataType, ...]  #: the bucket-key columns' types (to hash a stored key's bytes again)
 
     @staticmethod
     def of(probe: Probe, columns: tuple[str, ...] | None) -> HashedProbe | None:
         if columns is None:
             return None
         return HashedProbe(
-            columns, key_hash(probe.keys, columns).view(np.int64), key_bytes(probe.keys, columns)
+            columns,
+            key_hash(probe.keys, columns).view(np.int64),
+            key_bytes(probe.keys, columns),
+            tuple(probe.keys.schema.field(c).type for c in columns),
         )
 
 

@@ -11,6 +11,7 @@ size or directory does not match its data file, is not used: the caller reads th
 from __future__ import annotations
 
 import mmap
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import cast
 
@@ -22,6 +23,7 @@ from lakefmt.cache import BoundedCache
 from lakefmt.io import FileIO
 from lakefmt.spec import layout
 from lakefmt.spec.key_index import HEADER_SIZE, IndexHeader, directory_ok, parse_header
+from lakefmt.spec.keys import hash_of_key_bytes
 
 __all__ = ["StoredIndex", "clear_stored", "open_stored", "stored_match"]
 
@@ -198,16 +200,23 @@ def _fetch(
 
 
 def stored_match(
-    io: FileIO, index: StoredIndex, values: np.ndarray, rows: np.ndarray, keys: pa.Array | None = None
+    io: FileIO,
+    index: StoredIndex,
+    values: np.ndarray,
+    rows: np.ndarray,
+    keys: pa.Array | None = None,
+    types: Sequence[pa.DataType] | None = None,
 ) -> tuple[np.ndarray, np.ndarray] | None:
     """The rows of the data file that hold the probed keys (``values``: int64, ascending; ``rows``: each one's row
     of the probe): ``(positions in the file, probe rows)``, every pair of equal keys. For a hashed index, ``values``
     are the probed keys' hashes (as int64) and ``keys`` their key bytes (:func:`lakefmt.spec.keys.key_bytes`, one per
-    probe row), which every pair of equal hashes is checked on. None when the index turns out damaged or gone (a
-    position outside the file, pages missing), or when a hash matched another key (a collision, or damage): the
-    caller reads the key columns instead."""
+    probe row), which every pair of equal hashes is checked on. With ``types`` (the bucket-key columns' types), a
+    stored key whose bytes differ from the probed key's is hashed again: when its bytes give the hash it is filed
+    under, it is another key that shares the hash, and the pair is dropped. None when the index turns out damaged or
+    gone (a position outside the file, pages missing), or when a hash matched other key bytes that do not give it
+    (damage; or any other key, without ``types``): the caller reads the key columns instead."""
     try:
-        pos, probe_rows = _match(io, index, values, rows, keys)
+        pos, probe_rows = _match(io, index, values, rows, keys, types)
     except (OSError, _Unusable):  # gone, shorter than its header says (object stores refuse a range past the end)
         _open.put(io.full_path(index.path), None)
         return None
@@ -228,7 +237,12 @@ class _Collision(Exception):
 
 
 def _match(
-    io: FileIO, index: StoredIndex, values: np.ndarray, rows: np.ndarray, keys: pa.Array | None
+    io: FileIO,
+    index: StoredIndex,
+    values: np.ndarray,
+    rows: np.ndarray,
+    keys: pa.Array | None,
+    types: Sequence[pa.DataType] | None,
 ) -> tuple[np.ndarray, np.ndarray]:
     header = index.header
     if header.run:  # the keys base, base + 1, ...: a key's row is key - base
@@ -241,7 +255,12 @@ def _match(
     if not len(at):
         return at, probe_rows
     if keys is not None and header.hashed:
-        _check_keys(io, index, at, keys.take(pa.array(probe_rows)))
+        hash_of_row = np.zeros(int(rows.max()) + 1, np.int64)
+        hash_of_row[rows] = values
+        same = _check_keys(io, index, at, keys.take(pa.array(probe_rows)), hash_of_row[probe_rows], types)
+        at, probe_rows = at[same], probe_rows[same]
+        if not len(at):
+            return at, probe_rows
     if not header.has_positions:
         return at, probe_rows
     if index.positions is not None:
@@ -298,8 +317,17 @@ def _gather(
 _BYTES_GAP = 1 << 16
 
 
-def _check_keys(io: FileIO, index: StoredIndex, at: np.ndarray, probed: pa.Array) -> None:
-    """Raise :class:`_Collision` unless the key bytes of entries ``at`` equal ``probed`` (one per entry)."""
+def _check_keys(
+    io: FileIO,
+    index: StoredIndex,
+    at: np.ndarray,
+    probed: pa.Array,
+    hashes: np.ndarray,
+    types: Sequence[pa.DataType] | None,
+) -> np.ndarray:
+    """Which entries ``at`` hold the key bytes ``probed`` (one per entry, filed under ``hashes``): an entry whose
+    bytes differ is another key sharing the hash when its bytes hash to it (:func:`hash_of_key_bytes`, with
+    ``types``); otherwise (damage, or no ``types`` to tell) :class:`_Collision` is raised."""
     header = index.header
     if index.offsets is not None:
         lo, hi = index.offsets[at].astype(np.int64), index.offsets[at + 1].astype(np.int64)
@@ -332,8 +360,16 @@ def _check_keys(io: FileIO, index: StoredIndex, at: np.ndarray, probed: pa.Array
     stored = pa.LargeBinaryArray.from_buffers(
         pa.large_binary(), len(at), [None, pa.py_buffer(offsets.tobytes()), pa.py_buffer(picked.tobytes())]
     )
-    if not bool(pc.all(pc.equal(stored, probed.cast(pa.large_binary()))).as_py()):
+    same: np.ndarray = np.asarray(pc.equal(stored, probed.cast(pa.large_binary())).to_numpy(zero_copy_only=False))
+    if bool(same.all()):
+        return same
+    if types is None:
         raise _Collision
+    other = np.nonzero(~same)[0]
+    rehashed, parsed = hash_of_key_bytes(stored.take(pa.array(other)), types)
+    if not bool(parsed.all()) or bool(np.any(rehashed.view(np.int64) != hashes[other])):
+        raise _Collision  # stored bytes that do not give the hash they are filed under: damage
+    return same
 
 
 def _fetch_whole(io: FileIO, index: StoredIndex) -> StoredIndex:

@@ -26,7 +26,16 @@ import pyarrow.compute as pc
 
 from lakefmt.errors import UnsupportedTypeError
 
-__all__ = ["KEY_TYPES", "bucket_of", "buckets_of_hashes", "is_key_type", "key_bytes", "key_hash", "stored_integers"]
+__all__ = [
+    "KEY_TYPES",
+    "bucket_of",
+    "buckets_of_hashes",
+    "hash_of_key_bytes",
+    "is_key_type",
+    "key_bytes",
+    "key_hash",
+    "stored_integers",
+]
 
 #: the types a primary-key column may have (in words, for messages)
 KEY_TYPES = "integer, boolean, string, binary, date, time or timestamp"
@@ -179,6 +188,53 @@ def key_bytes(table: pa.Table, columns: Sequence[str]) -> pa.Array:
         return parts[0]
     joined: pa.Array = pc.binary_join_element_wise(*parts, pa.scalar(b"", pa.large_binary()))
     return joined
+
+
+def _parse_key(key: bytes, kinds: Sequence[bool]) -> list[bytes | int] | None:
+    """The column values of one key's bytes (:func:`key_bytes`; ``kinds``: per column, whether it is a string or
+    binary column): a string's or binary's bytes, an integer-like value's 64 bits as an unsigned integer (the
+    value :func:`key_hash` takes for it). None when the bytes do not have that layout."""
+    values: list[bytes | int] = []
+    at = 0
+    for is_bytes in kinds:
+        if is_bytes:
+            if at + 4 > len(key):
+                return None
+            size = int.from_bytes(key[at : at + 4], "little")
+            at += 4
+            if at + size > len(key):
+                return None
+            values.append(key[at : at + size])
+            at += size
+        else:
+            if at + 8 > len(key):
+                return None
+            values.append(int.from_bytes(key[at : at + 8], "little"))
+            at += 8
+    return values if at == len(key) else None
+
+
+def hash_of_key_bytes(keys: pa.Array, types: Sequence[pa.DataType]) -> tuple[np.ndarray, np.ndarray]:
+    """The :func:`key_hash` (uint64) of each key given by its :func:`key_bytes` (``types``: the bucket-key columns'
+    types, in order), and whether each key's bytes have the layout those types give (the hash of one that does
+    not is 0). What a hashed key index stores for a key can so be checked against the hash it is filed under: equal
+    means two keys that share a hash, not damage. One key at a time: for the few keys a lookup compares."""
+    kinds = [_is_bytes(t) for t in types]
+    columns: list[list[bytes | int]] = [[] for _ in kinds]
+    ok = np.ones(len(keys), dtype=bool)
+    for i, key in enumerate(keys.to_pylist()):
+        values = _parse_key(key, kinds)
+        if values is None:
+            ok[i] = False
+            values = [b"" if is_bytes else 0 for is_bytes in kinds]
+        for column, value in zip(columns, values, strict=True):
+            column.append(value)
+    if not kinds:
+        return np.zeros(len(keys), np.uint64), ok
+    names = [f"c{j}" for j in range(len(kinds))]
+    arrays = [pa.array(c, pa.large_binary() if b else pa.uint64()) for c, b in zip(columns, kinds, strict=True)]
+    hashes = key_hash(pa.table(dict(zip(names, arrays, strict=True))), names)
+    return np.where(ok, hashes, np.uint64(0)), ok
 
 
 def bucket_of(table: pa.Table, columns: Sequence[str], buckets: int) -> np.ndarray:

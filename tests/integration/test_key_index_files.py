@@ -16,6 +16,7 @@ from lakefmt.maintenance.report import FileClass
 from lakefmt.rewrite import find_keys as finder_module
 from lakefmt.rewrite.keys import key_cache_clear
 from lakefmt.spec import layout
+from lakefmt.spec.keys import key_hash
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), ("v", pa.string())])
 
@@ -310,3 +311,31 @@ def test_a_writers_held_index_entries_are_bounded_by_the_buffer_size(
     assert sorted(got.column("id").to_pylist()) == [*range(40_000), 50_000]
     kept = {r["id"]: r["v"] for r in got.to_pylist()}
     assert kept[3] == "u3" and kept[39_999] == "u39999" and kept[50_000] == "u50000" and kept[4] == "a4"
+
+
+def test_binary_keys_that_share_a_hash_are_found_through_the_index(
+    store: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Short binary keys share the format's hash easily (``00 01``, ``02`` and ``00 00 00`` hash alike: a value's
+    hash starts from its length plus a polynomial of its bytes). A cold upsert and delete of such keys find each
+    one's row through the hashed index, never reading an old file's key column, and leave one live row per key."""
+    schema = pa.schema([pa.field("k", pa.binary(), nullable=False), ("v", pa.string())])
+    t = create_table_in(store, schema, primary_key=["k"], options={"bucket": "1", "compaction.auto": "false"})
+    keys = [bytes([a, b]) for a in range(4) for b in range(4)] + [bytes([c]) for c in range(8)] + [b"", b"\x00"]
+    t.append(pa.table({"k": keys, "v": [f"a{i}" for i in range(len(keys))]}, schema=schema))
+    hashes = key_hash(pa.table({"k": pa.array(keys, pa.binary())}), ["k"]).tolist()
+    assert len(set(hashes)) < len(keys), "the premise: keys of the file share hashes"
+    model = {k: f"a{i}" for i, k in enumerate(keys)}
+    key_cache_clear()
+    _no_key_column_reads(monkeypatch, t)
+    fresh = lakefmt.open_table(t.uri, storage_options=store.storage_options)
+    changed = [b"\x00\x01", b"\x02", b"\x00\x00\x00", b"\x03\x03"]
+    fresh.upsert(pa.table({"k": changed, "v": ["u0", "u1", "u2", "u3"]}, schema=schema))
+    model.update(zip(changed, ["u0", "u1", "u2", "u3"], strict=True))
+    fresh.delete_keys(pa.table({"k": pa.array([b"\x01\x01", b"\x05"], pa.binary())}))
+    model.pop(b"\x01\x01")
+    model.pop(b"\x05")
+    monkeypatch.undo()
+    got = fresh.scan().to_arrow().to_pylist()
+    assert len(got) == len({r["k"] for r in got}), "a key with two live rows"
+    assert {r["k"]: r["v"] for r in got} == model

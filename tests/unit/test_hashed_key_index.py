@@ -1,9 +1,9 @@
 """Hashed key index files (keys that are not one integer-like column: strings, binaries, several columns): the
 layout (lakefmt.spec.key_index), the key bytes (lakefmt.spec.keys.key_bytes), and lookups in them
 (lakefmt.rewrite.stored_keys): mapped from local disk, by page and byte ranges from a memory filesystem, or fetched
-whole, a lookup finds exactly the (position, probe) pairs of equal keys a brute-force comparison finds, and a hash
-that matches another key, or damage, makes it give up (None: the caller reads the key columns) rather than select
-a wrong row."""
+whole, a lookup finds exactly the (position, probe) pairs of equal keys a brute-force comparison finds; a key that
+shares a probed key's hash is told apart by its bytes, and damage makes it give up (None: the caller reads the key
+columns) rather than select a wrong row."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ from lakefmt.spec.key_index import (
     indexed_column,
     parse_header,
 )
-from lakefmt.spec.keys import key_bytes, key_hash
+from lakefmt.spec.keys import hash_of_key_bytes, key_bytes, key_hash
 from lakefmt.spec.schema import TableSchema
 
 COLUMNS = ["s", "n"]
@@ -64,15 +64,18 @@ def store(io: Any, blob: bytes) -> str:
     return data_path
 
 
-def lookup(io: Any, path: str, rows: int, probe: pa.Table, hashes: np.ndarray | None = None) -> Any:
-    """stored_match of ``probe``'s keys in the index of ``path``: a set of (position, probe row), or None."""
+def lookup(io: Any, path: str, rows: int, probe: pa.Table, hashes: np.ndarray | None = None,
+           typed: bool = True) -> Any:
+    """stored_match of ``probe``'s keys in the index of ``path``: a set of (position, probe row), or None. With
+    ``typed``, the lookup knows the key columns' types (to tell a shared hash from damage)."""
     clear_stored()
     index = open_stored(io, path, rows)
     assert index is not None and index.header.hashed
     h = (key_hash(probe, probe.column_names) if hashes is None else hashes).view(np.int64)
     order = np.argsort(h, kind="stable")
+    types = [f.type for f in probe.schema] if typed else None
     got = stored_match(io, index, h[order], np.arange(probe.num_rows, dtype=np.int64)[order],
-                       key_bytes(probe, probe.column_names))
+                       key_bytes(probe, probe.column_names), types)
     if got is None:
         return None
     pairs = set(zip(got[0].tolist(), got[1].tolist(), strict=True))
@@ -176,6 +179,62 @@ def test_a_hash_shared_by_other_keys_gives_up(io: Any) -> None:
     assert lookup(io, path, 3, probe, hashes=np.zeros(1, np.uint64)) is None
     alone = store(io, encode(keys_table(["b"], [1]), hashes=np.zeros(1, np.uint64)))
     assert lookup(io, alone, 1, probe, hashes=np.zeros(1, np.uint64)) == {(0, 0)}
+
+
+def binaries(values: list[bytes]) -> pa.Table:
+    return pa.table({"b": pa.array(values, pa.binary())})
+
+
+def test_keys_that_share_a_hash_are_told_apart_by_their_bytes(io: Any) -> None:
+    """Short binary keys share the format's hash easily (a value's hash is its length plus a polynomial of its
+    bytes: ``00 01`` and ``02`` both give 3). A stored key whose bytes differ from the probed key's but hash to the
+    hash it is filed under is another key: its pair is dropped, and the lookup still answers (no reading of the
+    key columns). Without the key columns' types, any such difference gives up (None)."""
+    colliding = [b"\x00\x01", b"\x02", b"\x01\x00"]
+    t = binaries([*colliding, b"other", b""])
+    hashes = key_hash(t, ["b"])
+    assert hashes[0] == hashes[1], "the premise: two keys with one hash"
+    path = store(io, encode(t))
+    for k, key in enumerate(colliding):
+        probe = binaries([key])
+        assert lookup(io, path, 5, probe) == {(k, 0)} == brute(t, probe)
+        if (hashes == hashes[k]).sum() > 1:
+            assert lookup(io, path, 5, probe, typed=False) is None
+    probe = binaries([b"\x00\x00\x00"])  # 3 + 0: the hash of 00 01 and 02, and no key of the file
+    assert key_hash(probe, ["b"])[0] == hashes[0]
+    assert lookup(io, path, 5, probe) == set()
+    both = binaries([b"\x02", b"\x00\x01", b"\x00\x00\x00", b"other", b""])
+    assert lookup(io, path, 5, both) == brute(t, both)
+
+
+def test_a_forged_entry_under_a_shared_hash_gives_up(io: Any) -> None:
+    """Bytes that do not hash to the hash they are filed under are damage, even when the lookup knows the types:
+    the lookup gives up rather than drop a pair it cannot account for."""
+    t = binaries([b"\x02", b"zz"])
+    forged = key_hash(t, ["b"])
+    forged[1] = forged[0]  # "zz" filed under the hash of 02
+    path = store(io, encode(t, hashes=forged))
+    assert lookup(io, path, 2, binaries([b"\x02"])) is None
+
+
+@settings(max_examples=80, deadline=None)
+@given(rows=st.lists(st.tuples(st.binary(max_size=6), st.integers(-(2**63), 2**63 - 1), st.text(max_size=3),
+                               st.booleans()), max_size=30))
+def test_the_hash_of_key_bytes_is_the_key_hash(rows: list[tuple[bytes, int, str, bool]]) -> None:
+    t = pa.table({"b": pa.array([r[0] for r in rows], pa.binary()), "i": pa.array([r[1] for r in rows], pa.int64()),
+                  "s": pa.array([r[2] for r in rows], pa.string()), "t": pa.array([r[3] for r in rows], pa.bool_())})
+    for cols in (["b"], ["i", "s"], ["s", "t", "b", "i"]):
+        got, ok = hash_of_key_bytes(key_bytes(t, cols), [t.schema.field(c).type for c in cols])
+        assert bool(ok.all())
+        assert got.tolist() == key_hash(t, cols).tolist()
+
+
+def test_key_bytes_of_another_layout_do_not_parse() -> None:
+    types = [pa.string(), pa.int32()]
+    good = key_bytes(pa.table({"s": ["ab"], "n": pa.array([7], pa.int32())}), ["s", "n"]).to_pylist()[0]
+    cases = [good[:-1], good + b"\x00", b"", struct.pack("<I", 99) + b"ab" + bytes(8)]
+    _, ok = hash_of_key_bytes(pa.array(cases, pa.large_binary()), types)
+    assert not bool(ok.any())
 
 
 def test_damaged_key_bytes_give_up(io: Any) -> None:
