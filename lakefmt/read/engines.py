@@ -240,10 +240,11 @@ def _duckdb_masked(con: Any, scan: Scan, paths: list[str], vectors: dict[str, Ve
     (two keys otherwise). Every column of the table, and the ones it adds; None when a column of the table takes
     the name of one of DuckDB's."""
     names = scan.schema.arrow_schema.names
+    folded = {n.lower() for n in names}  # DuckDB's identifiers ignore case: File_Index is file_index to it
     key_col = "__lakefmt_file"
-    while key_col in names:
+    while key_col in folded:
         key_col += "_"
-    if _ROW in names or "file_index" in names:  # DuckDB's virtual columns: a table's own would shadow them
+    if _ROW in folded or "file_index" in folded:  # DuckDB's virtual columns: a table's own would shadow them
         return None
     entries = scan.entries()
     one_key = int(pc.max(entries.column(ents.ROW_COUNT)).as_py() or 0) < _ONE_KEY_ROWS
