@@ -29,6 +29,7 @@ __all__ = [
     "DEFAULT_ORPHAN_OLDER_THAN",
     "DEFAULT_ORPHAN_OLDER_THAN_MS",
     "DURATION_FORMS",
+    "MAX_BUCKETS",
     "MERGE_ENGINES",
     "ROWKIND_FORMATS",
     "USER_PREFIX",
@@ -85,6 +86,10 @@ def parse_size(text: str, key: str = "size") -> int:
         raise InvalidOptionError(f"{key}: {text!r} is not a size (examples: 512kb, 8mb, 1gb)")
     unit = m.group(2).lower() if m.group(2) else None
     return int(m.group(1)) * _SIZE_UNITS[unit]
+
+
+#: the most buckets a key table may have: manifest entries number a bucket in 32 bits
+MAX_BUCKETS = (1 << 31) - 1
 
 
 def _int(text: str, key: str) -> int:
@@ -465,6 +470,11 @@ class TableOptions:
             raise InvalidOptionError(
                 f"rowkind.field needs merge-engine=deduplicate, got {self.merge_engine}: a change stream's deletes "
                 "remove whole rows, which the other engines do not fold"
+            )
+        if self.bucket > MAX_BUCKETS:
+            raise InvalidOptionError(
+                f"bucket: {self.bucket} buckets is more than {MAX_BUCKETS}, the most a manifest entry can number "
+                "(a bucket is a 32-bit integer); Paimon's advice is a bucket per 200 MB to 1 GB of data"
             )
         stop = self.sorted_run_stop_trigger
         if stop is not None and stop < self.sorted_run_compaction_trigger:

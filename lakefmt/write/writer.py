@@ -25,6 +25,7 @@ from lakefmt.errors import InvalidPartitionError, LakefmtError, SchemaMismatchEr
 from lakefmt.io import FileIO
 from lakefmt.meta import entries as ents
 from lakefmt.meta.store import MetaStore
+from lakefmt.options import MAX_BUCKETS, InvalidOptionError
 from lakefmt.spec import CommitMessage, DataFile, TableSchema, layout
 from lakefmt.spec.key_index import (
     encode_hashed_index,
@@ -126,6 +127,11 @@ class TableWriter:
         self._on_manifest = on_manifest  # e.g. the table's metadata cache: a committer here need not read it
         self._schema = schema
         self._options = schema.table_options
+        if schema.has_primary_key and self._options.bucket > MAX_BUCKETS:  # a table created before the check
+            raise InvalidOptionError(
+                f"this key table's option bucket ({self._options.bucket}) is more than {MAX_BUCKETS} buckets, "
+                "which no manifest entry can number: it cannot be written (its reads are unaffected)"
+            )
         # ``write.sync-ahead-bytes``: a file still being written is synced in the background each time this many
         # more bytes of it are on disk (0: off; files under it are synced once, at close); only with fsync
         self._sync_ahead_bytes = self._options.sync_ahead_bytes if self._options.fsync else 0

@@ -7,6 +7,7 @@ state then. The basics run over local disk, memory and S3 (moto); the rest over 
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import random
 import uuid
@@ -32,6 +33,7 @@ from lakefmt.errors import (
 from lakefmt.meta import entries as ents
 from lakefmt.meta.store import MetaStore
 from lakefmt.spec import CommitKind
+from lakefmt.write.writer import TableWriter
 
 SCHEMA = pa.schema([("k", pa.int64()), ("v", pa.string()), ("ts", pa.int64())])
 #: a composite key of a string and an int, in partitions, over several buckets
@@ -124,6 +126,8 @@ def test_create_refuses_a_key_type_that_cannot_be_a_key(fast: Any, key_type: pa.
         ({"primary_key": ["k"], "options": {"sequence.field": "nope"}}, InvalidOptionError, "not a column"),
         ({"primary_key": ["k"], "options": {"sequence.field": "v"}}, InvalidOptionError, "integer, date or timestamp"),
         ({"primary_key": ["k"], "options": {"bucket": "0"}}, InvalidOptionError, "bucket"),
+        ({"primary_key": ["k"], "options": {"bucket": "3000000000"}}, InvalidOptionError, "more than 2147483647"),
+        ({"primary_key": ["k"], "options": {"bucket": str(2**64 + 5)}}, InvalidOptionError, "more than 2147483647"),
     ],
 )
 def test_create_refuses(fast: Any, kwargs: dict[str, Any], error: type[Exception], match: str) -> None:
@@ -133,6 +137,20 @@ def test_create_refuses(fast: Any, kwargs: dict[str, Any], error: type[Exception
         lakefmt.create_table(uri, schema, **kwargs)
     with pytest.raises(lakefmt.NotATableError):
         lakefmt.open_table(uri)
+
+
+def test_a_table_with_more_buckets_than_a_manifest_numbers_is_not_written(fast: Any) -> None:
+    """A key table whose ``bucket`` option is past the 32-bit bucket numbers (created before create_table checked
+    it) refuses its writers before any file is written, naming the option; it stays readable."""
+    t = create_table_in(fast, SCHEMA, primary_key=["k"], options={"bucket": "2"})
+    t.upsert(data(SCHEMA, k=[1], v=["a"]))
+    current = MetaStore(t.io).latest_schema()
+    schema = dataclasses.replace(current, options={**current.options, "bucket": "3000000000"})
+    files = [f.path for f in t.io.walk()]
+    with pytest.raises(InvalidOptionError, match=r"bucket \(3000000000\).*cannot be written"):
+        TableWriter(t.io, schema)
+    assert [f.path for f in t.io.walk()] == files
+    assert t.to_arrow().to_pylist() == [{"k": 1, "v": "a", "ts": None}]
 
 
 def test_upsert_and_delete_keys_need_a_key_table(fast: Any) -> None:
