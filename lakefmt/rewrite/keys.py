@@ -225,6 +225,8 @@ class UpsertPlanner(Planner):
         #: keys (the key columns, conformed) whose live rows this commit deletes too, planned with the new rows on
         #: the snapshot it lands on (:func:`lakefmt.rewrite.upsert.apply_key_changes`); none of them is a new row's
         self.deletes = deletes
+        #: per data file, the live rows that a new row of their key lost to (``sequence.field``) in the last plan
+        self.kept_live: dict[str, list[np.ndarray]] = {}
 
     def plan(self, latest: Snapshot | None, schema: TableSchema, added: Sequence[ManifestFileMeta]) -> VectorChanges:
         schema = self.schema if latest is None else self.store.schema_for(latest)
@@ -232,6 +234,7 @@ class UpsertPlanner(Planner):
         new = ents.data_files(ents.adds(ents.concat_entries(tables))) if tables else ents.empty_entries_for(schema)
         self.new_files = self.input_files = new
         self.input_deletes = self.deletes
+        self.kept_live = {}
         seq = schema.table_options.sequence_field
         if seq in schema.primary_keys:  # the same value for every version of a key: ties alone, the later wins
             seq = None
@@ -299,6 +302,10 @@ class UpsertPlanner(Planner):
                 pc.fill_null(pc.greater(old_seq, new_seq), False), pc.and_(pc.is_valid(old_seq), pc.is_null(new_seq))
             )
             self._mark_rows(mark, matched.filter(pc.invert(old_wins)), found.paths)
+            kept = matched.filter(old_wins)
+            kept_files, kept_pos = kept.column(FILE).to_numpy(), kept.column(POS).to_numpy()
+            for i in np.unique(kept_files):
+                self.kept_live.setdefault(found.paths[int(i)], []).append(kept_pos[kept_files == i])
             beaten = winners.take(probe_rows).filter(old_wins)
             if beaten.num_rows:
                 self._mark_rows(mark, beaten, new_paths)

@@ -43,6 +43,7 @@ from lakefmt.rewrite.merge_rows import (
     target_filter,
 )
 from lakefmt.spec import Snapshot, TableSchema
+from lakefmt.spec.rowkind import UPSERT, row_kinds
 from lakefmt.write.writer import as_tables
 
 __all__ = ["MergeReport", "TableMerger", "merge"]
@@ -267,14 +268,15 @@ def _run(target: RewriteTarget, spec: MergeSpec, source: pa.Table, latest: Snaps
     touched = _distinct(files)
     removed = _split(files, changes.removed.column(POS).to_numpy(), touched)  # positions, per touched file
     homes = candidates.take(pa.array(touched, pa.int64()))
-    copied = 0
+    copied = left_live = 0
     if schema.deletion_vectors:
         marks = dict(zip(ents.paths(homes), removed, strict=True))
         seen_marked = {p: seen[p] for p in marks if p in seen}
         known = frozenset(ents.paths(data)) if schema.has_primary_key else frozenset()
         if schema.has_primary_key:
             _check_unique_keys(changes.written, schema)
-        snap = commit_marks(target, schema, homes, marks, seen_marked, changes.written, reads, known)
+            _check_row_kinds(changes.written, schema)
+        snap, left_live = commit_marks(target, schema, homes, marks, seen_marked, changes.written, reads, known)
         added = int(changes.written.num_rows > 0)
         removed_files = 0
     else:
@@ -286,7 +288,7 @@ def _run(target: RewriteTarget, spec: MergeSpec, source: pa.Table, latest: Snaps
     return MergeReport(
         num_source_rows=source.num_rows,
         num_target_rows_inserted=changes.inserted,
-        num_target_rows_updated=changes.updated,
+        num_target_rows_updated=changes.updated - left_live,
         num_target_rows_deleted=changes.deleted,
         num_target_rows_copied=copied,
         num_output_rows=changes.written.num_rows + copied,
@@ -312,6 +314,25 @@ def _check_unique_keys(written: pa.Table, schema: TableSchema) -> None:
             f"{dup.num_rows} key(s) would get more than one row from this merge, all with the same key (the first: "
             f"{first}): two source rows inserting one key, or updates moving rows onto one key; on a key table a "
             "key holds one row: make the source's rows unique on the key; nothing was committed"
+        )
+
+
+def _check_row_kinds(written: pa.Table, schema: TableSchema) -> None:
+    """On a key table with ``rowkind.field``, refuse written rows whose row kind is not a row's (a delete, or an
+    update's before-image): the table would read them as changes, and the merge's counts would say otherwise."""
+    field = schema.table_options.rowkind_field
+    if field is None or written.num_rows == 0:
+        return
+    kinds = row_kinds(written.column(field), schema.table_options)
+    wrong = int(np.count_nonzero(kinds != UPSERT))
+    if wrong:
+        value = written.column(field).filter(pa.array(kinds != UPSERT))[0].as_py()
+        raise MergeError(
+            f"{wrong} row(s) this merge writes have a row kind that is not a row's (the first: {value!r} in column "
+            f"{field!r}, the table's rowkind.field): a delete or an update's before-image would be read as a change "
+            "of its key, not as the row the merge inserts or updates. Set the row kind to an insert or an update's "
+            "after-image in the merge, delete with when_matched_delete, or write changes with upsert; nothing was "
+            "committed"
         )
 
 

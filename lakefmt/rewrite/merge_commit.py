@@ -156,13 +156,17 @@ class MergeUpsertPlanner(UpsertPlanner):
         super().__init__(io, store, schema)
         self.checked = checked
         self._latest: Snapshot | None = None
+        #: the updates of the last plan whose new row lost to the live row of its key (``sequence.field``)
+        self.updates_kept = 0
 
     def plan(self, latest: Snapshot | None, schema: TableSchema, added: Sequence[ManifestFileMeta]) -> VectorChanges:
         self._latest = latest
+        self.updates_kept = 0
         self.checked.reads.check(self.store, latest)
         if not added:  # deletes only
             schema = self.schema if latest is None else self.store.schema_for(latest)
             self.buckets = set()
+            self.kept_live = {}
             return self._changes(ents.empty_entries_for(schema), {}, schema)
         return super().plan(latest, schema, added)
 
@@ -172,7 +176,16 @@ class MergeUpsertPlanner(UpsertPlanner):
         if extra:
             self.buckets = set(self.buckets) | extra
             live = live_in(self.store, self._latest, schema, self.buckets)
-            for bk, mark in _by_bucket(self.checked.check(live), self.checked.homes, schema).items():
+            own = dict(self.checked.check(live))
+            # an update whose new row lost to the live row of its key (a smaller sequence.field value) leaves that
+            # row live, as an upsert would: the merge's own mark on it goes
+            for path, parts in self.kept_live.items():
+                if path in own:
+                    kept = np.concatenate(parts)
+                    before = len(own[path])
+                    own[path] = np.setdiff1d(own[path], kept)
+                    self.updates_kept += before - len(own[path])
+            for bk, mark in _by_bucket(own, self.checked.homes, schema).items():
                 into = marks.setdefault(bk, Marks({}))
                 for path, parts in mark.by_file.items():
                     for p in parts:
@@ -197,13 +210,15 @@ def commit_marks(
     written: pa.Table,
     reads: MergeReads,
     known: frozenset[str] = frozenset(),
-) -> Snapshot | None:
+) -> tuple[Snapshot | None, int]:
     """Mark ``marks`` (data-file path -> positions; ``homes``: those files' ADD entries; ``seen``: the positions
-    their vectors deleted when read) and add ``written``, in one snapshot; None when there is nothing to do.
-    ``known``: the data files live when the merge read (on a key table, a written key's live row in one of them
-    must be a row the merge changes)."""
+    their vectors deleted when read) and add ``written``, in one snapshot (None when there is nothing to do), and
+    say how many updates left their target row live (on a key table with ``sequence.field``, an update whose new
+    row's value is smaller than the live row's, which stays as an upsert would leave it). ``known``: the data files
+    live when the merge read (on a key table, a written key's live row in one of them must be a row the merge
+    changes)."""
     if not marks and written.num_rows == 0:
-        return None
+        return None, 0
     checked = _Checked(target.io, marks, seen, homes, reads, known)
     planner: Any = (
         MergeUpsertPlanner(target.io, target.store, schema, checked)
@@ -223,5 +238,5 @@ def commit_marks(
         raise
     if result.outcome is not CommitOutcome.COMMITTED:
         target.discard(messages)
-        return None
-    return result.snapshot
+        return None, 0
+    return result.snapshot, getattr(planner, "updates_kept", 0)

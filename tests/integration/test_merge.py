@@ -199,6 +199,45 @@ def test_bad_input_is_refused(tmp_path: Path) -> None:
         merger(k, src)
 
 
+def test_sequence_field_decides_an_update_as_it_decides_an_upsert(store: Any) -> None:
+    """On a key table with ``sequence.field``, a MERGE's update whose new row has a smaller sequence value (or
+    none) than the key's live row leaves the live row, as an upsert would; an update of a larger or equal value
+    replaces it. Each key keeps exactly one live row, and the report counts only the updates that landed."""
+    schema = pa.schema([pa.field("k", pa.int64(), nullable=False), ("s", pa.int64()), ("v", pa.int64())])
+    t = create_table_in(store, schema, primary_key=["k"], options={"sequence.field": "s", "bucket": "2"})
+    t.upsert(pa.table({"k": [1, 2, 3, 4], "s": [10, 10, 10, 10], "v": [1, 1, 1, 1]}, schema=schema))
+    src = pa.table({"k": [1, 2, 3, 5], "s": [5, None, 10, 1], "v": [9, 9, 9, 9]}, schema=schema)
+    report = (t.merge(src, "t.k = s.k", source_alias="s", target_alias="t")
+              .when_matched_update_all().when_not_matched_insert_all().execute())
+    got = sorted((r["k"], r["s"], r["v"]) for r in t.scan().to_arrow().to_pylist())
+    assert got == [(1, 10, 1), (2, 10, 1), (3, 10, 9), (4, 10, 1), (5, 1, 9)]
+    assert report.num_target_rows_updated == 1 and report.num_target_rows_inserted == 1
+    assert t.scan().count() == 5
+    later = (t.merge(pa.table({"k": [1], "s": [11], "v": [7]}, schema=schema), "t.k = s.k", source_alias="s",
+                     target_alias="t").when_matched_update_all().execute())
+    assert later.num_target_rows_updated == 1
+    assert sorted((r["k"], r["v"]) for r in t.scan().to_arrow().to_pylist())[0] == (1, 7)
+
+
+def test_a_merge_writing_rows_that_are_changes_is_refused(tmp_path: Path) -> None:
+    """On a key table with ``rowkind.field``, a MERGE that would write a delete or an update's before-image (read
+    as a change of its key, not as a row) is refused, naming the column; the table is unchanged."""
+    schema = pa.schema([pa.field("k", pa.int64(), nullable=False), ("v", pa.int64()), ("op", pa.string())])
+    t = lakefmt.create_table(str(tmp_path / "t"), schema, primary_key=["k"], options={"rowkind.field": "op"})
+    t.upsert(pa.table({"k": [1, 2], "v": [10, 10], "op": ["+I", "+I"]}, schema=schema))
+    for kind in ("-D", "-U"):
+        src = pa.table({"k": [1, 3], "v": [5, 3], "op": [kind, "+I"]}, schema=schema)
+        with pytest.raises(MergeError, match=f"not a row's \\(the first: '{kind}' in column 'op'"):
+            (t.merge(src, "t.k = s.k", source_alias="s", target_alias="t")
+             .when_matched_update_all().when_not_matched_insert_all().execute())
+    assert len(t.snapshots()) == 1
+    src = pa.table({"k": [1, 3], "v": [5, 3], "op": ["+U", "+I"]}, schema=schema)
+    report = (t.merge(src, "t.k = s.k", source_alias="s", target_alias="t")
+              .when_matched_update_all().when_not_matched_insert_all().execute())
+    assert (report.num_target_rows_updated, report.num_target_rows_inserted) == (1, 1)
+    assert sorted((r["k"], r["v"]) for r in t.scan().to_arrow().to_pylist()) == [(1, 5), (2, 10), (3, 3)]
+
+
 def test_sources_of_any_arrow_kind(tmp_path: Path) -> None:
     t = make(tmp_path / "t", "cow")
     t.append(rows([1], [1]))
