@@ -104,6 +104,13 @@ def conform(data: pa.Table, schema: pa.Schema) -> pa.Table:
     (see the module docstring); anything else (an extra or mistyped column, a value that does not fit, nulls in a
     non-nullable column) is refused.
     """
+    names = data.column_names
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:  # Arrow allows it; a column must be named once, or which of them is the column?
+        raise SchemaMismatchError(
+            f"data does not match the table schema: column(s) {', '.join(map(repr, twice))} appear more than once; "
+            "a column must be named once"
+        )
     if data.schema.equals(schema, check_metadata=False):
         # Arrow lets a table declare a column not null and still hold nulls in it
         nulls = [p for f in schema for p in _null_problems(f, data.column(f.name))]

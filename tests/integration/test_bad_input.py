@@ -139,6 +139,7 @@ MISMATCHES: dict[str, tuple[Callable[[], pa.Table], str]] = {
         "id",
     ),
     "renamed": (lambda: _data([5]).rename_columns(["ID", "dt", "v"]), "id"),
+    "a-column-twice": (lambda: _data([5]).append_column("v", pa.array([2.0])), r"'v' appear more than once"),
 }
 
 
