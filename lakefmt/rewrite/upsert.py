@@ -25,7 +25,7 @@ from lakefmt.spec import CommitKind, Snapshot, TableSchema, operations
 from lakefmt.spec.filters import check_filter, show
 from lakefmt.spec.keys import key_hash
 from lakefmt.spec.merge_engine import DEDUPLICATE
-from lakefmt.spec.rowkind import drop_ignored
+from lakefmt.spec.rowkind import check_kind_column, drop_ignored
 from lakefmt.write.conform import conform, fill_missing
 from lakefmt.write.discard import discard_written
 from lakefmt.write.writer import as_tables
@@ -74,10 +74,13 @@ def _new_rows(schema: TableSchema, data: Any) -> pa.Table:
     left out, then one row per key (the last, or the largest ``sequence.field``) under the ``deduplicate`` engine;
     other engines fold a key's rows at commit time."""
     engine = schema.table_options.merge_engine
+    tables = list(as_tables(data))
+    for t in tables:
+        check_kind_column(t.column_names, schema.table_options)  # before conform fills it with nulls
     if engine in ("partial-update", "aggregation"):  # a column left out is a null: it keeps the key's old value
-        parts = [conform(fill_missing(t, schema.arrow_schema), schema.arrow_schema) for t in as_tables(data)]
+        parts = [conform(fill_missing(t, schema.arrow_schema), schema.arrow_schema) for t in tables]
     else:
-        parts = [conform(t, schema.arrow_schema) for t in as_tables(data)]
+        parts = [conform(t, schema.arrow_schema) for t in tables]
     rows = pa.concat_tables(parts) if parts else schema.arrow_schema.empty_table()
     rows = drop_ignored(rows, schema.table_options)  # before the dedup: an update's old row never wins
     if engine != DEDUPLICATE:

@@ -21,6 +21,8 @@ refused (:class:`~lakefmt.errors.InvalidRowKindError`) before anything is writte
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -36,6 +38,7 @@ __all__ = [
     "SPELLINGS",
     "UPSERT",
     "change_codes",
+    "check_kind_column",
     "drop_ignored",
     "row_kinds",
 ]
@@ -100,6 +103,17 @@ def change_codes(column: pa.Array | pa.ChunkedArray, options: TableOptions) -> n
     at = pc.index_in(column, value_set=values).to_numpy(zero_copy_only=False)
     out: np.ndarray = np.array(list(CHANGE_CODES.values()), np.int8)[at]
     return out
+
+
+def check_kind_column(names: Sequence[str], options: TableOptions) -> None:
+    """Refuse data without the table's ``rowkind.field`` column (:class:`InvalidRowKindError`, naming it): a
+    missing nullable column would otherwise be filled with nulls, and every row said to have no row kind."""
+    field = options.rowkind_field
+    if field is not None and field not in names:
+        raise InvalidRowKindError(
+            f"the data has no column {field!r} (the table's rowkind.field): every row must say what it is "
+            f"({', '.join(SPELLINGS[options.rowkind_format])}); nothing was written"
+        )
 
 
 def drop_ignored(table: pa.Table, options: TableOptions) -> pa.Table:

@@ -37,7 +37,7 @@ from lakefmt.spec.key_index import (
 from lakefmt.spec.keys import bucket_of, buckets_of_hashes, key_bytes, key_hash
 from lakefmt.spec.manifest import encode_manifest, manifest_meta
 from lakefmt.spec.partition import partition_path
-from lakefmt.spec.rowkind import drop_ignored
+from lakefmt.spec.rowkind import check_kind_column, drop_ignored
 from lakefmt.write.conform import conform
 from lakefmt.write.encoding import dictionary_columns
 from lakefmt.write.source import as_arrow
@@ -170,6 +170,7 @@ class TableWriter:
             if table.num_rows == 0:
                 conform(table, self._schema.arrow_schema)
                 continue
+            check_kind_column(table.column_names, self._options)  # before conform fills it with nulls
             table = drop_ignored(conform(table, self._schema.arrow_schema), self._options)  # rowkind.field
             if table.num_rows == 0:
                 continue

@@ -157,6 +157,19 @@ def test_a_bad_row_kind_changes_nothing(local_store: Any, path: str, op: str | N
     assert file_listing(t.io) == listing and [r["qty"] for r in live_rows(t)] == [1]
 
 
+@pytest.mark.parametrize("path", list(PATHS))
+def test_data_without_the_row_kind_column_is_refused_naming_it(local_store: Any, path: str) -> None:
+    """The row kind column missing altogether (not null in some rows) is said so, and nothing is written."""
+    options = {"rowkind.field": "op", "rowkind.format": "debezium"}
+    t = create_table_in(local_store, SCHEMA, primary_key=list(KEY), options=options)
+    t.append(pa.Table.from_pylist([{"id": 1, "region": "eu", "qty": 1, "op": "c", "lsn": 1}], schema=SCHEMA))
+    listing = file_listing(t.io)
+    rows = pa.Table.from_pylist([{"id": 2, "region": "us", "qty": 3, "lsn": 2}])
+    with pytest.raises(InvalidRowKindError, match=r"the data has no column 'op' \(the table's rowkind.field\)"):
+        PATHS[path](t, rows)
+    assert file_listing(t.io) == listing and [r["qty"] for r in live_rows(t)] == [1]
+
+
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
