@@ -105,7 +105,11 @@ def load_vectors(
         contents = [_read(io, f) for f in files]
     out: dict[str, Vector] = {}
     for rel, home, content in zip(files, homes, contents, strict=True):
-        for blob in puffin_blobs(content):
+        try:
+            blobs = puffin_blobs(content)
+        except CorruptMetadataError as exc:
+            raise CorruptMetadataError(f"deletion-vector file {rel}: {exc}") from exc
+        for blob in blobs:
             path = blob.referenced_data_file
             if wanted is not None and path not in wanted:
                 continue
@@ -130,7 +134,10 @@ def deleted_positions(io: FileIO, vector: Vector) -> np.ndarray:
     data = _read(io, vector.file)
     if vector.offset < 0 or vector.offset + vector.length > len(data):
         raise CorruptMetadataError(f"deletion vector at {vector.offset} of {vector.file} is outside the file")
-    positions = decode_framed_positions(data[vector.offset : vector.offset + vector.length])
+    try:
+        positions = decode_framed_positions(data[vector.offset : vector.offset + vector.length])
+    except CorruptMetadataError as exc:
+        raise CorruptMetadataError(f"deletion vector at {vector.offset} of {vector.file}: {exc}") from exc
     if len(positions) != vector.cardinality:
         raise CorruptMetadataError(
             f"deletion vector at {vector.offset} of {vector.file} holds {len(positions)} positions, its footer says "

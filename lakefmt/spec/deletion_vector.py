@@ -161,11 +161,12 @@ def encode_puffin(
 ) -> bytes:
     """A Puffin file of one ``deletion-vector-v1`` blob per ``(referenced data file, positions)``, each with the
     properties ``referenced-data-file`` and ``cardinality`` (Iceberg v3's deletion-vector file)."""
-    blobs, metas = [], []
+    blobs, metas, listed = [], [], []
     offset = len(PUFFIN_MAGIC)
     for path, positions in vectors:
         unique = _positions(positions)
         framed = encode_framed(unique)
+        listed.append(PuffinBlob(path, offset, len(framed), len(unique)))
         metas.append(
             {
                 "type": PUFFIN_BLOB_TYPE,
@@ -179,7 +180,8 @@ def encode_puffin(
         )
         blobs.append(framed)
         offset += len(framed)
-    footer = orjson.dumps({"blobs": metas, "properties": dict(properties or {})})
+    footer_properties = {**dict(properties or {}), BLOBS_CRC: str(_blobs_crc(listed))}
+    footer = orjson.dumps({"blobs": metas, "properties": footer_properties})
     tail = PUFFIN_MAGIC + footer + struct.pack("<I", len(footer)) + bytes(4) + PUFFIN_MAGIC
     return PUFFIN_MAGIC + b"".join(blobs) + tail
 
@@ -195,9 +197,21 @@ class PuffinBlob:
     cardinality: int
 
 
+#: the footer property in which lakefmt's Puffin files carry the CRC-32 of their deletion vectors' metadata
+BLOBS_CRC = "lakefmt.blobs-crc32"
+
+
+def _blobs_crc(blobs: Sequence[PuffinBlob]) -> int:
+    """CRC-32 of the deletion-vector blobs' metadata as a footer lists them, in order: per blob, its referenced
+    data file, offset, length and cardinality, each followed by a newline (UTF-8)."""
+    text = "".join(f"{b.referenced_data_file}\n{b.offset}\n{b.length}\n{b.cardinality}\n" for b in blobs)
+    return zlib.crc32(text.encode("utf-8"))
+
+
 def puffin_blobs(data: bytes) -> list[PuffinBlob]:
     """The ``deletion-vector-v1`` blobs a Puffin file's footer lists (other blob types are skipped), checked to
-    lie inside the file before its footer."""
+    lie inside the file before its footer, and against the footer's :data:`BLOBS_CRC` when it has one (a changed
+    byte of a data file's path would otherwise leave that file's vector out, unseen: its deleted rows back)."""
     if len(data) < 16 or data[:4] != PUFFIN_MAGIC or data[-4:] != PUFFIN_MAGIC:
         raise CorruptMetadataError("not a Puffin file (magic PFA1 missing at its start or end)")
     (size,) = struct.unpack_from("<I", data, len(data) - 12)
@@ -221,6 +235,11 @@ def puffin_blobs(data: bytes) -> list[PuffinBlob]:
             if cardinality < 0:
                 raise CorruptMetadataError(f"a Puffin blob at {offset} says its cardinality is {cardinality}")
             out.append(PuffinBlob(str(props["referenced-data-file"]), offset, length, cardinality))
+        expected = footer.get("properties", {}).get(BLOBS_CRC) if isinstance(footer, dict) else None
+        if expected is not None and str(expected) != str(_blobs_crc(out)):
+            raise CorruptMetadataError(
+                f"a Puffin file's footer does not match its {BLOBS_CRC} (its deletion vectors' metadata is corrupt)"
+            )
         return out
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as exc:
         raise CorruptMetadataError(f"a Puffin file's footer is not valid: {exc}") from None

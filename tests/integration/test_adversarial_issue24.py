@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import struct
 import time
 from collections.abc import Callable
@@ -100,6 +101,37 @@ def test_a_vector_past_the_file_rows_is_refused_by_count_too(tmp_path: Any) -> N
     with open(os.path.join(root, vector.file), "wb") as out:
         out.write(dvm.encode_puffin([(task.path, [1, 2, 100])]))
     _assert_refused(t)
+
+
+@pytest.mark.parametrize("damage", ["empty", "footer", "vector", "path"])
+def test_a_damaged_deletion_vector_file_is_named(tmp_path: Any, damage: str) -> None:
+    """Found (second review): a damaged deletion-vector file was refused with a message naming no file ("not a
+    Puffin file", "a Puffin file's footer is not valid", "a framed deletion vector fails its CRC-32"): every read
+    and write of the table now names the file (and a vector's offset in it). And a changed byte in the data file's
+    path its footer lists left that file's vector out, unseen: the deleted rows were read again. The footer's
+    ``lakefmt.blobs-crc32`` now covers the vectors' metadata."""
+    root, t = _table(tmp_path, "1")
+    t.delete_keys(pa.table({"k": [1, 2]}))
+    _, vector = _vector_of(t)
+    path = os.path.join(root, vector.file)
+    with open(path, "rb") as f:
+        data = bytearray(f.read())
+    if damage == "empty":
+        data = bytearray()
+    elif damage == "footer":
+        size = int.from_bytes(data[-12:-8], "little")  # the footer's JSON ends 12 bytes before the file's end
+        data[len(data) - 12 - size] ^= 0x55  # its opening brace
+    elif damage == "vector":
+        data[vector.offset + vector.length - 1] ^= 0x01  # the vector's CRC
+    else:
+        data[data.rfind(b".parquet") - 1] ^= 0x01  # the last character of the data file's name, in the footer
+    with open(path, "wb") as out:
+        out.write(bytes(data))
+    masks._cache.clear()
+    for action in (lambda: t.scan().count(), t.to_arrow, lambda: t.upsert(pa.table({"k": [3], "v": [30]}))):
+        with pytest.raises(CorruptMetadataError, match=re.escape(vector.file)):
+            action()
+        masks._cache.clear()
 
 
 def test_a_vector_in_another_buckets_file_is_refused(tmp_path: Any) -> None:
