@@ -301,6 +301,8 @@ class UpsertPlanner(Planner):
             old_wins = pc.or_(
                 pc.fill_null(pc.greater(old_seq, new_seq), False), pc.and_(pc.is_valid(old_seq), pc.is_null(new_seq))
             )
+            # a live row this commit removes anyway (a MERGE's own marks) does not compete with the new row
+            old_wins = pc.and_(old_wins, pa.array(~self._removed_anyway(matched, found.paths)))
             self._mark_rows(mark, matched.filter(pc.invert(old_wins)), found.paths)
             kept = matched.filter(old_wins)
             kept_files, kept_pos = kept.column(FILE).to_numpy(), kept.column(POS).to_numpy()
@@ -312,6 +314,11 @@ class UpsertPlanner(Planner):
         if self.deletes is not None and live is not None:
             self._mark_keys(live, self.deletes, deleting, marks, schema)
         return self._changes(live if live is not None else new.slice(0, 0), marks, schema)
+
+    def _removed_anyway(self, rows: pa.Table, paths: list[str]) -> np.ndarray:
+        """Which live ``rows`` (their files indexing ``paths``) this commit removes whatever the new rows hold:
+        none for an upsert."""
+        return np.zeros(rows.num_rows, dtype=bool)
 
     @staticmethod
     def _mark_rows(mark: Marks, rows: pa.Table, paths: list[str]) -> None:

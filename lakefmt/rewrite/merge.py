@@ -268,7 +268,7 @@ def _run(target: RewriteTarget, spec: MergeSpec, source: pa.Table, latest: Snaps
     touched = _distinct(files)
     removed = _split(files, changes.removed.column(POS).to_numpy(), touched)  # positions, per touched file
     homes = candidates.take(pa.array(touched, pa.int64()))
-    copied = left_live = 0
+    copied = 0
     if schema.deletion_vectors:
         marks = dict(zip(ents.paths(homes), removed, strict=True))
         seen_marked = {p: seen[p] for p in marks if p in seen}
@@ -276,7 +276,7 @@ def _run(target: RewriteTarget, spec: MergeSpec, source: pa.Table, latest: Snaps
         if schema.has_primary_key:
             _check_unique_keys(changes.written, schema)
             _check_row_kinds(changes.written, schema)
-        snap, left_live = commit_marks(target, schema, homes, marks, seen_marked, changes.written, reads, known)
+        snap = commit_marks(target, schema, homes, marks, seen_marked, changes.written, reads, known)
         added = int(changes.written.num_rows > 0)
         removed_files = 0
     else:
@@ -288,7 +288,7 @@ def _run(target: RewriteTarget, spec: MergeSpec, source: pa.Table, latest: Snaps
     return MergeReport(
         num_source_rows=source.num_rows,
         num_target_rows_inserted=changes.inserted,
-        num_target_rows_updated=changes.updated - left_live,
+        num_target_rows_updated=changes.updated,
         num_target_rows_deleted=changes.deleted,
         num_target_rows_copied=copied,
         num_output_rows=changes.written.num_rows + copied,

@@ -29,7 +29,7 @@ from lakefmt.meta import entries as ents
 from lakefmt.meta.store import MetaStore
 from lakefmt.read.masks import deleted_positions, load_vectors
 from lakefmt.rewrite.base import OPERATION, RewriteTarget, keyed_producer, publish
-from lakefmt.rewrite.key_buckets import BucketKey, Marks, bucket_keys_of, live_in
+from lakefmt.rewrite.key_buckets import FILE, POS, BucketKey, Marks, bucket_keys_of, live_in
 from lakefmt.rewrite.keys import Planner, UpsertPlanner
 from lakefmt.rewrite.merge_reads import MergeReads
 from lakefmt.spec import CommitKind, CommitMessage, ManifestFileMeta, Snapshot, TableSchema, operations
@@ -103,6 +103,26 @@ class _Checked:
                         "Nothing was committed"
                     )
 
+    def check_kept(self, kept: dict[str, list[np.ndarray]]) -> None:
+        """Refuse live rows that keep their key against a row the merge writes (``sequence.field``: the live row's
+        value is larger) and that the merge does not itself update or delete: in a file it saw, the merge writes
+        a key another row holds (:class:`MergeError`, as when the written row would win); in a file added since,
+        a concurrent commit wrote the key with a larger value, and the merge's row would not land
+        (:class:`RewriteConflictError`)."""
+        for path, parts in kept.items():
+            if path in self.known:
+                raise MergeError(
+                    f"this merge writes a key that another live row holds ({sum(len(p) for p in parts)} row(s) of "
+                    f"{path}, which it neither updates nor deletes, and whose sequence.field value is larger): an "
+                    "update moving a row onto another row's key, or an insert of a key the ON condition did not "
+                    "match; on a key table a key holds one row. Nothing was committed"
+                )
+            raise RewriteConflictError(
+                f"a concurrent commit wrote a key this merge writes, with a larger sequence.field value ({path}): "
+                "the merge's row would not land; nothing was committed",
+                gone=[],
+            )
+
     def check(self, live: pa.Table) -> dict[str, np.ndarray]:
         """``marks`` after checking that each marked file is live in ``live`` (entries) and that no concurrent
         commit deleted a row the merge changes; :class:`RewriteConflictError` otherwise."""
@@ -156,12 +176,21 @@ class MergeUpsertPlanner(UpsertPlanner):
         super().__init__(io, store, schema)
         self.checked = checked
         self._latest: Snapshot | None = None
-        #: the updates of the last plan whose new row lost to the live row of its key (``sequence.field``)
-        self.updates_kept = 0
+
+    def _removed_anyway(self, rows: pa.Table, paths: list[str]) -> np.ndarray:
+        """The live rows the merge itself updates or deletes: a MERGE names the rows it replaces, so with
+        ``sequence.field`` they do not compete with its new rows."""
+        out = np.zeros(rows.num_rows, dtype=bool)
+        files, positions = rows.column(FILE).to_numpy(), rows.column(POS).to_numpy()
+        for i in np.unique(files):
+            own = self.checked.marks.get(paths[int(i)])
+            if own is not None:
+                at = files == i
+                out[at] = np.isin(positions[at], own)
+        return out
 
     def plan(self, latest: Snapshot | None, schema: TableSchema, added: Sequence[ManifestFileMeta]) -> VectorChanges:
         self._latest = latest
-        self.updates_kept = 0
         self.checked.reads.check(self.store, latest)
         if not added:  # deletes only
             schema = self.schema if latest is None else self.store.schema_for(latest)
@@ -172,20 +201,12 @@ class MergeUpsertPlanner(UpsertPlanner):
 
     def _changes(self, live: pa.Table, marks: dict[BucketKey, Marks], schema: TableSchema) -> VectorChanges:
         self.checked.check_replaced(marks)  # the rows the written keys replace, before the merge's own marks
+        self.checked.check_kept(self.kept_live)
         extra = set(bucket_keys_of(self.checked.homes, schema))
         if extra:
             self.buckets = set(self.buckets) | extra
             live = live_in(self.store, self._latest, schema, self.buckets)
-            own = dict(self.checked.check(live))
-            # an update whose new row lost to the live row of its key (a smaller sequence.field value) leaves that
-            # row live, as an upsert would: the merge's own mark on it goes
-            for path, parts in self.kept_live.items():
-                if path in own:
-                    kept = np.concatenate(parts)
-                    before = len(own[path])
-                    own[path] = np.setdiff1d(own[path], kept)
-                    self.updates_kept += before - len(own[path])
-            for bk, mark in _by_bucket(own, self.checked.homes, schema).items():
+            for bk, mark in _by_bucket(self.checked.check(live), self.checked.homes, schema).items():
                 into = marks.setdefault(bk, Marks({}))
                 for path, parts in mark.by_file.items():
                     for p in parts:
@@ -210,15 +231,13 @@ def commit_marks(
     written: pa.Table,
     reads: MergeReads,
     known: frozenset[str] = frozenset(),
-) -> tuple[Snapshot | None, int]:
+) -> Snapshot | None:
     """Mark ``marks`` (data-file path -> positions; ``homes``: those files' ADD entries; ``seen``: the positions
-    their vectors deleted when read) and add ``written``, in one snapshot (None when there is nothing to do), and
-    say how many updates left their target row live (on a key table with ``sequence.field``, an update whose new
-    row's value is smaller than the live row's, which stays as an upsert would leave it). ``known``: the data files
-    live when the merge read (on a key table, a written key's live row in one of them must be a row the merge
-    changes)."""
+    their vectors deleted when read) and add ``written``, in one snapshot; None when there is nothing to do.
+    ``known``: the data files live when the merge read (on a key table, a written key's live row in one of them
+    must be a row the merge changes)."""
     if not marks and written.num_rows == 0:
-        return None, 0
+        return None
     checked = _Checked(target.io, marks, seen, homes, reads, known)
     planner: Any = (
         MergeUpsertPlanner(target.io, target.store, schema, checked)
@@ -238,5 +257,5 @@ def commit_marks(
         raise
     if result.outcome is not CommitOutcome.COMMITTED:
         target.discard(messages)
-        return None, 0
-    return result.snapshot, getattr(planner, "updates_kept", 0)
+        return None
+    return result.snapshot

@@ -199,24 +199,62 @@ def test_bad_input_is_refused(tmp_path: Path) -> None:
         merger(k, src)
 
 
-def test_sequence_field_decides_an_update_as_it_decides_an_upsert(store: Any) -> None:
-    """On a key table with ``sequence.field``, a MERGE's update whose new row has a smaller sequence value (or
-    none) than the key's live row leaves the live row, as an upsert would; an update of a larger or equal value
-    replaces it. Each key keeps exactly one live row, and the report counts only the updates that landed."""
+def test_a_merge_replaces_the_rows_it_names_whatever_their_sequence_field(store: Any) -> None:
+    """On a key table with ``sequence.field``, a MERGE replaces the rows it updates or deletes whatever their
+    sequence values (it names them: an update of a smaller value, or of none, lands; a swap of two keys and a delete
+    plus a move onto the deleted key land). A row it writes for a key whose live row it does not name, and whose
+    value is larger, is refused as it is when the written row's value is larger (found: both rows of the key were
+    lost, or the merge's own row, while the report counted it)."""
     schema = pa.schema([pa.field("k", pa.int64(), nullable=False), ("s", pa.int64()), ("v", pa.int64())])
     t = create_table_in(store, schema, primary_key=["k"], options={"sequence.field": "s", "bucket": "2"})
     t.upsert(pa.table({"k": [1, 2, 3, 4], "s": [10, 10, 10, 10], "v": [1, 1, 1, 1]}, schema=schema))
+
+    def live() -> list[tuple[int, int | None, int]]:
+        got = [(r["k"], r["s"], r["v"]) for r in t.scan().to_arrow().to_pylist()]
+        assert len({k for k, _, _ in got}) == len(got), "a key with two live rows"
+        return sorted(got)
+
     src = pa.table({"k": [1, 2, 3, 5], "s": [5, None, 10, 1], "v": [9, 9, 9, 9]}, schema=schema)
     report = (t.merge(src, "t.k = s.k", source_alias="s", target_alias="t")
               .when_matched_update_all().when_not_matched_insert_all().execute())
-    got = sorted((r["k"], r["s"], r["v"]) for r in t.scan().to_arrow().to_pylist())
-    assert got == [(1, 10, 1), (2, 10, 1), (3, 10, 9), (4, 10, 1), (5, 1, 9)]
-    assert report.num_target_rows_updated == 1 and report.num_target_rows_inserted == 1
-    assert t.scan().count() == 5
-    later = (t.merge(pa.table({"k": [1], "s": [11], "v": [7]}, schema=schema), "t.k = s.k", source_alias="s",
-                     target_alias="t").when_matched_update_all().execute())
-    assert later.num_target_rows_updated == 1
-    assert sorted((r["k"], r["v"]) for r in t.scan().to_arrow().to_pylist())[0] == (1, 7)
+    assert live() == [(1, 5, 9), (2, None, 9), (3, 10, 9), (4, 10, 1), (5, 1, 9)]
+    assert (report.num_target_rows_updated, report.num_target_rows_inserted) == (3, 1)
+    swap = pa.table({"k": [1, 3], "nk": [3, 1], "s": [2, 2]})
+    (t.merge(swap, "t.k = s.k", source_alias="s", target_alias="t")
+     .when_matched_update({"k": "s.nk", "s": "s.s"}).execute())
+    assert live() == [(1, 2, 9), (2, None, 9), (3, 2, 9), (4, 10, 1), (5, 1, 9)]
+    moved = pa.table({"k": [5, 4], "nk": [4, None], "s": [0, None], "op": ["u", "d"]})
+    report = (t.merge(moved, "t.k = s.k", source_alias="s", target_alias="t")
+              .when_matched_delete(predicate="s.op = 'd'")
+              .when_matched_update({"k": "s.nk", "s": "s.s"}, predicate="s.op = 'u'").execute())
+    assert live() == [(1, 2, 9), (2, None, 9), (3, 2, 9), (4, 0, 9)]
+    assert (report.num_target_rows_updated, report.num_target_rows_deleted) == (1, 1)
+    before, snapshots = live(), len(t.snapshots())
+    onto = pa.table({"k": [1], "nk": [3], "s": [1]})  # onto key 3, whose row (s 2) the merge does not name
+    with pytest.raises(MergeError, match="another live row holds"):
+        t.merge(onto, "t.k = s.k", source_alias="s", target_alias="t").when_matched_update(
+            {"k": "s.nk", "s": "s.s"}).execute()
+    unmatched = pa.table({"k": [3], "s": [1], "v": [7]}, schema=schema)  # the ON misses key 3's row
+    with pytest.raises(MergeError, match="another live row holds"):
+        (t.merge(unmatched, "t.k = s.k AND t.v = 0", source_alias="s", target_alias="t")
+         .when_not_matched_insert_all().execute())
+    assert live() == before and len(t.snapshots()) == snapshots
+
+
+def test_a_merge_losing_to_a_concurrent_write_of_its_key_conflicts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A key written by a concurrent commit with a larger ``sequence.field`` value than the merge's row for it:
+    the merge's row would not land, so the merge fails with a conflict (found: it reported the row inserted)."""
+    schema = pa.schema([pa.field("k", pa.int64(), nullable=False), ("s", pa.int64()), ("v", pa.int64())])
+    t = lakefmt.create_table(str(tmp_path / "t"), schema, primary_key=["k"], options={"sequence.field": "s"})
+    t.upsert(pa.table({"k": [1], "s": [10], "v": [1]}, schema=schema))
+    _race(monkeypatch, lambda: lakefmt.open_table(t.uri).upsert(pa.table({"k": [2], "s": [9], "v": [2]},
+                                                                          schema=schema)))
+    with pytest.raises(RewriteConflictError, match=r"larger sequence\.field"):
+        (t.merge(pa.table({"k": [2], "s": [5], "v": [3]}, schema=schema), "t.k = s.k", source_alias="s",
+                 target_alias="t").when_matched_update_all().when_not_matched_insert_all().execute())
+    assert sorted((r["k"], r["v"]) for r in t.scan().to_arrow().to_pylist()) == [(1, 1), (2, 2)]
 
 
 def test_a_merge_writing_rows_that_are_changes_is_refused(tmp_path: Path) -> None:
