@@ -323,6 +323,13 @@ def _check_row_kinds(written: pa.Table, schema: TableSchema) -> None:
     field = schema.table_options.rowkind_field
     if field is None or written.num_rows == 0:
         return
+    missing = written.column(field).null_count
+    if missing:
+        raise MergeError(
+            f"{missing} row(s) this merge writes have no row kind: column {field!r} (the table's rowkind.field) is "
+            "null in them (the source has no such column, or the clauses set none); every row must say what it is; "
+            "nothing was committed"
+        )
     kinds = row_kinds(written.column(field), schema.table_options)
     wrong = int(np.count_nonzero(kinds != UPSERT))
     if wrong:

@@ -94,6 +94,13 @@ def _key_rows(schema: TableSchema, keys: Any, what: str) -> pa.Table | None:
     parts = list(as_tables(keys))
     if not parts:
         return None
+    for part in parts:
+        names = part.column_names
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise SchemaMismatchError(
+                f"{what}: column(s) {', '.join(map(repr, twice))} appear more than once; a column must be named once"
+            )
     given = pa.concat_tables(parts, promote_options="permissive")
     missing = [k for k in schema.primary_keys if k not in given.column_names]
     if missing:  # checked on no rows too, as an upsert checks its columns

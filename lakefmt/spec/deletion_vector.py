@@ -235,7 +235,8 @@ def puffin_blobs(data: bytes) -> list[PuffinBlob]:
             if cardinality < 0:
                 raise CorruptMetadataError(f"a Puffin blob at {offset} says its cardinality is {cardinality}")
             out.append(PuffinBlob(str(props["referenced-data-file"]), offset, length, cardinality))
-        expected = footer.get("properties", {}).get(BLOBS_CRC) if isinstance(footer, dict) else None
+        properties = footer.get("properties") if isinstance(footer, dict) else None
+        expected = properties.get(BLOBS_CRC) if isinstance(properties, dict) else None
         if expected is not None and str(expected) != str(_blobs_crc(out)):
             raise CorruptMetadataError(
                 f"a Puffin file's footer does not match its {BLOBS_CRC} (its deletion vectors' metadata is corrupt)"

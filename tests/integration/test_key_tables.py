@@ -153,6 +153,15 @@ def test_a_table_with_more_buckets_than_a_manifest_numbers_is_not_written(fast: 
     assert t.to_arrow().to_pylist() == [{"k": 1, "v": "a", "ts": None}]
 
 
+def test_delete_keys_refuses_a_column_named_twice(fast: Any) -> None:
+    t = create_table_in(fast, SCHEMA, primary_key=["k"])
+    t.upsert(data(SCHEMA, k=[1], v=["a"]))
+    twice = pa.Table.from_arrays([pa.array([1]), pa.array([1])], names=["k", "k"])
+    with pytest.raises(SchemaMismatchError, match=r"delete_keys: column\(s\) 'k' appear more than once"):
+        t.delete_keys(twice)
+    assert t.to_arrow().to_pylist() == [{"k": 1, "v": "a", "ts": None}] and len(t.snapshots()) == 1
+
+
 def test_upsert_and_delete_keys_need_a_key_table(fast: Any) -> None:
     t = create_table_in(fast, SCHEMA)
     t.append(data(SCHEMA, k=[1], v=["a"]))

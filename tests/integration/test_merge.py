@@ -268,6 +268,9 @@ def test_a_merge_writing_rows_that_are_changes_is_refused(tmp_path: Path) -> Non
         with pytest.raises(MergeError, match=f"not a row's \\(the first: '{kind}' in column 'op'"):
             (t.merge(src, "t.k = s.k", source_alias="s", target_alias="t")
              .when_matched_update_all().when_not_matched_insert_all().execute())
+    no_kind = pa.table({"k": [4], "v": [4]})  # the source has no row kind column: inserted rows would have none
+    with pytest.raises(MergeError, match=r"1 row\(s\) this merge writes have no row kind: column 'op'"):
+        t.merge(no_kind, "t.k = s.k", source_alias="s", target_alias="t").when_not_matched_insert_all().execute()
     assert len(t.snapshots()) == 1
     src = pa.table({"k": [1, 3], "v": [5, 3], "op": ["+U", "+I"]}, schema=schema)
     report = (t.merge(src, "t.k = s.k", source_alias="s", target_alias="t")

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import struct
 import zlib
+from typing import Any
 
+import orjson
 import pyarrow as pa
 import pytest
 from hypothesis import given, settings
@@ -16,6 +18,7 @@ from pyiceberg.table.puffin import PuffinFile
 
 from lakefmt.errors import CorruptMetadataError
 from lakefmt.spec.deletion_vector import (
+    BLOBS_CRC,
     DV_MAGIC,
     MAX_KEY,
     decode_framed,
@@ -24,6 +27,7 @@ from lakefmt.spec.deletion_vector import (
     encode_framed,
     encode_puffin,
     encode_vector,
+    puffin_blobs,
 )
 
 
@@ -117,3 +121,46 @@ def test_positions_a_vector_cannot_hold_are_refused() -> None:
         encode_vector([2**63])  # its key would be MAX_KEY + 1
     with pytest.raises(ValueError, match="null"):
         encode_vector(pa.array([1, None], pa.int64()))
+
+
+def _with_footer(data: bytes, change: Any) -> bytes:
+    """``data`` (a Puffin file) with its footer's JSON object passed through ``change``."""
+    size = struct.unpack_from("<I", data, len(data) - 12)[0]
+    start = len(data) - 12 - size
+    footer = change(orjson.loads(data[start : start + size]))
+    raw = orjson.dumps(footer)
+    return data[:start] + raw + struct.pack("<I", len(raw)) + data[-8:]
+
+
+def test_the_footer_crc_covers_the_vectors_metadata() -> None:
+    """lakefmt's footers carry ``lakefmt.blobs-crc32``: a changed path, offset, length or cardinality, a blob
+    dropped or of another type, or a wrong value is refused; a footer without the property (another writer's, or
+    lakefmt's before it), or whose properties are null, is read."""
+    data = encode_puffin([("a/data-1.parquet", [1, 5]), ("a/data-2.parquet", [0])])
+    seen: list[Any] = []
+    _with_footer(data, lambda f: seen.append(f) or f)
+    assert BLOBS_CRC in seen[0]["properties"]
+    assert [b.referenced_data_file for b in puffin_blobs(data)] == ["a/data-1.parquet", "a/data-2.parquet"]
+
+    def edit(path: tuple[Any, ...], value: Any) -> Any:
+        def change(footer: Any) -> Any:
+            node = footer
+            for key in path[:-1]:
+                node = node[key]
+            node[path[-1]] = value
+            return footer
+        return change
+
+    damaged = [
+        edit(("blobs", 0, "properties", "referenced-data-file"), "a/data-3.parquet"),
+        edit(("blobs", 1, "properties", "cardinality"), "2"),
+        edit(("blobs", 1, "type"), "apache-datasketches-theta-v1"),
+        edit(("properties", BLOBS_CRC), "12345"),
+        lambda f: {**f, "blobs": f["blobs"][:1]},
+    ]
+    for change in damaged:
+        with pytest.raises(CorruptMetadataError, match="blobs-crc32"):
+            puffin_blobs(_with_footer(data, change))
+    for change in (lambda f: {**f, "properties": {}}, lambda f: {**f, "properties": None},
+                   lambda f: {"blobs": f["blobs"]}):
+        assert len(puffin_blobs(_with_footer(data, change))) == 2
