@@ -211,7 +211,7 @@ def to_duckdb(scan: Scan, connection: Any = None, name: str | None = None) -> An
         else:
             relation = con.from_arrow(scan.schema.arrow_schema.empty_table())
         if relation is not None and columns is not None:
-            relation = relation.select(*[duckdb.ColumnExpression(c) for c in columns])
+            relation = relation.select(*_columns(duckdb, columns))
     if relation is None:
         if by_feed or vectors or not scan.pushdown_safe() or _may_hold_nan(scan, scan.entries()):
             # lakefmt's reader masks and filters; DuckDB reads the stream (asked for again at every execution)
@@ -219,10 +219,16 @@ def to_duckdb(scan: Scan, connection: Any = None, name: str | None = None) -> An
         else:  # the dataset carries the filter; DuckDB pushes its own into pyarrow's Parquet scan (never over NaN)
             relation = con.from_arrow(scan.to_dataset())
             if scan.columns is not None:
-                relation = relation.select(*[duckdb.ColumnExpression(c) for c in scan.columns])
+                relation = relation.select(*_columns(duckdb, scan.columns))
     if name is not None:
         relation.create_view(name, replace=True)
     return relation
+
+
+def _columns(duckdb: Any, names: Sequence[str]) -> list[Any]:
+    """DuckDB expressions of the columns ``names``, each a quoted identifier (``duckdb.ColumnExpression("*")`` is
+    every column, not the column named ``*``)."""
+    return [duckdb.SQLExpression('"' + name.replace('"', '""') + '"') for name in names]
 
 
 #: the column DuckDB's Parquet reader numbers a file's rows in (physical positions, whatever it skips)

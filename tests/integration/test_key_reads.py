@@ -256,11 +256,11 @@ def test_columns_named_like_duckdbs_row_columns(local_store: Any) -> None:
     _check(t, t.scan(filter=pc.field("x") > 0), [r for r in expected if r[2] > 0])
 
 
-@pytest.mark.parametrize("name", ["File_Index", "FILE_ROW_NUMBER", "__LAKEFMT_FILE", "__Lakefmt_File"])
+@pytest.mark.parametrize("name", ["File_Index", "FILE_ROW_NUMBER", "__LAKEFMT_FILE", "__Lakefmt_File", "*", 'a"b'])
 def test_columns_named_like_duckdbs_in_another_case(local_store: Any, name: str) -> None:
     """DuckDB's identifiers ignore case: a column ``File_Index`` is DuckDB's ``file_index`` to it, and
     ``__LAKEFMT_FILE`` the join key lakefmt adds. Such a table's masked DuckDB read leaves out exactly the deleted
-    rows, as ``to_arrow`` does."""
+    rows, as ``to_arrow`` does; and a column named ``*`` is that column, not every column."""
     schema = pa.schema([pa.field("k", pa.int64(), nullable=False), (name, pa.int64())])
     t = create_table_in(local_store, schema, primary_key=["k"])
     t.upsert(pa.table({"k": [1, 2, 3], name: [7, 7, 7]}, schema=schema))
