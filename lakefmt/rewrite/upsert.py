@@ -96,8 +96,8 @@ def _key_rows(schema: TableSchema, keys: Any, what: str) -> pa.Table | None:
         return None
     for part in parts:
         names = part.column_names
-        twice = sorted({n for n in names if names.count(n) > 1})
-        if twice:
+        if len(set(names)) != len(names):
+            twice = sorted({n for n in names if names.count(n) > 1})
             raise SchemaMismatchError(
                 f"{what}: column(s) {', '.join(map(repr, twice))} appear more than once; a column must be named once"
             )

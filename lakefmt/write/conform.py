@@ -105,8 +105,8 @@ def conform(data: pa.Table, schema: pa.Schema) -> pa.Table:
     non-nullable column) is refused.
     """
     names = data.column_names
-    twice = sorted({n for n in names if names.count(n) > 1})
-    if twice:  # Arrow allows it; a column must be named once, or which of them is the column?
+    if len(set(names)) != len(names):  # Arrow allows it; a column must be named once, or which is the column?
+        twice = sorted({n for n in names if names.count(n) > 1})
         raise SchemaMismatchError(
             f"data does not match the table schema: column(s) {', '.join(map(repr, twice))} appear more than once; "
             "a column must be named once"
