@@ -19,7 +19,6 @@ it, as commit kinds are of :mod:`lakefmt.commit.producer`; the parts here are wh
 
 from __future__ import annotations
 
-import contextlib
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -54,6 +53,7 @@ __all__ = [
     "newest_creation",
     "publish",
     "read_checked",
+    "removed_since",
 ]
 
 #: the snapshot property naming a rewrite's operation (``compact``, ``delete``; :mod:`lakefmt.spec.operations`)
@@ -331,24 +331,35 @@ def keyed_producer(
     )
 
 
+def removed_since(
+    store: MetaStore, since: Snapshot | None, latest: Snapshot | None, paths: Iterable[str]
+) -> dict[str, CommitKind] | None:
+    """Which of ``paths`` the snapshots after ``since``, up to ``latest``, removed, each with the kind of the commit
+    that did; None when unsure (a snapshot in between has expired, or metadata cannot be read)."""
+    wanted = set(paths)
+    out: dict[str, CommitKind] = {}
+    if since is None or latest is None or not wanted:
+        return out
+    try:
+        for sid in range(since.id + 1, latest.id + 1):
+            snap = latest if sid == latest.id else store.snapshot(sid)
+            for m in store.manifest_list(snap.delta_manifest_list):
+                if m.num_deleted_files:
+                    for path in set(ents.paths(ents.deletes(store.manifest(m.file_name)))) & wanted:
+                        out[path] = snap.commit_kind
+    except (LakefmtError, OSError):
+        return None
+    return out
+
+
 def compacted_away(target: RewriteTarget, since: Snapshot | None, gone: Sequence[str]) -> bool:
     """Whether every file in ``gone`` was removed by a COMPACT snapshot after ``since`` and none by another kind.
     False when unsure (a snapshot in between has expired, or metadata cannot be read)."""
-    latest = target.latest_snapshot()
-    if since is None or latest is None or not gone:
+    if since is None or not gone:
         return False
-    wanted = set(gone)
-    compacted: set[str] = set()
-    store = target.store
-    with contextlib.suppress(LakefmtError, OSError):
-        for sid in range(since.id + 1, latest.id + 1):
-            snap = store.snapshot(sid)
-            removed: set[str] = set()
-            for m in store.manifest_list(snap.delta_manifest_list):
-                if m.num_deleted_files:
-                    removed |= set(ents.paths(ents.deletes(store.manifest(m.file_name)))) & wanted
-            if snap.commit_kind is not CommitKind.COMPACT and removed:
-                return False
-            compacted |= removed
-        return compacted == wanted
-    return False
+    removed = removed_since(target.store, since, target.latest_snapshot(), gone)
+    return (
+        removed is not None
+        and set(removed) == set(gone)
+        and all(kind is CommitKind.COMPACT for kind in removed.values())
+    )

@@ -28,7 +28,7 @@ from lakefmt.io import FileIO
 from lakefmt.meta import entries as ents
 from lakefmt.meta.store import MetaStore
 from lakefmt.read.masks import deleted_positions, load_vectors
-from lakefmt.rewrite.base import OPERATION, RewriteTarget, keyed_producer, publish
+from lakefmt.rewrite.base import OPERATION, RewriteTarget, keyed_producer, publish, removed_since
 from lakefmt.rewrite.key_buckets import FILE, POS, BucketKey, Marks, bucket_keys_of, live_in
 from lakefmt.rewrite.keys import Planner, UpsertPlanner
 from lakefmt.rewrite.merge_reads import MergeReads
@@ -189,6 +189,24 @@ class MergeUpsertPlanner(UpsertPlanner):
                 out[at] = np.isin(positions[at], own)
         return out
 
+    def _rerun_after_compaction(self, marks: dict[BucketKey, Marks]) -> None:
+        """A written key's live row in a file the merge did not read (not its own new files) is a concurrent
+        write of the key, or a row it read that a compaction since moved to a new file. When compactions since
+        removed files it read, tell them apart by running the merge again on the latest snapshot
+        (:class:`RewriteConflictError` naming those files, which :meth:`TableMerger.execute` retries)."""
+        own = set(ents.paths(self.new_files)) if self.new_files is not None else set()
+        touched = {p for mark in marks.values() for p in mark.by_file} | set(self.kept_live)
+        if not any(p not in self.checked.known and p not in own for p in touched):
+            return
+        removed = removed_since(self.store, self.checked.reads.snapshot, self._latest, self.checked.known)
+        compacted = sorted(p for p, kind in (removed or {}).items() if kind is CommitKind.COMPACT)
+        if compacted:
+            raise RewriteConflictError(
+                f"a compaction since this merge read rewrote {len(compacted)} file(s) it read (the first: "
+                f"{compacted[0]}): it runs again on the latest snapshot",
+                gone=compacted,
+            )
+
     def plan(self, latest: Snapshot | None, schema: TableSchema, added: Sequence[ManifestFileMeta]) -> VectorChanges:
         self._latest = latest
         self.checked.reads.check(self.store, latest)
@@ -200,17 +218,20 @@ class MergeUpsertPlanner(UpsertPlanner):
         return super().plan(latest, schema, added)
 
     def _changes(self, live: pa.Table, marks: dict[BucketKey, Marks], schema: TableSchema) -> VectorChanges:
-        self.checked.check_replaced(marks)  # the rows the written keys replace, before the merge's own marks
-        self.checked.check_kept(self.kept_live)
+        own: dict[str, np.ndarray] = {}
         extra = set(bucket_keys_of(self.checked.homes, schema))
-        if extra:
+        if extra:  # the rows the merge changes, checked first: one changed meanwhile is the conflict to report
             self.buckets = set(self.buckets) | extra
             live = live_in(self.store, self._latest, schema, self.buckets)
-            for bk, mark in _by_bucket(self.checked.check(live), self.checked.homes, schema).items():
-                into = marks.setdefault(bk, Marks({}))
-                for path, parts in mark.by_file.items():
-                    for p in parts:
-                        into.add(path, p)
+            own = self.checked.check(live)
+        self._rerun_after_compaction(marks)
+        self.checked.check_replaced(marks)  # the rows the written keys replace, before the merge's own marks
+        self.checked.check_kept(self.kept_live)
+        for bk, mark in _by_bucket(own, self.checked.homes, schema).items():
+            into = marks.setdefault(bk, Marks({}))
+            for path, parts in mark.by_file.items():
+                for p in parts:
+                    into.add(path, p)
         return super()._changes(live, marks, schema)
 
 

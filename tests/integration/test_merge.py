@@ -257,6 +257,31 @@ def test_a_merge_losing_to_a_concurrent_write_of_its_key_conflicts(
     assert sorted((r["k"], r["v"]) for r in t.scan().to_arrow().to_pylist()) == [(1, 1), (2, 2)]
 
 
+@pytest.mark.parametrize("options", [{}, {"sequence.field": "s"}], ids=["plain", "sequence-field"])
+def test_a_compaction_meanwhile_does_not_let_an_insert_replace_a_row_it_did_not_match(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, options: dict[str, str]
+) -> None:
+    """An insert of a key whose live row the ON condition did not match is refused (``MergeError``). Found: when a
+    compaction moved that row to a new file while the merge ran, the row was taken for a concurrent write of the
+    key and replaced (or, with ``sequence.field``, reported as a conflict with a concurrent write). The merge now
+    runs again on the latest snapshot, where the row is one it read."""
+    schema = pa.schema([pa.field("k", pa.int64(), nullable=False), ("s", pa.int64()), ("v", pa.string())])
+    t = lakefmt.create_table(str(tmp_path / "t"), schema, primary_key=["k"],
+                             options={"bucket": "1", "compaction.auto": "false", **options})
+    t.upsert(pa.table({"k": [1, 2], "s": [10, 10], "v": ["x", "b"]}, schema=schema))
+    for s_value in (20, 5):
+        t.upsert(pa.table({"k": [2], "s": [11], "v": ["b2"]}, schema=schema))  # two files: compaction rewrites them
+        assert len(t.files()) == 2
+        _race(monkeypatch, lambda: lakefmt.open_table(t.uri).compact())
+        src = pa.table({"k": [1], "s": [s_value], "v": ["M"]}, schema=schema)
+        with pytest.raises(MergeError, match="another live row holds"):
+            (t.merge(src, "t.k = s.k AND t.v != 'x'", source_alias="s", target_alias="t")
+             .when_not_matched_insert_all().execute())
+        monkeypatch.undo()
+        assert sorted((r["k"], r["v"]) for r in t.scan().to_arrow().to_pylist()) == [(1, "x"), (2, "b2")]
+        assert len(t.files()) == 1, "the compaction landed while the merge ran"
+
+
 def test_a_merge_writing_rows_that_are_changes_is_refused(tmp_path: Path) -> None:
     """On a key table with ``rowkind.field``, a MERGE that would write a delete or an update's before-image (read
     as a change of its key, not as a row) is refused, naming the column; the table is unchanged."""
