@@ -44,6 +44,7 @@ from lakefmt.rewrite.merge_rows import (
 )
 from lakefmt.spec import Snapshot, TableSchema
 from lakefmt.spec.rowkind import UPSERT, row_kinds
+from lakefmt.write.conform import repeated_names
 from lakefmt.write.writer import as_tables
 
 __all__ = ["MergeReport", "TableMerger", "merge"]
@@ -208,8 +209,7 @@ def _source_table(source: Any) -> pa.Table:
         raise SchemaMismatchError(f"merge source: {exc}") from None
     if not parts:
         raise SchemaMismatchError("merge source: no data (not even a schema)")
-    names = parts[0].schema.names
-    twice = sorted({n for n in names if names.count(n) > 1})
+    twice = repeated_names(parts[0].schema.names)
     if twice:
         raise SchemaMismatchError(f"merge source: column(s) {', '.join(map(repr, twice))} appear twice; a column "
                                   "must be named once")

@@ -26,7 +26,7 @@ from lakefmt.spec.filters import check_filter, show
 from lakefmt.spec.keys import key_hash
 from lakefmt.spec.merge_engine import DEDUPLICATE
 from lakefmt.spec.rowkind import check_kind_column, drop_ignored
-from lakefmt.write.conform import conform, fill_missing
+from lakefmt.write.conform import conform, fill_missing, repeated_names
 from lakefmt.write.discard import discard_written
 from lakefmt.write.writer import as_tables
 
@@ -95,9 +95,8 @@ def _key_rows(schema: TableSchema, keys: Any, what: str) -> pa.Table | None:
     if not parts:
         return None
     for part in parts:
-        names = part.column_names
-        if len(set(names)) != len(names):
-            twice = sorted({n for n in names if names.count(n) > 1})
+        twice = repeated_names(part.column_names)
+        if twice:
             raise SchemaMismatchError(
                 f"{what}: column(s) {', '.join(map(repr, twice))} appear more than once; a column must be named once"
             )

@@ -15,12 +15,14 @@ Two kinds of type difference are accepted and cast:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakefmt.errors import SchemaMismatchError
 
-__all__ = ["conform", "fill_missing"]
+__all__ = ["conform", "fill_missing", "repeated_names"]
 
 
 def _castable(src: pa.DataType, dst: pa.DataType) -> bool:
@@ -95,6 +97,17 @@ def _coercible(src: pa.DataType, dst: pa.DataType) -> bool:
     return family is not None and family == _family(dst)
 
 
+def repeated_names(names: Sequence[str]) -> list[str]:
+    """The names that appear more than once in ``names``, sorted (Arrow lets a table name two columns alike)."""
+    if len(set(names)) == len(names):
+        return []
+    seen: set[str] = set()
+    twice: set[str] = set()
+    for name in names:
+        (twice if name in seen else seen).add(name)
+    return sorted(twice)
+
+
 def conform(data: pa.Table, schema: pa.Schema) -> pa.Table:
     """Return ``data`` with exactly the table's columns, order and types, or raise SchemaMismatchError.
 
@@ -104,9 +117,8 @@ def conform(data: pa.Table, schema: pa.Schema) -> pa.Table:
     (see the module docstring); anything else (an extra or mistyped column, a value that does not fit, nulls in a
     non-nullable column) is refused.
     """
-    names = data.column_names
-    if len(set(names)) != len(names):  # Arrow allows it; a column must be named once, or which is the column?
-        twice = sorted({n for n in names if names.count(n) > 1})
+    twice = repeated_names(data.column_names)
+    if twice:  # a column must be named once, or which of them is the column?
         raise SchemaMismatchError(
             f"data does not match the table schema: column(s) {', '.join(map(repr, twice))} appear more than once; "
             "a column must be named once"
