@@ -226,7 +226,7 @@ class UpsertPlanner(Planner):
         #: the snapshot it lands on (:func:`lakefmt.rewrite.upsert.apply_key_changes`); none of them is a new row's
         self.deletes = deletes
         #: per data file, the live rows that a new row of their key lost to (``sequence.field``) in the last plan
-        self.kept_live: dict[str, list[np.ndarray]] = {}
+        self.kept_live = Marks({})
 
     def plan(self, latest: Snapshot | None, schema: TableSchema, added: Sequence[ManifestFileMeta]) -> VectorChanges:
         schema = self.schema if latest is None else self.store.schema_for(latest)
@@ -234,7 +234,7 @@ class UpsertPlanner(Planner):
         new = ents.data_files(ents.adds(ents.concat_entries(tables))) if tables else ents.empty_entries_for(schema)
         self.new_files = self.input_files = new
         self.input_deletes = self.deletes
-        self.kept_live = {}
+        self.kept_live = Marks({})
         seq = schema.table_options.sequence_field
         if seq in schema.primary_keys:  # the same value for every version of a key: ties alone, the later wins
             seq = None
@@ -304,10 +304,7 @@ class UpsertPlanner(Planner):
             # a live row this commit removes anyway (a MERGE's own marks) does not compete with the new row
             old_wins = pc.and_(old_wins, pa.array(~self._removed_anyway(matched, found.paths)))
             self._mark_rows(mark, matched.filter(pc.invert(old_wins)), found.paths)
-            kept = matched.filter(old_wins)
-            kept_files, kept_pos = kept.column(FILE).to_numpy(), kept.column(POS).to_numpy()
-            for i in np.unique(kept_files):
-                self.kept_live.setdefault(found.paths[int(i)], []).append(kept_pos[kept_files == i])
+            self._mark_rows(self.kept_live, matched.filter(old_wins), found.paths)
             beaten = winners.take(probe_rows).filter(old_wins)
             if beaten.num_rows:
                 self._mark_rows(mark, beaten, new_paths)

@@ -195,7 +195,7 @@ class MergeUpsertPlanner(UpsertPlanner):
         removed files it read, tell them apart by running the merge again on the latest snapshot
         (:class:`RewriteConflictError` naming those files, which :meth:`TableMerger.execute` retries)."""
         own = set(ents.paths(self.new_files)) if self.new_files is not None else set()
-        touched = {p for mark in marks.values() for p in mark.by_file} | set(self.kept_live)
+        touched = {p for mark in marks.values() for p in mark.by_file} | set(self.kept_live.by_file)
         if not any(p not in self.checked.known and p not in own for p in touched):
             return
         removed = removed_since(self.store, self.checked.reads.snapshot, self._latest, self.checked.known)
@@ -213,7 +213,7 @@ class MergeUpsertPlanner(UpsertPlanner):
         if not added:  # deletes only
             schema = self.schema if latest is None else self.store.schema_for(latest)
             self.buckets = set()
-            self.kept_live = {}
+            self.kept_live = Marks({})
             return self._changes(ents.empty_entries_for(schema), {}, schema)
         return super().plan(latest, schema, added)
 
@@ -226,7 +226,7 @@ class MergeUpsertPlanner(UpsertPlanner):
             own = self.checked.check(live)
         self._rerun_after_compaction(marks)
         self.checked.check_replaced(marks)  # the rows the written keys replace, before the merge's own marks
-        self.checked.check_kept(self.kept_live)
+        self.checked.check_kept(self.kept_live.by_file)
         for bk, mark in _by_bucket(own, self.checked.homes, schema).items():
             into = marks.setdefault(bk, Marks({}))
             for path, parts in mark.by_file.items():
