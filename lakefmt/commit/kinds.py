@@ -323,6 +323,9 @@ class VectorChanges:
     state: frozenset[str]
     #: the entries of the changelog files the plan stored (``changelog-producer=lookup``), or None
     changelog: pa.Table | None = None
+    #: whether the plan marks rows that were live in the snapshot it was planned on (not only rows of the files the
+    #: commit adds): the snapshot's ``removesRows``. True when a planner does not say
+    removes_live: bool = True
 
 
 class VectorPlanner(Protocol):
@@ -389,6 +392,10 @@ class KeyedProducer(SnapshotProducer):
             rows = sum(m.num_added_rows for m in metas)
             self._changelog = (changes, ListRef(written.name, written.size, rows))
         return self._changelog[1]
+
+    def removes_rows(self, replaced: pa.Table | None) -> bool:
+        """Whether the plan marks live rows (an upsert of new keys only marks none)."""
+        return super().removes_rows(replaced) or (self.changes is not None and self.changes.removes_live)
 
     def check_conflict(self, latest: Snapshot | None, schema: TableSchema, replaced: pa.Table) -> pa.Table | None:
         assert self.changes is not None

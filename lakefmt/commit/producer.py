@@ -39,6 +39,7 @@ from collections.abc import Callable, Sequence
 from typing import ClassVar
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from lakefmt import hooks
 from lakefmt.commit.history import verify_in_history
@@ -117,6 +118,15 @@ class SnapshotProducer:
         rewrite entries of the base overrides it (a restore drops the entries of the paths it adds again)."""
         return merger.merge_base(self.store.snapshot_manifests(latest))
 
+    def removes_rows(self, replaced: pa.Table | None) -> bool:
+        """Whether the commit deletes or replaces rows that were live before it (the snapshot's ``removesRows``):
+        by default, whether it removes data files holding rows (``replaced``). A compaction never does (it moves
+        rows unchanged); a kind that marks rows in deletion vectors says whether it marks live ones."""
+        if self.kind is CommitKind.COMPACT or replaced is None or replaced.num_rows == 0:
+            return False
+        rows = entries.data_files(replaced).column(entries.ROW_COUNT)
+        return bool(pc.sum(rows).as_py() or 0)
+
     def carries_users_unchanged(self) -> bool:
         """Whether the snapshot carries the commit-user map forward exactly as it is (a compaction: it is no
         writer's commit and must not age anyone's dedup mark out)."""
@@ -176,7 +186,8 @@ class SnapshotProducer:
             else:
                 base_list = self._write_list(merger, base, schema, options)
                 changelog = self.changelog_list(merger, schema, options)
-                snap = self._snapshot(latest, schema, options, base_list, delta_list, delta, changelog)
+                removes = self.removes_rows(replaced)
+                snap = self._snapshot(latest, schema, options, base_list, delta_list, delta, changelog, removes)
                 if self._publish(snap, options.fsync):  # (e)
                     if options.auto_expire:
                         verify_in_history(self.store, snap, self.request)
@@ -245,6 +256,7 @@ class SnapshotProducer:
         delta_list: ListRef,
         delta: Sequence[ManifestFileMeta],
         changelog: ListRef | None = None,
+        removes_rows: bool = False,
     ) -> Snapshot:
         req = self.request
         clock_ms = int(self._clock() * 1000)
@@ -286,6 +298,7 @@ class SnapshotProducer:
             changelog_manifest_list=None if changelog is None else changelog.name,
             changelog_manifest_list_size=0 if changelog is None else changelog.size,
             changelog_record_count=0 if changelog is None else changelog.rows,
+            removes_rows=removes_rows,
         )
 
     def _publish(self, snap: Snapshot, sync: bool) -> bool:

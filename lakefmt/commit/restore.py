@@ -208,6 +208,11 @@ class RestoreProducer(SnapshotProducer):
         self._follow(latest)
         return self.plan.removed
 
+    def removes_rows(self, replaced: pa.Table | None) -> bool:
+        """A restore that removes any file (data or deletion vectors) changed rows other than by adding some: a
+        reader of appended rows cannot follow it."""
+        return replaced is not None and replaced.num_rows > 0
+
     def check_conflict(self, latest: Snapshot | None, schema: TableSchema, replaced: pa.Table) -> pa.Table | None:
         before = set(entries.paths(self.plan.removed))
         self._follow(latest)

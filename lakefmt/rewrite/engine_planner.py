@@ -19,6 +19,7 @@ from the live row it replaces and no update is lost (the files of the plan it dr
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 import numpy as np
@@ -68,9 +69,7 @@ class MergePlanner(UpsertPlanner):
         changes = self._changes(live if live is not None else new.slice(0, 0), marks, schema)
         if not merged:
             return changes
-        return VectorChanges(
-            changes.removed, ents.concat_entries([changes.added, data]), changes.state, changes.changelog
-        )
+        return dataclasses.replace(changes, added=ents.concat_entries([changes.added, data]))
 
     def _bucket(
         self,

@@ -114,6 +114,8 @@ class Planner:
         removed: list[pa.Table] = []
         added: list[DataFile] = []
         bks = bucket_keys_of(live, schema)
+        live_paths = set(ents.paths(ents.data_files(live)))
+        removes_live = any(path in live_paths for mark in marks.values() for path in mark.by_file)
         for bk, mark in marks.items():
             if not mark.by_file:
                 continue
@@ -135,7 +137,7 @@ class Planner:
         added_t = ents.added_entries_for(added, schema)
         stored = self._changelog(live, marks, schema)
         changelog = None if stored is None else ents.added_entries_for([stored], schema)
-        return VectorChanges(removed_t, added_t, state_of(live), changelog)
+        return VectorChanges(removed_t, added_t, state_of(live), changelog, removes_live)
 
     def _changelog(self, live: pa.Table, marks: dict[BucketKey, Marks], schema: TableSchema) -> DataFile | None:
         """With a ``changelog-producer``, store the plan's change rows (:mod:`lakefmt.rewrite.changelog`)."""

@@ -64,6 +64,12 @@ class Snapshot:
     changelog_manifest_list: str | None = None
     changelog_manifest_list_size: int = 0
     changelog_record_count: int = 0
+    #: whether the commit deleted or replaced rows that were live before it (``removesRows``): it removed data
+    #: files holding rows, or marked rows of files it did not add in deletion vectors (an upsert that replaced a
+    #: key's row, a delete, a row-kind delete of a live key, a MERGE, an overwrite). False for a commit that only
+    #: added rows, and for a compaction (it moves rows unchanged). None: not recorded (a snapshot written before
+    #: the field; :func:`lakefmt.read.removals.removes_rows` judges it from its delta)
+    removes_rows: bool | None = None
 
     def to_json(self) -> bytes:
         """The snapshot file's bytes."""
@@ -93,6 +99,8 @@ class Snapshot:
             obj["changelogManifestList"] = self.changelog_manifest_list
             obj["changelogManifestListSize"] = self.changelog_manifest_list_size
             obj["changelogRecordCount"] = self.changelog_record_count
+        if self.removes_rows is not None:
+            obj["removesRows"] = self.removes_rows
         return encode_json(obj)
 
     @classmethod
@@ -126,6 +134,7 @@ class Snapshot:
                 ),
                 changelog_manifest_list_size=_int(obj.get("changelogManifestListSize", 0)),
                 changelog_record_count=_int(obj.get("changelogRecordCount", 0)),
+                removes_rows=None if obj.get("removesRows") is None else _bool(obj["removesRows"], "removesRows"),
             )
         except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
             raise CorruptMetadataError(f"{what} is malformed: missing or invalid field {exc}") from exc
@@ -176,6 +185,12 @@ class Snapshot:
 def _int(v: Any) -> int:
     if isinstance(v, bool) or not isinstance(v, int):
         raise TypeError(f"expected an integer, got {v!r}")
+    return v
+
+
+def _bool(v: Any, name: str) -> bool:
+    if not isinstance(v, bool):
+        raise TypeError(f"{name}: expected true or false, got {v!r}")
     return v
 
 
