@@ -445,8 +445,10 @@ class Table(TableVersions):
 
         Per partition (``partition``: values of some or all partition keys, or a list of them; None: all), the
         files under 3/4 of the target are bin-packed in commit order, once a partition holds ``min_files`` of
-        them (default: ``compaction.min.file-num``, 5); larger files are left alone. ``sort_by``: columns to sort
-        each partition's rewritten rows by, so that min/max pruning gets sharp. ``dry_run``: plan and report,
+        them (default: ``compaction.min.file-num``, 5); larger files are left alone. On a key table every bucket
+        that holds more than one data file or any deleted row is merged whole, into one file per bucket without
+        deleted rows (a full compaction; with ``min_files``: the buckets that hold that many). ``sort_by``: columns
+        to sort each partition's rewritten rows by, so that min/max pruning gets sharp. ``dry_run``: plan and report,
         write nothing. ``parallelism``: rewrite this many groups at once (threads). ``progress(done, total,
         what)`` is called per group rewritten.
 

@@ -308,7 +308,8 @@ _COMMANDS: tuple[_Command, ...] = (
                 type=positive,
                 default=None,
                 metavar="N",
-                help="compact a partition once it holds N small files (default: compaction.min.file-num)",
+                help="compact a partition once it holds N small files (default: compaction.min.file-num; on a key "
+                "table, a bucket once it holds N files, default 1: every bucket whole)",
             ),
             _arg("--sort-by", type=parse_sort_by, default=None, metavar="C[,C]", help="sort rows by these columns"),
             _arg("--dry-run", action="store_true", help="show what would be compacted; write nothing"),

@@ -7,10 +7,11 @@ automatic compaction).
 * **Files with many deleted rows** (format version 3): a file whose deletion vector deletes at least
   :data:`DELETE_RATIO` of its rows (Iceberg's ``delete-ratio-threshold``) is rewritten whatever its size, and even
   alone: its rewrite drops the deleted rows, which every read otherwise reads and masks.
-* **Key tables** (:func:`plan_bucket`): a bucket is compacted once it holds ``num-sorted-run.compaction-trigger``
-  data files (each upsert adds one): :meth:`lakefmt.Table.compact` merges all of them (also those of a bucket
-  with a file with many deleted rows), automatic compaction the newest size tier, extended to bring the bucket
-  back under the trigger, and the bucket's files with many deleted rows (Paimon's universal compaction, in
+* **Key tables** (:func:`plan_bucket`): :meth:`lakefmt.Table.compact` merges every bucket whole that holds more
+  than one data file or any deleted row (a full compaction; with ``min_files``, the buckets that hold that many
+  files or a file with many deleted rows); automatic compaction, once a bucket holds
+  ``num-sorted-run.compaction-trigger`` data files (each upsert adds one), the newest size tier, extended to bring
+  the bucket back under the trigger, and the bucket's files with many deleted rows (Paimon's universal compaction, in
   short); the whole bucket once its deleted rows reach ``compaction.bucket.delete-ratio-threshold`` of its
   rows. A bucket's files are merged with their deleted rows dropped, so a key keeps its one live row.
 """
@@ -111,16 +112,18 @@ def plan_bucket(
     (``num-sorted-run.compaction-trigger``, or the ``min_files`` asked for).
 
     Without ``tiered`` (:meth:`lakefmt.Table.compact`): every file of a bucket that holds ``min_files`` files, or
-    that holds a file with many deleted rows. With ``tiered`` (automatic compaction, after every commit), once the
-    bucket holds ``min_files`` files: the newest size tier, at least enough of the newest files to bring the bucket
-    under the trigger, and the files with many deleted rows (every file at ``max_files``); every file once the
-    newer files hold half as many live rows as the oldest run, or once the rows the bucket's vectors delete reach
-    ``deleted_share`` of the rows in its files (``compaction.bucket.delete-ratio-threshold``; None: never). Without
-    that share, an upsert stream leaves many of the oldest run's rows deleted but on disk, read and masked by every
-    read: upserting 1% of the keys at each commit, the files held 1.17 times the live rows on average and up to
-    1.31 times; 1.06 and 1.12 with a share of 0.1. The oldest run is then rewritten more often, yet the writer of
-    those upserts was measured no slower (its time varied less with the share than between runs); 0.05 or 0.08
-    cut the rows only a little more, for rewrites of the whole bucket that cost more on larger buckets.
+    that holds a file with many deleted rows. ``min_files`` 1 (``Table.compact()``'s default on a key table) is a
+    full compaction, as Paimon's: every bucket that is not already one file without deleted rows is merged whole (a
+    lone file with deleted rows is rewritten without them). With ``tiered`` (automatic compaction, after every
+    commit), once the bucket holds ``min_files`` files: the newest size tier, at least enough of the newest files to
+    bring the bucket under the trigger, and the files with many deleted rows (every file at ``max_files``); every
+    file once the newer files hold half as many live rows as the oldest run, or once the rows the bucket's vectors
+    delete reach ``deleted_share`` of the rows in its files (``compaction.bucket.delete-ratio-threshold``; None:
+    never). Without that share, an upsert stream leaves many of the oldest run's rows deleted but on disk, read and
+    masked by every read: upserting 1% of the keys at each commit, the files held 1.17 times the live rows on
+    average and up to 1.31 times; 1.06 and 1.12 with a share of 0.1. The oldest run is then rewritten more often,
+    yet the writer of those upserts was measured no slower (its time varied less with the share than between runs);
+    0.05 or 0.08 cut the rows only a little more, for rewrites of the whole bucket that cost more on larger buckets.
 
     Deleted rows alone never start an automatic compaction of a key table: an upsert stream deletes rows at every
     commit, and masking them costs a read far less than rewriting them would cost every commit. The share is only
@@ -129,7 +132,8 @@ def plan_bucket(
     n = len(files.rows)
     order = sorted(range(n), key=lambda i: files.order[i])
     heavy = {i for i in range(n) if files.heavy(i)}
-    enough = n >= max(min_files, 2)
+    full = not tiered and min_files <= 1 and (n > 1 or any(files.deleted))
+    enough = n >= max(min_files, 2) or full
     if not enough and (tiered or not heavy):
         return []
     if not tiered or n >= max_files:
@@ -150,7 +154,7 @@ def plan_bucket(
         else:
             chosen = heavy | set(newer)
             picked = [i for i in order if i in chosen]
-    if len(picked) < 2 and not heavy.intersection(picked):
+    if len(picked) < 2 and not heavy.intersection(picked) and not full:
         return []
     return [[files.rows[i] for i in picked]]
 

@@ -44,13 +44,17 @@ __all__ = ["LARGE_ENOUGH", "check_sort_by", "live_after", "may_hold", "plan_comp
 
 # -- planning --------------------------------------------------------------------------------------------------
 def _check_settings(
-    schema: TableSchema, target_file_size: int | None, min_files: int | None, sort_by: Sequence[str] | None
+    schema: TableSchema, target_file_size: int | None, min_files: int | None, sort_by: Sequence[str] | None,
+    tiered: bool,
 ) -> tuple[int, int, int, tuple[str, ...]]:
     options = schema.table_options
     target = options.target_file_size if target_file_size is None else whole(target_file_size)
     if target is None or target < 1:
         raise InvalidOptionError(f"target_file_size must be a positive number of bytes, got {target_file_size!r}")
-    default = options.sorted_run_compaction_trigger if schema.has_primary_key else options.compaction_min_file_num
+    if schema.has_primary_key:  # asked for: a full compaction (every bucket whole); automatic: at the trigger
+        default = options.sorted_run_compaction_trigger if tiered else 1
+    else:
+        default = options.compaction_min_file_num
     least = default if min_files is None else whole(min_files)
     if least is None or least < 1:
         raise InvalidOptionError(f"min_files must be a positive whole number, got {min_files!r}")
@@ -232,13 +236,15 @@ def plan_compaction(
     ``dt``), or a list of them; None plans every partition. A key that is not a partition key, or values that
     match no live file, are refused (:class:`InvalidPartitionError`). ``target_file_size`` (bytes) and
     ``min_files`` default to the table options ``target-file-size`` and ``compaction.min.file-num``; a value
-    below 1 is :class:`InvalidOptionError`. ``sort_by``: columns to sort each partition's rows by
+    below 1 is :class:`InvalidOptionError`. On a key table ``min_files`` counts a bucket's data files and
+    defaults to 1, a full compaction (every bucket with more than one file or a deleted row is merged whole), or
+    with ``tiered`` to ``num-sorted-run.compaction-trigger``. ``sort_by``: columns to sort each partition's rows by
     (:class:`SchemaMismatchError` for an unknown one). ``tiered``: the automatic compaction's size tiers
     (see the module's docstring) instead of every small file. ``strict=False`` plans nothing, instead of
     refusing, for partitions that hold no live file (automatic compaction, and a re-plan after a race)."""
     table = as_target(table)
     schema = table.schema()
-    target, least, most, columns = _check_settings(schema, target_file_size, min_files, sort_by)
+    target, least, most, columns = _check_settings(schema, target_file_size, min_files, sort_by, tiered)
     asked: list[Mapping[str, Any]] | None
     if partition is None:
         asked = None

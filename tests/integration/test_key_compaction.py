@@ -146,25 +146,49 @@ def test_compaction_with_vectors_on_s3(s3_store: Any) -> None:
     assert state(t) == model and bucket_files(t) == {("a", 0): 1} and ents.vector_files(live(t)).num_rows == 0
 
 
-def test_a_key_table_is_compacted_at_its_trigger(tmp_path: Any) -> None:
+def test_a_key_table_is_compacted_at_min_files_when_asked(tmp_path: Any) -> None:
     t = keyed(str(tmp_path / "t"), **{"num-sorted-run.compaction-trigger": "4"})
     model: Model = {}
     for i in range(3):  # disjoint keys: no deleted row
         upsert(t, model, range(i * 10, i * 10 + 10), i, parts=("a",))
-    assert t.compact().snapshot is None  # 3 files per bucket, the trigger is 4
-    plan = lakefmt.plan_compaction(t)
+    assert t.compact(min_files=4).snapshot is None  # 3 files per bucket, 4 asked for
+    plan = lakefmt.plan_compaction(t, min_files=4)
     assert plan.groups == () and plan.min_files == 4
-    report = t.compact(min_files=2)  # asked for
+    report = t.compact(min_files=2)
     assert report.snapshot is not None and set(bucket_files(t).values()) == {1}
     assert state(t) == model
     for i in range(3, 7):
         upsert(t, model, range(i * 10, i * 10 + 10), i, parts=("a",))
     assert set(bucket_files(t).values()) == {5}
-    groups = lakefmt.plan_compaction(t).groups
+    groups = lakefmt.plan_compaction(t, min_files=4).groups
     assert len(groups) == 2 and {g.bucket for g in groups} == {0, 1}  # one group per bucket, never mixed
     assert all(set(g.entries.column("bucket").to_pylist()) == {g.bucket} for g in groups)
-    assert t.compact().snapshot is not None and set(bucket_files(t).values()) == {1}
+    assert t.compact(min_files=4).snapshot is not None and set(bucket_files(t).values()) == {1}
     assert state(t) == model
+    check(t, files=True)
+
+
+def test_compact_merges_every_bucket_whole_below_the_trigger(tmp_path: Any) -> None:
+    """``Table.compact()`` on a key table is a full compaction (Paimon's): a bucket of 3 files, under the trigger
+    (5), is merged into one file, and a bucket that is one file with deleted rows is rewritten without them; the
+    automatic compaction's trigger does not apply to an explicit call."""
+    t = keyed(str(tmp_path / "t"))
+    model: Model = {}
+    for i in range(3):  # overlapping keys: each upsert deletes rows of the one before
+        upsert(t, model, range(i * 5, i * 5 + 10), i, parts=("a",))
+    assert set(bucket_files(t).values()) == {3}
+    plan = lakefmt.plan_compaction(t)
+    assert plan.min_files == 1 and len(plan.groups) == 2 and plan.num_files == 6
+    report = t.compact()
+    assert report.snapshot is not None and report.rewritten_files == 6 and report.purged_rows == 2 * 5
+    assert set(bucket_files(t).values()) == {1} and ents.vector_files(live(t)).num_rows == 0
+    assert state(t) == model
+    delete(t, model, [7], parts=("a",))  # one file in its bucket, one row of it deleted
+    assert ents.vector_files(live(t)).num_rows == 1
+    report = t.compact()
+    assert report.snapshot is not None and report.rewritten_files == 1 and report.purged_rows == 1
+    assert ents.vector_files(live(t)).num_rows == 0 and state(t) == model
+    assert t.compact().snapshot is None  # one file per bucket, no deleted row: nothing left to do
     check(t, files=True)
 
 

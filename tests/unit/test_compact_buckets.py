@@ -87,3 +87,13 @@ def test_the_option_is_parsed_with_its_default() -> None:
 def test_the_option_refuses_what_is_not_a_share(value: str) -> None:
     with pytest.raises(InvalidOptionError, match=r"compaction\.bucket\.delete-ratio-threshold"):
         TableOptions.from_map({"compaction.bucket.delete-ratio-threshold": value})
+
+
+def test_a_full_compaction_merges_any_bucket_that_is_not_one_clean_file() -> None:
+    """``min_files`` 1 without ``tiered`` (``Table.compact()``'s default on a key table): every bucket of two files
+    or more is merged whole, a lone file only when it has deleted rows."""
+    assert plan_bucket(bucket(base_deleted=0, newer=2), 1, MAX_FILES, False, 0.1) == [[100, 101, 102]]
+    assert plan_bucket(bucket(base_deleted=0, newer=1), 1, MAX_FILES, False) == [[100, 101]]
+    assert plan_bucket(bucket(base_deleted=1, newer=0), 1, MAX_FILES, False) == [[100]]
+    assert plan_bucket(bucket(base_deleted=0, newer=0), 1, MAX_FILES, False) == []
+    assert plan_bucket(bucket(base_deleted=1, newer=0), 1, MAX_FILES, True) == []  # automatic: never one light file
