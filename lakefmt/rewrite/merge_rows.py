@@ -2,8 +2,10 @@
 it writes (updated and inserted), from the source rows and the target rows it read.
 
 The ON condition is split into its conjuncts: equalities between a target and a source column are the keys of a
-hash join (``pyarrow.Table.join``: a null key never matches, as in SQL, nor a NaN, as pyarrow's ``equal`` says);
-the other conjuncts filter the joined pairs. A pair matches when the whole condition is true. Then, as in SQL MERGE:
+hash join (``pyarrow.Table.join``) on keys brought to one form in which equal bytes mean ``=`` is true
+(:mod:`lakefmt.rewrite.merge_keys`: a null key never matches, as in SQL, nor a NaN, and ``-0.0`` matches ``0.0``,
+as pyarrow's ``equal`` says); the other conjuncts filter the joined pairs. A pair matches when the whole
+condition is true. Then, as in SQL MERGE:
 
 * a matched target row takes the first ``when_matched_*`` clause whose condition is true (none: it stays);
   a target row matched by two source rows is refused (:class:`MergeMultipleMatchesError`) when a matched clause
@@ -25,12 +27,13 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from lakefmt.errors import InvalidPredicateError, MergeError, MergeMultipleMatchesError, SchemaMismatchError
+from lakefmt.rewrite.merge_keys import join_keys
 from lakefmt.spec.expression import Call, Expr, Ref, bind_expression, conjuncts, parse_expression, refs
 from lakefmt.write.conform import conform
 
 __all__ = [
-    "FILE", "POS", "Clause", "ClauseKind", "MergeSpec", "RowChanges", "check_clause", "compute_changes", "key_pairs",
-    "target_columns", "target_filter",
+    "FILE", "POS", "Clause", "ClauseKind", "MergeSpec", "RowChanges", "check_clause", "compute_changes", "key_matches",
+    "key_pairs", "target_columns", "target_filter",
 ]
 
 FILE = "__lakefmt_file"  #: the target rows' column naming their file (index into the entries read)
@@ -260,22 +263,7 @@ def compute_changes(spec: MergeSpec, source: pa.Table, target_rows: pa.Table, sc
     tgt = _prefixed(target_rows.select([n for n in schema.names if n in target_rows.column_names]), _T).append_column(
         _TROW, pa.array(np.arange(target_rows.num_rows, dtype=np.int64))
     )
-    # the hash join on the keys (source keys cast to the target's types)
-    kn = [f"\x00k{i}" for i in range(len(keys))]
-    left_cols: dict[str, pa.ChunkedArray] = {}
-    for name, (t, s) in zip(kn, keys, strict=True):
-        want = schema.field(t).type
-        col = source.column(s)
-        try:
-            left_cols[name] = col if col.type == want else col.cast(want)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-            raise MergeError(f"{spec.predicate!r}: source column {s} ({col.type}) cannot be joined with target "
-                             f"column {t} ({want}): {exc}") from None
-    left = pa.table({**{n: _no_nan(c) for n, c in left_cols.items()}, _SROW: src.column(_SROW)})
-    right = pa.table({**{n: _no_nan(target_rows.column(t)) for n, (t, _) in zip(kn, keys, strict=True)},
-                      _TROW: tgt.column(_TROW)})
-    # the source (usually the smaller side) builds the hash table; the target rows probe it
-    pairs = right.join(left, kn, join_type="inner", use_threads=False).select([_SROW, _TROW])
+    pairs = key_matches(keys, source, target_rows, what=repr(spec.predicate))
     if rest and pairs.num_rows:
         cond = rest[0] if len(rest) == 1 else Call("and", tuple(rest))
         bound = bind_expression(cond, names.resolver(spec.predicate), spec.predicate)
@@ -341,12 +329,18 @@ def compute_changes(spec: MergeSpec, source: pa.Table, target_rows: pa.Table, sc
     return out
 
 
-def _no_nan(col: pa.ChunkedArray) -> pa.ChunkedArray:
-    """A join key column with NaN as null: the hash join would match NaN with NaN, where the condition's ``=``, as
-    pyarrow evaluates it, is false (NaN equals nothing); a null key never matches."""
-    if not pa.types.is_floating(col.type):
-        return col
-    return pc.if_else(pc.is_nan(col), pa.scalar(None, col.type), col)
+def key_matches(keys: Sequence[tuple[str, str]], source: pa.Table, target_rows: pa.Table, *, what: str) -> pa.Table:
+    """The pairs of a source row and a target row (their row numbers, columns :data:`_SROW` and :data:`_TROW`) whose
+    key columns (``keys``: target column, source column) are all equal under SQL ``=`` (:mod:`lakefmt.rewrite
+    .merge_keys`): a hash join, the source (usually the smaller side) building the table, the target probing it."""
+    kn = [f"\x00k{i}" for i in range(len(keys))]
+    left: dict[str, pa.ChunkedArray] = {}
+    right: dict[str, pa.ChunkedArray] = {}
+    for name, (t, s) in zip(kn, keys, strict=True):
+        left[name], right[name] = join_keys(source.column(s), target_rows.column(t), what=f"{what}: {t} = {s}")
+    left[_SROW] = pa.chunked_array([np.arange(source.num_rows, dtype=np.int64)], pa.int64())
+    right[_TROW] = pa.chunked_array([np.arange(target_rows.num_rows, dtype=np.int64)], pa.int64())
+    return pa.table(right).join(pa.table(left), kn, join_type="inner", use_threads=False).select([_SROW, _TROW])
 
 
 def _joined(src: pa.Table, tgt: pa.Table, pairs: pa.Table) -> pa.Table:
