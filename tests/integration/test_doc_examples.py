@@ -1,0 +1,87 @@
+"""Every Python example of README.md and docs/*.md runs and prints the output the document shows.
+
+The rules are those of ``tools/doc_examples.py``: the examples of one document run in order, in one namespace
+(a later example uses the tables an earlier one made), in a fresh temporary directory that ``/tmp/...`` literals
+are rewritten to; ``...`` in shown output matches anything within a line, a line of ``...`` alone any lines. The
+examples that need Spark run in ``tests/spark/test_spark_doc_examples.py`` (with the documents' other examples,
+in order); here they are left out, and a document whose later examples depend on one is run only there.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+
+#: The examples marked ``<!-- example: not run: ... -->``, per document. Changing this is a decision: every
+#: example that is not run is one that can drift from the code unseen.
+NOT_RUN = {"README.md": 1, "format.md": 1, "maintenance.md": 1}
+
+
+def _load_tool(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"lakefmt_tools_{name}", REPO / "tools" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+doc_examples = _load_tool("doc_examples")
+#: documents run whole by the Spark test, since an example after a Spark one reads what it wrote
+SPARK_DOCS = {"spark.md", "changes.md"}
+
+
+@pytest.mark.parametrize("doc", [d for d in DOCS if d.name not in SPARK_DOCS], ids=lambda p: p.name)
+def test_examples_print_what_they_show(doc: Path, tmp_path: Path) -> None:
+    runner = doc_examples.Runner(tmp_path)
+    problems = []
+    for example in doc_examples.examples(doc):
+        if example.not_run or example.spark:
+            continue
+        problem = runner.check(example)
+        if problem is not None:
+            problems.append(problem)
+    assert not problems, "\n\n".join(problems)
+
+
+def test_examples_not_run_are_counted() -> None:
+    counts: dict[str, int] = {}
+    for doc in DOCS:
+        for example in doc_examples.examples(doc):
+            if example.not_run:
+                counts[doc.name] = counts.get(doc.name, 0) + 1
+    assert counts == NOT_RUN
+
+
+def test_every_example_with_spark_is_run_by_the_spark_test() -> None:
+    """A Spark example outside the documents the Spark test runs would be run by no test."""
+    for doc in DOCS:
+        if doc.name not in SPARK_DOCS:
+            spark = [e.where() for e in doc_examples.examples(doc) if e.spark and not e.not_run]
+            assert not spark, f"{spark} need Spark: add {doc.name} to SPARK_DOCS"
+
+
+def test_shown_output_and_errors_are_compared(tmp_path: Path) -> None:
+    """The checker itself: an example that prints something else, raises, or prints without showing it fails;
+    ``...`` matches within a line, and a line of ``...`` any lines."""
+    doc = tmp_path / "doc.md"
+    doc.write_text(
+        "```python\nprint('a 12 b')\nprint(1)\nprint(2)\nprint(3)\n```\n\nprints\n\n```\na ... b\n...\n3\n```\n\n"
+        "```python\nprint('x')\n```\n\n"
+        "```python\nraise ValueError('bad')\nprint('after')\n```\n\n```\nValueError: bad\nafter\n```\n\n"
+        "```python\nprint('no')\n```\n\n```\nyes\n```\n\n"
+        "```python\n>>> 1 + 1\n3\n>>> x = 1\n>>> x\n1\n```\n",
+        encoding="utf-8",
+    )
+    runner = doc_examples.Runner(tmp_path)
+    results = [runner.check(e) is None for e in doc_examples.examples(doc)]
+    assert results == [True, False, True, False, False]
+    assert doc_examples.output_matches("a ... b", "a 12 b")
+    assert not doc_examples.output_matches("a ... b", "a 1\n2 b")
