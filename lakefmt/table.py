@@ -24,6 +24,7 @@ from lakefmt.meta.store import MetaStore
 from lakefmt.options import DEFAULT_ORPHAN_OLDER_THAN, Duration, duration_ms  # also importable here
 from lakefmt.read.changes import table_changes
 from lakefmt.read.files import read_planned
+from lakefmt.read.inspect import InspectTable
 from lakefmt.read.scan import FileTask, Scan, check_snapshot_id, split_scan_kwargs
 from lakefmt.rewrite.append import write_and_commit
 from lakefmt.rewrite.base import RewriteTarget
@@ -377,6 +378,13 @@ class Table(TableVersions):
     def files(self, snapshot_id: int | None = None) -> list[FileTask]:
         """The live data files of a snapshot (the latest by default)."""
         return self.scan(snapshot_id=snapshot_id).files()
+
+    @property
+    def inspect(self) -> InspectTable:
+        """The table's metadata as Arrow tables, as pyiceberg's ``table.inspect``: ``t.inspect.snapshots()``,
+        ``.history()``, ``.files()``, ``.delete_files()``, ``.deletion_vectors()``, ``.partitions()``,
+        ``.manifests()``, ``.tags()``, ``.audit_log()`` (:mod:`lakefmt.read.inspect`, docs/maintenance.md)."""
+        return InspectTable(self.io, self._store, now_ms=self._now_ms)
 
     # -- history ---------------------------------------------------------------------------------------
     def history(self, limit: int | None = None) -> list[dict[str, Any]]:

@@ -25,8 +25,9 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
 
 import lakefmt
+from lakefmt.read import inspect
 
-from .sql_common import TableFunction, check_snapshot, open_uri, reported, timestamp_ms
+from .sql_common import TableFunction, check_snapshot, open_uri, reported
 
 __all__ = [
     "CHANGE_COLUMNS",
@@ -41,23 +42,26 @@ __all__ = [
     "history_records",
 ]
 
+#: the SQL type of each Arrow type the metadata tables use
+_SQL_TYPES = {
+    pa.int8(): "TINYINT", pa.int32(): "INT", pa.int64(): "BIGINT", pa.string(): "STRING", pa.bool_(): "BOOLEAN",
+    pa.timestamp("ms", tz="UTC"): "TIMESTAMP", pa.map_(pa.string(), pa.string()): "MAP<STRING, STRING>",
+}  # fmt: skip
+
+
+def _ddl(schema: pa.Schema, last: str) -> str:
+    """The DDL of ``schema``'s columns up to ``last``: a SQL function's schema is a prefix of its metadata table's
+    (:mod:`lakefmt.read.inspect`), whose later columns SQL leaves out so that ``SELECT *`` keeps its columns."""
+    fields = list(schema)[: schema.get_field_index(last) + 1]
+    return ", ".join(f"{f.name} {_SQL_TYPES[f.type]}" for f in fields)
+
+
 #: ``lakefmt_history(uri[, limit])``: one row per retained snapshot, oldest first (Delta's ``DESCRIBE HISTORY``)
-HISTORY_SCHEMA = (
-    "version BIGINT, timestamp TIMESTAMP, operation STRING, operation_parameters MAP<STRING, STRING>, "
-    "parameters MAP<STRING, STRING>, rows_added BIGINT, rows_removed BIGINT, files_added BIGINT, "
-    "files_removed BIGINT, commit_user STRING, commit_identifier BIGINT"
-)
+HISTORY_SCHEMA = _ddl(inspect.HISTORY_SCHEMA, "commit_identifier")
 #: ``lakefmt_snapshots(uri)``: one row per retained snapshot, oldest first (Paimon's ``T$snapshots``)
-SNAPSHOTS_SCHEMA = (
-    "snapshot_id BIGINT, schema_id BIGINT, commit_user STRING, commit_identifier BIGINT, commit_kind STRING, "
-    "commit_time TIMESTAMP, total_record_count BIGINT, delta_record_count BIGINT, total_file_count BIGINT, "
-    "watermark BIGINT, properties MAP<STRING, STRING>"
-)
+SNAPSHOTS_SCHEMA = _ddl(inspect.SNAPSHOTS_SCHEMA, "properties")
 #: ``lakefmt_files(uri[, snapshot_id])``: one row per live data file of the snapshot (Paimon's ``T$files``)
-FILES_SCHEMA = (
-    "file_path STRING, partition MAP<STRING, STRING>, record_count BIGINT, deleted_record_count BIGINT, "
-    "file_size_in_bytes BIGINT, schema_id BIGINT"
-)
+FILES_SCHEMA = _ddl(inspect.FILES_SCHEMA, "schema_id")
 #: the columns ``lakefmt_table_changes`` appends to the table's own
 CHANGE_COLUMNS = (
     StructField("_change_type", StringType()),
@@ -67,19 +71,11 @@ CHANGE_COLUMNS = (
 
 
 def history_records(table: lakefmt.Table, limit: int | None = None) -> list[tuple[Any, ...]]:
-    """The rows of ``lakefmt_history``, in :data:`HISTORY_SCHEMA`'s order, oldest first: :meth:`lakefmt.Table
-    .history` (the latest ``limit``: operation, its parameters, rows and data files added and removed, who committed
-    it), so SQL shows what Python and ``lakefmt history`` show, with each snapshot's properties as ``parameters``."""
-    properties = {s.id: s.properties for s in table.snapshots()}
-    out = []
-    for rec in reversed(table.history(limit=limit)):
-        params = {k: str(v) for k, v in properties.get(rec["version"], {}).items() if k != "lakefmt.operation"}
-        out.append((
-            rec["version"], timestamp_ms(rec["timestamp"]), rec["operation"], dict(rec["operation_parameters"]),
-            params, rec["rows_added"], rec["rows_removed"], rec["files_added"], rec["files_removed"],
-            rec["commit_user"], rec["commit_identifier"],
-        ))
-    return out
+    """The rows of ``lakefmt_history``, in :data:`HISTORY_SCHEMA`'s order, oldest first: the leading columns of
+    :meth:`lakefmt.Table.inspect` ``.history()`` (:meth:`lakefmt.Table.history`'s records: operation, its
+    parameters, rows and data files added and removed, who committed it, with each snapshot's properties as
+    ``parameters``), so SQL shows what Python and ``lakefmt history`` show."""
+    return list(_rows(table.inspect.history(limit), HISTORY_SCHEMA))
 
 
 class History(TableFunction):
@@ -97,13 +93,8 @@ class Snapshots(TableFunction):
 
     def eval(self, uri: str) -> Iterator[tuple[Any, ...]]:
         with reported("lakefmt_snapshots", uri):
-            snaps = open_uri(uri, self.storage_options).snapshots()
-        for s in snaps:
-            yield (
-                s.id, s.schema_id, s.commit_user, s.commit_identifier, s.commit_kind.value,
-                timestamp_ms(s.time_millis), s.total_record_count, s.delta_record_count, s.total_file_count,
-                s.watermark, {k: str(v) for k, v in s.properties.items()},
-            )
+            snaps = open_uri(uri, self.storage_options).inspect.snapshots()
+        yield from _rows(snaps, SNAPSHOTS_SCHEMA)
 
 
 class Files(TableFunction):
@@ -113,11 +104,8 @@ class Files(TableFunction):
         with reported("lakefmt_files", uri, *([] if snapshot_id is None else [snapshot_id])):
             table = open_uri(uri, self.storage_options)
             sid = None if snapshot_id is None else check_snapshot(snapshot_id, "snapshot_id")
-            files = table.files(sid)
-        for f in files:
-            part = {k: None if v is None else str(v) for k, v in f.partition.items()}
-            deleted = f.deletion_vector.cardinality if f.deletion_vector else 0
-            yield f.path, part, f.row_count, deleted, f.file_size, f.schema_id
+            files = table.inspect.files(sid)
+        yield from _rows(files, FILES_SCHEMA)
 
 
 def changes_schema(
@@ -164,6 +152,29 @@ class TableChanges(TableFunction):
 def _range(start: Any, end: Any) -> tuple[int, int | None]:
     last = None if end is None else check_snapshot(end, "to_snapshot")
     return check_snapshot(start, "from_snapshot", minimum=0), last
+
+
+def _rows(table: pa.Table, ddl: str) -> Iterator[tuple[Any, ...]]:
+    """The rows of the columns ``ddl`` names (the leading columns of ``table``) as tuples, maps as dicts."""
+    picked = table.select([item.split(" ", 1)[0] for item in _items(ddl)])
+    maps = [pa.types.is_map(f.type) for f in picked.schema]
+    for batch in picked.to_batches():
+        for row in _tuples(batch):
+            yield tuple(dict(v) if m and v is not None else v for v, m in zip(row, maps, strict=True))
+
+
+def _items(ddl: str) -> list[str]:
+    """The column definitions of a DDL schema string, split at its top-level commas."""
+    out, depth, current = [], 0, ""
+    for ch in ddl:
+        depth += ch == "<"
+        depth -= ch == ">"
+        if ch == "," and depth == 0:
+            out.append(current.strip())
+            current = ""
+        else:
+            current += ch
+    return [*out, current.strip()]
 
 
 def _tuples(batch: pa.RecordBatch) -> Iterator[tuple[Any, ...]]:
