@@ -11,14 +11,15 @@ import pyarrow.compute as pc
 from lakefmt.errors import InvalidOptionError
 from lakefmt.meta import entries as ents
 from lakefmt.meta.store import MetaStore
-from lakefmt.spec import Snapshot
+from lakefmt.spec import Snapshot, operations
 
 __all__ = ["HISTORY_FIELDS", "history", "history_record"]
 
 #: the keys of a history record, in order
 HISTORY_FIELDS = (
-    "version", "timestamp", "operation", "operation_parameters", "rows_added", "rows_removed", "files_added",
-    "files_removed", "commit_user", "commit_identifier", "commit_kind", "schema_id", "total_rows", "total_files",
+    "version", "timestamp", "operation", "operation_parameters", "operation_metrics", "rows_added", "rows_removed",
+    "files_added", "files_removed", "commit_user", "commit_identifier", "commit_kind", "schema_id", "total_rows",
+    "total_files",
 )
 
 
@@ -44,10 +45,13 @@ def history(store: MetaStore, limit: int | None = None) -> list[dict[str, Any]]:
 
 def history_record(store: MetaStore, snap: Snapshot) -> dict[str, Any]:
     """One snapshot's history record (keys :data:`HISTORY_FIELDS`). ``timestamp``: the commit time in epoch
-    milliseconds. ``rows_added`` counts the rows of the data files it added, ``rows_removed`` those of the data
-    files it removed and the rows its deletion vectors newly mark: a copy-on-write delete that rewrites a file
-    without one of its rows counts the rows it kept on both sides, as it counts the file (``total_rows`` minus
-    the previous snapshot's is the net change). ``files_*`` count data files (not deletion-vector files)."""
+    milliseconds. ``operation_metrics``: what the operation itself counted (a MERGE's ``num_target_rows_updated``,
+    ``num_target_rows_inserted``, ``num_target_rows_deleted``, ...: deltalake's ``operationMetrics``; empty for
+    operations that record none). ``rows_added`` counts the rows of the data files it added, ``rows_removed``
+    those of the data files it removed and the rows its deletion vectors newly mark: a copy-on-write delete that
+    rewrites a file without one of its rows counts the rows it kept on both sides, as it counts the file
+    (``total_rows`` minus the previous snapshot's is the net change). ``files_*`` count data files (not
+    deletion-vector files)."""
     added_rows = removed_rows = added_files = removed_files = 0
     metas = store.manifest_list(snap.delta_manifest_list)
     if metas:
@@ -62,6 +66,7 @@ def history_record(store: MetaStore, snap: Snapshot) -> dict[str, Any]:
         "timestamp": snap.time_millis,
         "operation": snap.operation.value,
         "operation_parameters": snap.operation_parameters,
+        "operation_metrics": operations.metrics_of(snap.properties),
         "rows_added": added_rows,
         "rows_removed": removed_rows,
         "files_added": added_files,

@@ -269,6 +269,7 @@ def publish(
     discard_on_conflict: bool = True,
     extra: Mapping[str, Any] | None = None,
     parameters: Mapping[str, str] | None = None,
+    metrics: Mapping[str, int] | None = None,
 ) -> Snapshot:
     """Commit one rewrite snapshot of ``producer``'s kind: the files of ``messages`` added, the files of
     ``rewritten`` (ADD entries) removed, each of which must still be live (:class:`RewriteConflictError`
@@ -276,9 +277,10 @@ def publish(
     drops only some of them). Any other failure deletes the written files only when the commit is known not to
     have landed (an unknown outcome, an interrupt during the publish: nothing is deleted). The snapshot carries
     ``lakefmt.operation=<operation>`` and a one-off commit user (a rewrite is never replayed). ``extra``: more
-    keyword arguments for ``producer``; ``parameters``: the operation's (``predicate``), recorded with it."""
+    keyword arguments for ``producer``; ``parameters``: the operation's (``predicate``), recorded with it, as are
+    ``metrics``, what it counted (:func:`lakefmt.spec.operations.metrics`)."""
     added = [meta for m in messages for meta in m.manifests]
-    props = operations.properties(operation, **dict(parameters or {}))
+    props = operations.properties(operation, **dict(parameters or {})) | operations.metrics(metrics or {})
     request = CommitRequest(None, f"{operation}-{uuid.uuid4().hex}", 0, added, properties=props)
     extra = dict(extra or {})
     if planned_on is not None:

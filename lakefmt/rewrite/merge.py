@@ -171,7 +171,10 @@ class TableMerger:
         return self._add(Clause("by_source_delete", predicate))
 
     def execute(self) -> MergeReport:
-        """Run the MERGE as one commit (``lakefmt.operation=merge``) and report what it did."""
+        """Run the MERGE as one commit (``lakefmt.operation=merge``) and report what it did. The snapshot records
+        the ON condition (``lakefmt.operation.predicate``) and the report's row counts (``lakefmt.metric.<name>``:
+        ``num_source_rows``, ``num_target_rows_inserted``, ``_updated``, ``_deleted``, ``_copied``,
+        ``num_output_rows``), which :meth:`lakefmt.Table.history` shows as ``operation_metrics``."""
         if not self._clauses:
             raise MergeError("a merge needs at least one when_* clause")
         spec = self._spec()
@@ -269,6 +272,9 @@ def _run(target: RewriteTarget, spec: MergeSpec, source: pa.Table, latest: Snaps
     removed = _split(files, changes.removed.column(POS).to_numpy(), touched)  # positions, per touched file
     homes = candidates.take(pa.array(touched, pa.int64()))
     copied = 0
+    params = {"predicate": spec.predicate}
+    counts = {"num_source_rows": source.num_rows, "num_target_rows_inserted": changes.inserted,
+              "num_target_rows_updated": changes.updated, "num_target_rows_deleted": changes.deleted}
     if schema.deletion_vectors:
         marks = dict(zip(ents.paths(homes), removed, strict=True))
         seen_marked = {p: seen[p] for p in marks if p in seen}
@@ -276,12 +282,18 @@ def _run(target: RewriteTarget, spec: MergeSpec, source: pa.Table, latest: Snaps
         if schema.has_primary_key:
             _check_unique_keys(changes.written, schema)
             _check_row_kinds(changes.written, schema)
-        snap = commit_marks(target, schema, homes, marks, seen_marked, changes.written, reads, known)
+        snap = commit_marks(target, schema, homes, marks, seen_marked, changes.written, reads, known,
+                            parameters=params, metrics={**counts, "num_target_rows_copied": 0,
+                                                        "num_output_rows": changes.written.num_rows})
         added = int(changes.written.num_rows > 0)
         removed_files = 0
     else:
         kept = _Kept(target, homes, schema, dict(enumerate(removed)))
-        snap = commit_copy_on_write(target, homes, kept, changes.written, reads)
+        snap = commit_copy_on_write(
+            target, homes, kept, changes.written, reads, parameters=params,
+            metrics=lambda: {**counts, "num_target_rows_copied": kept.rows,
+                             "num_output_rows": changes.written.num_rows + kept.rows},
+        )
         copied = kept.rows
         added = _files_added(target, snap)
         removed_files = len(touched)

@@ -15,7 +15,7 @@ rows it wrote.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -28,7 +28,7 @@ from lakefmt.io import FileIO
 from lakefmt.meta import entries as ents
 from lakefmt.meta.store import MetaStore
 from lakefmt.read.masks import deleted_positions, load_vectors
-from lakefmt.rewrite.base import OPERATION, RewriteTarget, keyed_producer, publish, removed_since
+from lakefmt.rewrite.base import RewriteTarget, keyed_producer, publish, removed_since
 from lakefmt.rewrite.key_buckets import FILE, POS, BucketKey, Marks, bucket_keys_of, live_in
 from lakefmt.rewrite.keys import Planner, UpsertPlanner
 from lakefmt.rewrite.merge_reads import MergeReads
@@ -66,15 +66,17 @@ class MergeProducer(RewriteProducer):
 
 
 def commit_copy_on_write(
-    target: RewriteTarget, rewritten: pa.Table, kept: Iterable[pa.RecordBatch], written: pa.Table, reads: MergeReads
+    target: RewriteTarget, rewritten: pa.Table, kept: Iterable[pa.RecordBatch], written: pa.Table, reads: MergeReads,
+    *, parameters: Mapping[str, str], metrics: Callable[[], Mapping[str, int]],
 ) -> Snapshot | None:
     """Rewrite the files of ``rewritten`` (ADD entries) as ``kept`` (their rows the merge leaves, streamed) and add
-    ``written``, in one snapshot; None when there is nothing to do."""
+    ``written``, in one snapshot; None when there is nothing to do. The snapshot records ``parameters`` and
+    ``metrics()`` (called once ``kept`` has been written)."""
     if rewritten.num_rows == 0 and written.num_rows == 0:
         return None
     message = _write(target, itertools.chain(kept, [written]))
     return publish(target, MergeProducer, [message], rewritten, operation=MERGE, after_commit=target.after_commit,
-                   extra={"reads": reads})
+                   extra={"reads": reads}, parameters=parameters, metrics=metrics())
 
 
 class _Checked:
@@ -252,11 +254,14 @@ def commit_marks(
     written: pa.Table,
     reads: MergeReads,
     known: frozenset[str] = frozenset(),
+    *,
+    parameters: Mapping[str, str] | None = None,
+    metrics: Mapping[str, int] | None = None,
 ) -> Snapshot | None:
     """Mark ``marks`` (data-file path -> positions; ``homes``: those files' ADD entries; ``seen``: the positions
     their vectors deleted when read) and add ``written``, in one snapshot; None when there is nothing to do.
     ``known``: the data files live when the merge read (on a key table, a written key's live row in one of them
-    must be a row the merge changes)."""
+    must be a row the merge changes). The snapshot records ``parameters`` and ``metrics``."""
     if not marks and written.num_rows == 0:
         return None
     checked = _Checked(target.io, marks, seen, homes, reads, known)
@@ -268,7 +273,8 @@ def commit_marks(
     messages = [_write(target, [written])] if written.num_rows else []
     added = [meta for m in messages for meta in m.manifests]
     run = keyed_producer(
-        target, added, planner, kind=CommitKind.OVERWRITE if marks else CommitKind.APPEND, properties={OPERATION: MERGE}
+        target, added, planner, kind=CommitKind.OVERWRITE if marks else CommitKind.APPEND,
+        properties=operations.properties(MERGE, **dict(parameters or {})) | operations.metrics(metrics or {}),
     )
     try:
         result = run.commit()

@@ -6,8 +6,10 @@ A snapshot's kind (APPEND, OVERWRITE, COMPACT) says how readers and conflicts mu
 what the user asked for (a delete and a restore are both OVERWRITEs; an upsert and a schema change both APPENDs).
 The property holds a lower-case token (``write``, ``overwrite``, ``delete``, ``compact``, ``restore``,
 ``schema-change``, ``upsert``, ``merge``, ``upgrade``); the operation's parameters are properties of their own,
-``lakefmt.operation.<name>`` (``predicate``, ``partition``, ``mode``). A snapshot written before operations were
-recorded, or with a token this version does not know, reads as the operation its kind implies.
+``lakefmt.operation.<name>`` (``predicate``, ``partition``, ``mode``). What the operation counted (a MERGE's rows
+updated, inserted and deleted: deltalake's ``operationMetrics``) is recorded in properties ``lakefmt.metric.<name>``
+holding a whole number (:func:`metrics`, read back by :func:`metrics_of`). A snapshot written before operations
+were recorded, or with a token this version does not know, reads as the operation its kind implies.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ __all__ = [
     "COMPACT",
     "DELETE",
     "MERGE",
+    "METRIC_PREFIX",
     "OPERATION_PROPERTY",
     "OVERWRITE",
     "PARAMETER_PREFIX",
@@ -32,6 +35,8 @@ __all__ = [
     "UPSERT",
     "WRITE",
     "Operation",
+    "metrics",
+    "metrics_of",
     "operation_of",
     "parameters_of",
     "properties",
@@ -42,6 +47,8 @@ __all__ = [
 OPERATION_PROPERTY = "lakefmt.operation"
 #: the prefix of the operation's parameters (``lakefmt.operation.predicate``)
 PARAMETER_PREFIX = OPERATION_PROPERTY + "."
+#: the prefix of what the operation counted (``lakefmt.metric.num_target_rows_updated``)
+METRIC_PREFIX = "lakefmt.metric."
 #: a restore's parameters, properties of their own since restores were first recorded
 RESTORED_SNAPSHOT_PROPERTY = "lakefmt.restored-snapshot"
 RESTORED_TAG_PROPERTY = "lakefmt.restored-tag"
@@ -100,6 +107,25 @@ def properties(token: str, **parameters: Any) -> dict[str, str]:
         if value is not None:
             out[PARAMETER_PREFIX + name] = str(value)
     return out
+
+
+def metrics(counts: Mapping[str, int]) -> dict[str, str]:
+    """The snapshot properties that record an operation's ``counts`` (name -> whole number)."""
+    return {METRIC_PREFIX + name: str(int(value)) for name, value in counts.items()}
+
+
+def metrics_of(props: Mapping[str, str]) -> dict[str, int]:
+    """The operation's counts recorded in ``props`` (``{"num_target_rows_updated": 3}``); a value that is not a
+    whole number (written by another tool) is left out."""
+    n = len(METRIC_PREFIX)
+    out = {}
+    for key, value in props.items():
+        if key.startswith(METRIC_PREFIX):
+            try:
+                out[key[n:]] = int(value)
+            except ValueError:
+                continue
+    return dict(sorted(out.items()))
 
 
 def operation_of(props: Mapping[str, str], kind: str) -> Operation:
