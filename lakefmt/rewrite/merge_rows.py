@@ -28,7 +28,8 @@ import pyarrow.dataset as ds
 
 from lakefmt.errors import InvalidPredicateError, MergeError, MergeMultipleMatchesError, SchemaMismatchError
 from lakefmt.rewrite.merge_keys import join_keys
-from lakefmt.spec.expression import Call, Expr, Ref, bind_expression, conjuncts, parse_expression, refs
+from lakefmt.spec.sql_bind import bind_sql
+from lakefmt.spec.sql_tree import Call, Expr, Ref, conjuncts, parse_sql, refs
 from lakefmt.write.conform import conform
 
 __all__ = [
@@ -140,11 +141,11 @@ class _Names:
 
         return resolve
 
-    def bind(self, text: str, sides: str, what: str) -> tuple[pc.Expression, set[str]]:
+    def bind(self, text: str, sides: str, what: str, *, condition: bool = True) -> tuple[pc.Expression, set[str]]:
         """``text`` bound over the prefixed columns, and the prefixed columns it reads."""
-        expr = parse_expression(text)
+        expr = parse_sql(text)
         used = {(_S if s == "s" else _T) + f.name for s, f in (self.side_of(r, text, sides) for r in refs(expr))}
-        return bind_expression(expr, self.resolver(text, sides), text), used
+        return bind_sql(expr, self.resolver(text, sides), text, values=True, condition=condition), used
 
 
 def _field(schema: pa.Schema, name: str) -> pa.Field | None:
@@ -157,7 +158,7 @@ def _field(schema: pa.Schema, name: str) -> pa.Field | None:
 def key_pairs(spec: MergeSpec, source: pa.Schema, target: pa.Schema) -> tuple[list[tuple[str, str]], list[Expr]]:
     """The ON condition's equi-join keys (target column, source column) and its other conjuncts."""
     names = _Names(spec, source, target)
-    expr = parse_expression(spec.predicate)
+    expr = parse_sql(spec.predicate)
     keys: list[tuple[str, str]] = []
     rest: list[Expr] = []
     for c in conjuncts(expr):
@@ -206,7 +207,7 @@ def target_columns(spec: MergeSpec, source: pa.Schema, target: pa.Schema) -> lis
     texts = [spec.predicate, *(c.predicate for c in spec.clauses if c.predicate)]
     texts += [v for c in spec.clauses for v in (c.updates or {}).values()]
     for text in texts:
-        for r in refs(parse_expression(text)):
+        for r in refs(parse_sql(text)):
             side, f = names.side_of(r, text)
             if side == "t":
                 used.add(f.name)
@@ -227,7 +228,7 @@ def target_filter(spec: MergeSpec, source: pa.Schema, target: pa.Schema) -> pc.E
                 f = names.side_of(ref, spec.predicate)[1]
                 return pc.field(f.name), f.type
 
-            parts.append(bind_expression(c, plain, spec.predicate))
+            parts.append(bind_sql(c, plain, spec.predicate, values=True))
     if not parts:
         return None
     out = parts[0]
@@ -266,7 +267,7 @@ def compute_changes(spec: MergeSpec, source: pa.Table, target_rows: pa.Table, sc
     pairs = key_matches(keys, source, target_rows, what=repr(spec.predicate))
     if rest and pairs.num_rows:
         cond = rest[0] if len(rest) == 1 else Call("and", tuple(rest))
-        bound = bind_expression(cond, names.resolver(spec.predicate), spec.predicate)
+        bound = bind_sql(cond, names.resolver(spec.predicate), spec.predicate, values=True)
         joined = _joined(src, tgt, pairs)
         pairs = pairs.filter(pa.array(_holds(joined, bound, spec.predicate)))
     s_rows = pairs.column(_SROW).to_numpy()
@@ -406,7 +407,7 @@ def _values(names: _Names, clause: Clause, rows: pa.Table, schema: pa.Schema, so
                 raise SchemaMismatchError(f"{clause.method}: the target has no column {col!r}")
             if not isinstance(text, str):
                 raise TypeError(f"{clause.method}: the value of {col!r} must be SQL text, got {type(text).__name__}")
-            exprs[f.name] = names.bind(text, sides, clause.method)[0]
+            exprs[f.name] = names.bind(text, sides, clause.method, condition=False)[0]
     for f in schema:  # an update keeps what it does not set; an insert leaves it null
         if f.name not in exprs:
             exprs[f.name] = pc.field(_T + f.name) if "t" in sides else pc.scalar(pa.scalar(None, f.type))

@@ -59,6 +59,16 @@ def matching(text: str) -> list[int]:
         ("dt = 'it\\'s'", [4]),
         ("ok = true", [0, 3]),
         ("ok = FALSE or dt = 'c'", [1, 2, 4]),
+        ("ok", [0, 3]),  # a boolean column alone is a condition
+        ("NOT ok", [1, 4]),
+        ("dt LIKE 'a%' OR dt ILIKE 'B'", [0, 1]),
+        ("dt NOT LIKE '%''%'", [0, 1, 2]),
+        ("n > 1.5", [1, 2, 3]),  # exact: n >= 2, never rounded
+        ("n = 3.0", [2]),
+        ("n = 2.5 OR n IN (1.5, 4)", [3]),  # 2.5 and 1.5 equal no integer
+        ("day > date_sub(DATE '2026-11-03', 1)", [2, 3, 4]),
+        ("day = CAST('2026-11-01' AS DATE) + 1", [1]),
+        ("n < 2 * 2 - 1", [0, 1]),
         ("(dt = 'a' or dt = 'b') and (n = 2)", [1]),
         ("dt = 'a' or dt = 'b' and n = 3", [0]),  # AND binds tighter than OR
     ],
@@ -71,26 +81,28 @@ def test_predicates_match_the_rows_sql_would(text: str, rows: list[int]) -> None
     ("text", "message"),
     [
         ("", "an empty predicate"),
-        ("dt =", "expected a value, found the end at position 5"),
-        ("dt = 'a' AND", "found the end"),
-        ("dt = 'a' dt = 'b'", "expected AND, OR or the end, found 'dt' at position 10"),
+        ("dt =", "an incomplete EQ: expected a value, at '=' (position 4)"),
+        ("dt = 'a' AND", "an incomplete AND: expected a value"),
+        ("dt = 'a' dt = 'b'", "expected AND, OR or the end, at '=' (position 13)"),
         ("dt = n", "comparing two columns is not supported"),
-        ("dt LIKE 'a%'", "expected a comparison, IN, BETWEEN or IS [NOT] NULL after column dt"),
-        ("upper(dt) = 'A'", "found '('"),
-        ("n + 1 = 2", "unexpected '+'"),
-        ("dt = NULL", "NULL at position 6 never matches in a comparison; use IS NULL"),
-        ("dt IN ('a', NULL)", "use IS NULL"),
-        ("dt IN ()", "expected a value, found ')'"),
-        ("(dt = 'a'", "expected ')'"),
-        ("dt = 'a", "unexpected \"'\""),
+        ("upper(dt) = 'A'", "UPPER(dt) is not supported"),
+        ("n + 1 = 2", "arithmetic on a column (the + expression) is not supported in a filter"),
+        ("dt = NULL", "NULL never matches in a comparison; use dt IS NULL"),
+        ("dt IN ('a', NULL)", "use dt IS NULL"),
+        ("dt IN ()", "an empty IN list"),
+        ("(dt = 'a'", "Expecting ), at \"'a'\" (position 7)"),
+        ("dt = 'a", "an unclosed quote"),
         ("day = DATE 'soon'", "expected a date as 'yyyy-mm-dd'"),
-        ("dt IS 'a'", "expected NULL"),
-        ("dt = 'a'; DROP TABLE t", "unexpected ';'"),
+        ("dt IS 'a'", "only IS [NOT] NULL is supported"),
+        ("dt = 'a'; DROP TABLE t", "one expression expected, found 2 statements"),
+        ("dt = 'a' 'b'", "two text literals in a row at position 10 (Spark joins them): write one literal"),
+        ("n", "n is of type int64, not a condition"),
+        ("1 = 1", "compares two literals"),
     ],
 )
 def test_what_is_outside_the_subset_is_refused_with_the_position(text: str, message: str) -> None:
     with pytest.raises(InvalidPredicateError) as info:
-        parse_predicate(text)
+        bind_predicate(parse_predicate(text), SCHEMA, text)
     assert message in str(info.value)
 
 
@@ -101,7 +113,8 @@ def test_what_is_outside_the_subset_is_refused_with_the_position(text: str, mess
         ("n = 'many'", "'many' cannot be compared with column n of type int64"),
         ("ok = 1", "1 cannot be compared with column ok of type bool"),
         ("dt = true", "TRUE cannot be compared with column dt of type string"),
-        ("n > 1.5", "1.5 cannot be compared with column n of type int64"),  # never rounded
+        ("n = TRUE", "TRUE cannot be compared with column n of type int64: a boolean, not a number"),
+        ("day = 5", "5 cannot be compared with column day of type date32[day]: a number, not a date"),
         ("n = 99999999999999999999", "cannot be compared with column n of type int64"),
     ],
 )
