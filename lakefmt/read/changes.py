@@ -50,6 +50,7 @@ from lakefmt.spec import CommitKind, Snapshot, TableSchema
 from lakefmt.spec.changelog import ROW_KIND_COLUMN, row_kinds_of, rows_of
 from lakefmt.spec.filters import check_filter
 from lakefmt.spec.instants import Instant
+from lakefmt.spec.operations import OPERATION_PROPERTY, RESTORE
 from lakefmt.spec.snapshot import check_snapshot_id
 
 __all__ = [
@@ -182,11 +183,14 @@ def change_batches(
     filter: str | pc.Expression | None = None,
     row_kinds: bool = False,
     schema: TableSchema | None = None,
+    input_rows: bool = True,
 ) -> Iterator[pa.Table]:
     """The change rows of snapshots ``start+1 .. end``, one table per snapshot that changed a row, in commit order,
     as ``schema``'s columns (default: the current schema; older files are matched to it by field id).
     Every snapshot of the range must still be retained: :class:`SnapshotNotFoundError` names the first that is
-    not, before any row is read."""
+    not, before any row is read. ``input_rows=False``: the changes of a snapshot that stored its input
+    (``changelog-producer=input``: rows as given, a delete by key without its row) are derived from its files
+    instead, as what it did to the table (what an incremental scan nets)."""
     schema = schema or store.latest_schema()
     if columns is not None:
         unknown = [c for c in columns if c not in schema.arrow_schema.names]
@@ -196,6 +200,7 @@ def change_batches(
             )
     if filter is not None:
         filter = check_filter(filter, change_schema(schema, None, row_kinds), "change feed filter")
+
     # snapshot ``start`` too: the changes of ``start+1`` read the files it replaced (old vectors, removed files),
     # which expiration deletes with the last snapshot holding them; unless ``start+1`` stored its changes
     def needed(sid: int) -> Snapshot:
@@ -208,14 +213,14 @@ def change_batches(
             ) from exc
 
     first = needed(start + 1) if end > start else None
-    if start >= 1 and (first is None or first.changelog_manifest_list is None):
+    if start >= 1 and (first is None or not _reads_stored(store, first, input_rows)):
         needed(start)
     snaps = [] if first is None else [first, *(needed(sid) for sid in range(start + 2, end + 1))]
     full = change_schema(schema, None, row_kinds)
     names = [*(columns or schema.arrow_schema.names), *full.names[len(schema.arrow_schema) :]]
-    stored = [s for s in snaps if s.changelog_manifest_list is not None]
+    stored = [s for s in snaps if _reads_stored(store, s, input_rows)]
     with ThreadPoolExecutor(max_workers=4, thread_name_prefix="lakefmt-feed") as pool:
-        walker = _Walker(io, store, schema, pool if len(stored) > 1 else None)
+        walker = _Walker(io, store, schema, pool if len(stored) > 1 else None, input_rows=input_rows)
         for i, snap in enumerate(snaps):
             walker.read_ahead(snaps[i : i + _READ_AHEAD])
             with expired_reads(store, max(start, 1), "this change feed"):
@@ -236,13 +241,31 @@ def change_batches(
                 yield out.select(names)
 
 
+def _reads_stored(store: MetaStore, snap: Snapshot, input_rows: bool) -> bool:
+    """Whether the feed reads the change rows ``snap`` stored (it stored some; ``input_rows``: see
+    :func:`change_batches`)."""
+    if snap.changelog_manifest_list is None:
+        return False
+    return input_rows or store.schema(snap.schema_id).table_options.changelog_producer != "input"
+
+
 class _Walker:
     """Goes through the snapshots of a range in order, turning each one's delta into change rows. With a ``pool``,
-    the stored changelogs of the next snapshots are read ahead, a few at once (:meth:`read_ahead`)."""
+    the stored changelogs of the next snapshots are read ahead, a few at once (:meth:`read_ahead`).
+    ``input_rows``: as for :func:`change_batches`."""
 
-    def __init__(self, io: FileIO, store: MetaStore, schema: TableSchema, pool: Executor | None = None) -> None:
+    def __init__(
+        self,
+        io: FileIO,
+        store: MetaStore,
+        schema: TableSchema,
+        pool: Executor | None = None,
+        *,
+        input_rows: bool = True,
+    ) -> None:
         self.io, self.store, self.schema = io, store, schema
         self.pool = pool
+        self.input_rows = input_rows
         self.ahead: dict[int, Future[tuple[pa.Table, np.ndarray] | Literal[False] | None]] = {}
         self.live: dict[str, int | None] | None = None  # live data path -> its schema id, once a vector needs it
         self.rows = RowReader(io, store, schema)
@@ -253,7 +276,7 @@ class _Walker:
         if self.live is None:  # no live file is being followed: a commit that changed no row, or stored its rows,
             if snap.commit_kind is CommitKind.COMPACT:  # needs no look at its files
                 return None
-            if snap.changelog_manifest_list is not None and (stored := self._stored(snap)) is not False:
+            if _reads_stored(self.store, snap, self.input_rows) and (stored := self._stored(snap)) is not False:
                 return stored
         metas = self.store.manifest_list(snap.delta_manifest_list)
         if not metas:
@@ -265,7 +288,7 @@ class _Walker:
         self._follow(snap, added, removed)
         if snap.commit_kind is CommitKind.COMPACT:
             return None
-        if snap.changelog_manifest_list is not None and (stored := self._stored(snap)) is not False:
+        if _reads_stored(self.store, snap, self.input_rows) and (stored := self._stored(snap)) is not False:
             return stored  # stored when it was committed (changelog-producer=lookup)
         new = load_vectors(self.io, ents.adds(dv))
         old = load_vectors(self.io, ents.deletes(dv))
@@ -276,15 +299,18 @@ class _Walker:
             gone, kept = multiset_minus(self._read(removed, old), inserted[0])
             deleted, inserted = [gone], [kept]
         touched = set(added_paths) | set(removed_paths)
-        # a commit other than a restore only adds marks: a vector as long as the previous one is the same vector
-        forward = snap.properties.get("lakefmt.operation") != "restore"
+        # a commit other than a restore only adds marks: a vector as long as the one it replaces is the same vector
+        forward = snap.properties.get(OPERATION_PROPERTY) != RESTORE
         changed: list[tuple[str, np.ndarray, np.ndarray]] = []
         for path in sorted((set(new) | set(old)) - touched):
             now, before = new.get(path), old.get(path)
-            if now == before or (forward and now and before and now.cardinality == before.cardinality):
+            if now == before:
                 continue
-            before_pos = self._positions(path, before, forward)  # the older first: the newer one is kept
-            now_pos = self._positions(path, now, forward)
+            if forward and now and before and now.cardinality == before.cardinality:
+                self._copied(path, before, now)
+                continue
+            before_pos = self._positions(path, before)  # the older first: the newer one is kept
+            now_pos = self._positions(path, now)
             newly, again = _differences(now_pos, before_pos)
             if len(newly) or len(again):
                 changed.append((path, newly, again))
@@ -305,7 +331,7 @@ class _Walker:
         if self.pool is None:
             return
         for snap in snaps:
-            if snap.changelog_manifest_list is not None and snap.id not in self.ahead:
+            if _reads_stored(self.store, snap, self.input_rows) and snap.id not in self.ahead:
                 self.ahead[snap.id] = self.pool.submit(self._load_stored, snap)
 
     def _stored(self, snap: Snapshot) -> tuple[pa.Table, np.ndarray] | Literal[False] | None:
@@ -349,18 +375,27 @@ class _Walker:
             except (pa.ArrowInvalid, KeyError) as exc:  # not Parquet, or a column missing
                 raise CorruptMetadataError(f"changelog file {path} cannot be read as one: {exc}") from exc
 
-    def _positions(self, path: str, vector: Vector | None, forward: bool) -> np.ndarray:
+    def _positions(self, path: str, vector: Vector | None) -> np.ndarray:
         """The positions ``vector`` (of data file ``path``) deletes; the last one decoded per file is kept, as the
-        next snapshot that changes the file compares its new vector with it (in a ``forward`` commit, one that only
-        adds marks, a vector as long as the kept one is the same vector, copied into another vector file)."""
+        next snapshot that changes the file compares its new vector with it. Kept positions are reused for that
+        very vector only (the same blob of the same file), never for another vector that deletes as many rows: a
+        restore in between may have reset the file's vector, and a later vector of the same count holds other
+        positions."""
         if vector is None:
             return np.zeros(0, np.int64)
         hit = self.decoded.get(path)
-        if hit is not None and (hit[0] == vector or (forward and hit[0].cardinality == vector.cardinality)):
+        if hit is not None and hit[0] == vector:
             return hit[1]
         out = deleted_positions(self.io, vector)
         self.decoded[path] = (vector, out)
         return out
+
+    def _copied(self, path: str, before: Vector, now: Vector) -> None:
+        """A commit that only adds marks replaced ``before`` (the file's vector) by ``now`` deleting as many rows:
+        the same positions, copied into another vector file. When ``before``'s are kept, they are ``now``'s too."""
+        hit = self.decoded.get(path)
+        if hit is not None and hit[0] == before:
+            self.decoded[path] = (now, hit[1])
 
     def _read(self, entries: pa.Table, vectors: Mapping[str, Vector]) -> pa.Table:
         """The live rows of the files of ``entries`` under ``vectors``, in order, as the current schema."""
@@ -385,7 +420,6 @@ class _Walker:
                 f"snapshot {snap.id} has a deletion vector for {path}, a data file it does not hold"
             )
         return self.live[path]
-
 
 
 def _differences(now: np.ndarray, before: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

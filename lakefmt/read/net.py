@@ -33,7 +33,8 @@ def net_rows(io: FileIO, store: MetaStore, start: int, end: int, schema: TableSc
     """The rows snapshots ``start+1 .. end`` added that ``end`` still holds, as ``schema``'s columns, in commit
     order (see the module's docstring)."""
     names = schema.arrow_schema.names
-    parts = [p.select([*names, CHANGE_TYPE]) for p in change_batches(io, store, start, end, schema=schema)]
+    batches = change_batches(io, store, start, end, schema=schema, input_rows=False)  # what the table holds
+    parts = [p.select([*names, CHANGE_TYPE]) for p in batches]
     if not parts:
         return schema.arrow_schema.empty_table()
     if schema.primary_keys:
