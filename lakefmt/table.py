@@ -33,11 +33,12 @@ from lakefmt.rewrite.compact_types import CompactionReport
 from lakefmt.rewrite.delete import delete_rows
 from lakefmt.rewrite.engine_planner import MergePlanner
 from lakefmt.rewrite.merge import TableMerger, merge
+from lakefmt.rewrite.replace import replace_where
 from lakefmt.rewrite.upsert import delete_keys, delete_marking, upsert
 from lakefmt.spec import CommitMessage, Snapshot, TableSchema
 from lakefmt.spec.filters import check_filter
 from lakefmt.spec.instants import Instant
-from lakefmt.spec.scope import OverwriteScope, check_partition_given
+from lakefmt.spec.scope import OverwriteScope, check_partition_given, names_data_columns
 from lakefmt.table_versions import TableVersions
 from lakefmt.write.discard import discard_messages
 from lakefmt.write.source import check_same_table, schema_of
@@ -231,11 +232,17 @@ class Table(TableVersions):
         (``where="dt >= '2026-11-01' AND dt < '2026-12-01'"``, or a pyarrow expression), or exactly the
         partitions ``data`` has rows in (``dynamic=True``). Files are replaced whole, by their partition values.
 
-        A row of ``data`` outside a ``partition`` or ``where`` scope is refused (:class:`InvalidPartitionError`)
-        before it is written, and nothing is committed; a predicate on a data column is refused
-        (:class:`InvalidPredicateError`: row-level deletes do not exist yet). ``schema_mode="merge"``: as in
-        :meth:`append`."""
+        A ``where`` that names a data column (``where="x < 0.5"``; Delta's replaceWhere, deltalake's ``predicate=``)
+        replaces rows instead: the rows where it is true are deleted and ``data``'s rows added, in one snapshot
+        (:mod:`lakefmt.rewrite.replace`; not yet on tables with deletion vectors).
+
+        A row of ``data`` outside a ``partition`` or ``where`` scope (for ``where``: one for which it is not true)
+        is refused (:class:`InvalidPartitionError`) before it is written, and nothing is committed.
+        ``schema_mode="merge"``: as in :meth:`append`."""
         check_partition_given(partition)
+        if where is not None and not partition and not dynamic and names_data_columns(where, self.table_schema()):
+            target, evolve = self.rewrite_target(), self.update_schema
+            return replace_where(target, data, where, schema_mode=schema_mode, update_schema=evolve)
         scope = {"partition": partition or None, "where": where, "dynamic": dynamic}
         return self._write_and_commit(data, scope, schema_mode)
 

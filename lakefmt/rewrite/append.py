@@ -19,10 +19,10 @@ from lakefmt.write.conform import conform, fill_missing
 from lakefmt.write.discard import discard_written
 from lakefmt.write.writer import as_tables
 
-__all__ = ["write_and_commit"]
+__all__ = ["merge_schema_first", "write_and_commit"]
 
 
-def _merged(parts: Iterable[pa.Table], update_schema: Callable[[], UpdateSchema]) -> Iterable[pa.Table]:
+def merge_schema_first(parts: Iterable[pa.Table], update_schema: Callable[[], UpdateSchema]) -> Iterable[pa.Table]:
     """``parts`` after the columns of the first one that the table lacks were added (nullable), each filled with
     nulls for the table's nullable columns it lacks; rows the merged table would refuse add no column (checked
     before the schema change is published)."""
@@ -55,7 +55,7 @@ def write_and_commit(
     if schema_mode is not None:
         if schema_mode != "merge":
             raise InvalidOptionError(f"schema_mode must be 'merge' or None, got {schema_mode!r}")
-        parts = _merged(parts, update_schema)
+        parts = merge_schema_first(parts, update_schema)
     writer = target.new_writer()
     with writer:  # an error here deletes what the writer wrote
         for part in parts:

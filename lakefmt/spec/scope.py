@@ -21,10 +21,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakefmt.errors import InvalidPartitionError, InvalidPredicateError
+from lakefmt.spec.filters import referenced_columns
 from lakefmt.spec.predicate import bind_predicate, columns, parse_predicate
 from lakefmt.spec.schema import TableSchema
 
-__all__ = ["OverwriteScope", "ScopeKind"]
+__all__ = ["OverwriteScope", "ScopeKind", "names_data_columns"]
 
 ScopeKind = Literal["table", "partition", "where", "dynamic"]
 _INDEX = "__lakefmt_row__"
@@ -192,11 +193,27 @@ def _bind_where(where: str | pc.Expression, schema: TableSchema) -> tuple[str, p
     if others:
         raise InvalidPredicateError(
             f"{where!r} refers to {', '.join(others)}, which {'is' if len(others) == 1 else 'are'} not a partition "
-            f"column (partition columns: {', '.join(keys) or 'none, the table is not partitioned'}); an overwrite "
-            "replaces whole files by their partition, and replacing the rows that match a data column needs "
-            "row-level deletes, which lakefmt does not have yet"
+            f"column (partition columns: {', '.join(keys) or 'none, the table is not partitioned'}); a committer's "
+            "overwrite replaces whole files by their partition. To replace the rows that match a data column "
+            "(row-level deletes and the new rows in one commit), use Table.overwrite(data, where=...) or "
+            "write_table(..., mode='overwrite', predicate=...)"
         )
     return where, bind_predicate(pred, schema.partition_schema, where)
+
+
+def names_data_columns(where: str | pc.Expression, schema: TableSchema) -> bool:
+    """Whether an overwrite's ``where`` (SQL text or a pyarrow expression) refers to a column that is not a partition
+    key: then it selects rows, not partitions (:meth:`lakefmt.Table.overwrite` replaces them by a row-level delete).
+    Text naming an unknown column is an :class:`InvalidPredicateError`."""
+    keys = set(schema.partition_keys)
+    if isinstance(where, pc.Expression):
+        return any(c not in keys for c in referenced_columns(where, schema.arrow_schema))
+    if not isinstance(where, str):
+        raise TypeError(f"where must be a string or a pyarrow expression, got {type(where).__name__}")
+    if not where.strip():
+        return False
+    pred = parse_predicate(where)
+    return any(_resolve_name(c, schema, where) not in keys for c in columns(pred))
 
 
 def _resolve_name(name: str, schema: TableSchema, text: str) -> str:

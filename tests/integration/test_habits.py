@@ -65,7 +65,8 @@ def test_write_table_on_a_key_table_upserts(tmp_path: Any) -> None:
 def test_write_table_refuses_bad_modes_and_other_tables(tmp_path: Any) -> None:
     uri = str(tmp_path / "t")
     data = pa.table({"id": [1], "dt": ["a"]})
-    with pytest.raises(InvalidOptionError, match="mode must be one of 'append', 'overwrite', got 'upsert'"):
+    with pytest.raises(InvalidOptionError,
+                       match="mode must be one of 'append', 'overwrite', 'error', 'ignore', got 'upsert'"):
         lakefmt.write_table(uri, data, mode="upsert")  # type: ignore[arg-type]
     with pytest.raises(lakefmt.NotATableError):
         lakefmt.open_table(uri)  # a refused write creates nothing

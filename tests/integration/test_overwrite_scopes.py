@@ -53,8 +53,12 @@ def test_where_replaces_exactly_the_matching_partitions(table: lakefmt.Table) ->
 
 def test_a_predicate_on_a_data_column_is_refused_and_nothing_is_written(table: lakefmt.Table) -> None:
     before = file_listing(table.io)
+    # a committer's scope replaces whole files: it refuses a data column (Table.overwrite replaces those rows
+    # instead: tests/integration/test_replace_where.py)
     with pytest.raises(InvalidPredicateError, match="'id > 3' refers to id, which is not a partition column"):
-        table.overwrite(rows([9], "2026-11-01"), where="id > 3")
+        table.overwrite_scope(where="id > 3")
+    with pytest.raises(InvalidPartitionError, match="not true"):  # row 2 does not satisfy id > 3
+        table.overwrite(rows([2], "2026-11-01"), where="id > 3")
     with pytest.raises(InvalidPredicateError, match="expected a value"):
         table.overwrite(rows([9], "2026-11-01"), where="dt =")
     assert file_listing(table.io) == before
