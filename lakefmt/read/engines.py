@@ -48,7 +48,7 @@ from lakefmt.io import FileIO
 from lakefmt.meta import entries as ents
 from lakefmt.read import polars_vectors
 from lakefmt.read.bounds import SchemaLookup, column_bounds
-from lakefmt.read.masks import Vector, check_positions, deleted_positions
+from lakefmt.read.masks import Vector, check_vectors, deleted_positions
 from lakefmt.read.plan import prune_entries
 from lakefmt.spec import Snapshot, TableSchema
 from lakefmt.spec.filters import has_float, has_nan_literal
@@ -178,8 +178,12 @@ def _may_hold_nan(scan: Scan, entries: pa.Table) -> bool:
 # -- the Arrow PyCapsule stream ----------------------------------------------------------------------------------
 def arrow_stream(scan: Scan, requested_schema: object | None = None) -> object:
     """An ``ArrowArrayStream`` PyCapsule of the scan's rows (``__arrow_c_stream__``): filtered and projected as
-    :meth:`Scan.to_arrow`, read lazily batch by batch as the consumer pulls."""
+    :meth:`Scan.to_arrow`, read lazily as the consumer pulls; the vectors checked first (a damaged one is lakefmt's
+    error here, where once pulled it would cross the C interface as ``ArrowInvalid``, keeping only the message)."""
     schema = output_schema(scan)
+    if scan.feed_rows() is None:  # (rows from the change feed are read already)
+        with scan._reading():  # a vector file gone with an expired snapshot is named so
+            check_vectors(scan._io, scan.vectors(), ents.paths(scan.entries()))
 
     def batches() -> Iterator[pa.RecordBatch]:
         for batch in scan.to_batches():
@@ -253,13 +257,13 @@ def _duckdb_masked(con: Any, scan: Scan, paths: list[str], vectors: dict[str, Ve
     if _ROW in folded or "file_index" in folded:  # DuckDB's virtual columns: a table's own would shadow them
         return None
     entries = scan.entries()
-    one_key = int(pc.max(entries.column(ents.ROW_COUNT)).as_py() or 0) < _ONE_KEY_ROWS
+    counts = entries.column(ents.ROW_COUNT).to_pylist()
+    one_key = max(counts, default=0) < _ONE_KEY_ROWS
     files, positions = [], []
-    for i, rel in enumerate(ents.paths(entries)):
-        vector = vectors.get(rel)
-        if vector is None:
-            continue
-        deleted = deleted_positions(scan._io, vector)
+    for i, (rel, full, count) in enumerate(zip(ents.paths(entries), paths, counts, strict=True)):
+        if (vector := vectors.get(rel)) is None:
+            continue  # a position is checked below the file's rows by its entry and footer (one key: not the next's)
+        deleted = deleted_positions(scan._io, vector, polars_vectors.footer_rows(full, rel, count))
         files.append(np.full(len(deleted), i, dtype=np.uint64))
         positions.append(deleted)
     file_of = np.concatenate(files) if files else np.zeros(0, np.uint64)
@@ -430,8 +434,7 @@ def _polars_masked(
                 lazies.append(pl.scan_parquet(plain, hive_partitioning=False, glob=False).select(read))
                 masks.append(None)
                 plain = []
-            deleted = deleted_positions(scan._io, vector)
-            check_positions(deleted, count, rel)
+            deleted = deleted_positions(scan._io, vector, count)
             keep = np.ones(count, dtype=bool)
             keep[deleted] = False
             lazies.append(pl.scan_parquet(full, hive_partitioning=False, glob=False).select(read))

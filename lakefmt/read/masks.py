@@ -27,6 +27,7 @@ __all__ = [
     "Vector",
     "apply_vector",
     "check_positions",
+    "check_vectors",
     "deleted_count",
     "deleted_positions",
     "keep_bitmap",
@@ -41,12 +42,17 @@ __all__ = [
 @dataclass(frozen=True, slots=True)
 class Vector:
     """Where the deletion vector of one data file is: its Puffin file (relative to the root), the blob's offset
-    and length, and how many rows it deletes. Small and picklable: an engine's read task carries it."""
+    and length, and how many rows it deletes; the data file it belongs to (its blob's ``referenced-data-file``) and
+    that file's rows by its manifest entry, which every position it deletes must be below
+    (:func:`deleted_positions` checks; None where the entry is not at hand, as in the change feed, whose readers
+    check the positions against the file's own rows). Small and picklable: an engine's read task carries it."""
 
     file: str
     offset: int
     length: int
     cardinality: int
+    data_file: str = ""
+    rows: int | None = None
 
 
 _CACHE_BYTES = 64 << 20
@@ -79,14 +85,19 @@ def load_vectors(
 ) -> dict[str, Vector]:
     """The vectors the deletion-vector files of ``vector_entries`` hold, by data-file path (only those of ``only``
     when given, or of the data files ``data``, whose entries then also check that each vector is in the file of
-    its data file's partition and bucket). Each file is read once (in parallel on object stores); a data file
-    with two live vectors, or a partition and bucket with two live deletion-vector files, is corrupt metadata."""
+    its data file's partition and bucket, and give each vector its data file's row count, against which
+    :func:`deleted_positions` checks every position). A vector of a file that is not among ``data`` is left out:
+    no read of those files applies it, and a write that rewrites a bucket's vectors drops it. Each file is read
+    once (in parallel on object stores); a data file with two live vectors, or a partition and bucket with two
+    live deletion-vector files, is corrupt metadata."""
     if vector_entries.num_rows == 0:
         return {}
     ents.check_data_paths(vector_entries, "a deletion-vector entry")
     files = ents.paths(vector_entries)
     homes = _homes(vector_entries)
     data_homes = None if data is None else dict(zip(ents.paths(data), _homes(data), strict=True))
+    counts = None if data is None else data.column(ents.ROW_COUNT).to_pylist()
+    data_rows = None if counts is None else dict(zip(ents.paths(data), counts, strict=True))
     wanted = set(data_homes) if data_homes is not None else None if only is None else set(only)
     if data_homes is not None:  # the files of the data files' partitions and buckets: one each at most
         places = set(data_homes.values())
@@ -120,7 +131,8 @@ def load_vectors(
                     f"deletion-vector file {rel} holds a vector of data file {path}, which is in another partition "
                     "or bucket"
                 )
-            out[path] = Vector(rel, blob.offset, blob.length, blob.cardinality)
+            rows = None if data_rows is None else data_rows[path]
+            out[path] = Vector(rel, blob.offset, blob.length, blob.cardinality, path, rows)
     return out
 
 
@@ -129,8 +141,12 @@ def vectors_of(io: FileIO, entries: pa.Table, data_paths: Iterable[str] | None =
     return load_vectors(io, ents.vector_files(entries), data_paths)
 
 
-def deleted_positions(io: FileIO, vector: Vector) -> np.ndarray:
-    """The sorted positions (int64) a vector deletes; its cardinality is checked against the file's."""
+def deleted_positions(io: FileIO, vector: Vector, rows: int | None = None) -> np.ndarray:
+    """The sorted positions (int64) a vector deletes: its cardinality checked against its footer's, and every
+    position against its data file's rows (:func:`check_positions`), both the manifest's (``vector.rows``) and
+    ``rows`` (the rows the caller read of the file) when known. Every read and write decodes a vector here, so a
+    position at or past its file's rows (which would delete nothing, or on a reader that numbers rows across
+    files, a row of another file) is refused before anything is read or written by it."""
     data = _read(io, vector.file)
     if vector.offset < 0 or vector.offset + vector.length > len(data):
         raise CorruptMetadataError(f"deletion vector at {vector.offset} of {vector.file} is outside the file")
@@ -143,16 +159,30 @@ def deleted_positions(io: FileIO, vector: Vector) -> np.ndarray:
             f"deletion vector at {vector.offset} of {vector.file} holds {len(positions)} positions, its footer says "
             f"{vector.cardinality}"
         )
+    what = vector.data_file or f"the data file of the vector at {vector.offset}"
+    for limit in (vector.rows, rows):
+        if limit is not None:
+            check_positions(positions, limit, what, source=vector.file)
     return positions
 
 
-def check_positions(positions: np.ndarray, num_rows: int, what: str) -> None:
+def check_positions(positions: np.ndarray, num_rows: int, what: str, *, source: str | None = None) -> None:
     """A vector's sorted ``positions`` must all be rows of its file (``num_rows``): :class:`CorruptMetadataError`
-    naming ``what`` (the data file) otherwise."""
+    naming ``what`` (the data file) and ``source`` (the vector's Puffin file, when known) otherwise."""
     if len(positions) and int(positions[-1]) >= num_rows:
+        where = f" (in {source})" if source else ""
         raise CorruptMetadataError(
-            f"the deletion vector of {what} deletes row {int(positions[-1])}, but the file holds {num_rows} rows"
+            f"the deletion vector of {what}{where} deletes row {int(positions[-1])}, but the file holds {num_rows} "
+            "rows"
         )
+
+
+def check_vectors(io: FileIO, vectors: Mapping[str, Vector], paths: Iterable[str]) -> None:
+    """Decode and check the vector of each of the data files ``paths`` that has one (:func:`deleted_positions`)."""
+    for path in paths:
+        vector = vectors.get(path)
+        if vector is not None:
+            deleted_positions(io, vector)
 
 
 def keep_bitmap(num_rows: int, positions: np.ndarray) -> pa.BooleanArray:
@@ -172,12 +202,16 @@ def keep_mask(num_rows: int, positions: np.ndarray, what: str) -> pa.BooleanArra
 
 
 def apply_vector(io: FileIO, table: pa.Table, vector: Vector | None, what: str) -> pa.Table:
-    """The rows of ``table`` (every row of one data file, in file order) that ``vector`` leaves live."""
+    """The rows of ``table`` (every row of data file ``what``, in file order) that ``vector`` leaves live: each
+    position checked against the rows read (:func:`deleted_positions`), and the vector against the file it
+    belongs to."""
     if vector is None:
         return table
-    positions = deleted_positions(io, vector)
-    check_positions(positions, table.num_rows, what)
-    return keep_rows(table, positions)
+    if vector.data_file and vector.data_file != what:
+        raise CorruptMetadataError(
+            f"the deletion vector of {vector.data_file} (in {vector.file}) was given for data file {what}"
+        )
+    return keep_rows(table, deleted_positions(io, vector, table.num_rows))
 
 
 def deleted_count(io: FileIO, vectors: Mapping[str, Vector], paths: Iterable[str], rows: Iterable[int]) -> int:
@@ -188,9 +222,7 @@ def deleted_count(io: FileIO, vectors: Mapping[str, Vector], paths: Iterable[str
     for path, num_rows in zip(paths, rows, strict=True):
         vector = vectors.get(path)
         if vector is not None:
-            positions = deleted_positions(io, vector)
-            check_positions(positions, num_rows, path)
-            total += len(positions)
+            total += len(deleted_positions(io, vector, num_rows))
     return total
 
 
@@ -209,9 +241,7 @@ def mask_whole(io: FileIO, table: pa.Table, entries: pa.Table, vectors: Mapping[
     for path, count in zip(ents.paths(entries), counts.tolist(), strict=True):
         vector = vectors.get(path)
         if vector is not None:
-            positions = deleted_positions(io, vector)
-            check_positions(positions, count, path)
-            deleted.append(positions + offset)
+            deleted.append(deleted_positions(io, vector, count) + offset)
         offset += count
     return keep_rows(table, np.concatenate(deleted)) if deleted else table
 

@@ -29,7 +29,7 @@ from lakefmt.errors import CorruptMetadataError
 from lakefmt.io import FileIO
 from lakefmt.read.masks import Vector, deleted_positions, keep_mask
 
-__all__ = ["masked_scan", "reader_masks"]
+__all__ = ["footer_rows", "masked_scan", "reader_masks"]
 
 #: the kind of deletion files whose callback returns selection vectors
 _KIND = "delta-deletion-vector"
@@ -37,6 +37,16 @@ _KIND = "delta-deletion-vector"
 
 #: data files' row counts from their footers, by (path, size, modification time): a file replaced is read again
 _ROWS: BoundedCache[tuple[str, int, int], int] = BoundedCache(4096)
+
+
+def footer_rows(full: str, rel: str, count: int) -> int:
+    """The rows the local data file ``full`` holds by its Parquet footer, which must be ``count``, the rows its
+    manifest entry says: :class:`CorruptMetadataError` naming ``rel`` otherwise (:func:`_row_count`). A reader that
+    numbers a file's rows itself checks a vector's positions against them."""
+    rows = _row_count(full, rel)
+    if rows != count:
+        raise CorruptMetadataError(f"data file {rel} holds {rows} rows, its manifest entry says {count}")
+    return rows
 
 
 def _row_count(full: str, rel: str) -> int:
@@ -89,9 +99,7 @@ def masked_scan(
         if rel in vectors
     }
     for full, (rel, count, _) in masked.items():
-        rows = _row_count(full, rel)
-        if rows != count:
-            raise CorruptMetadataError(f"data file {rel} holds {rows} rows, its manifest entry says {count}")
+        footer_rows(full, rel, count)
     planned = set(paths)
 
     def selection(requested: Any) -> Any:
@@ -109,7 +117,7 @@ def masked_scan(
             missing.append(found is None)
             if found is not None:
                 rel, count, vector = found
-                keeps.append(keep_mask(count, deleted_positions(io, vector), rel))
+                keeps.append(keep_mask(count, deleted_positions(io, vector, count), rel))
                 offsets.append(offsets[-1] + count)
             else:
                 offsets.append(offsets[-1])

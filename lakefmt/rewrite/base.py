@@ -158,17 +158,19 @@ def read_checked(
 
 
 def _positions(target: RewriteTarget, vector: Vector, path: str, rows: int, what: str) -> np.ndarray:
-    """The positions ``vector`` deletes in data file ``path`` (of ``rows`` rows), checked."""
+    """The positions ``vector`` deletes in data file ``path`` (of ``rows`` rows by its entry), checked
+    (:func:`lakefmt.read.masks.deleted_positions`)."""
+    if vector.data_file and vector.data_file != path:
+        raise CorruptMetadataError(
+            f"the deletion vector of {vector.data_file} (in {vector.file}) was handed to the {what} as the vector of "
+            f"{path}; nothing was {_past(what)}"
+        )
     try:
-        out = deleted_positions(target.io, vector)
+        return deleted_positions(target.io, vector, rows)
     except OSError as exc:  # the vector's file is missing (or unreadable)
         raise _vector_missing(target, vector.file, what) from exc
-    if len(out) and int(out[-1]) >= rows:
-        raise CorruptMetadataError(
-            f"the deletion vector of {path} (in {vector.file}) deletes row {int(out[-1])}, but the file holds "
-            f"{rows} rows; nothing was {_past(what)}"
-        )
-    return out
+    except CorruptMetadataError as exc:
+        raise CorruptMetadataError(f"{exc}; nothing was {_past(what)}") from exc
 
 
 def _mask(batch: pa.RecordBatch, positions: np.ndarray, start: int) -> pa.RecordBatch:
@@ -182,16 +184,17 @@ def _mask(batch: pa.RecordBatch, positions: np.ndarray, start: int) -> pa.Record
 
 
 def load_group_vectors(
-    target: RewriteTarget, vector_entries: pa.Table | None, paths: Sequence[str] | None, what: str
+    target: RewriteTarget, vector_entries: pa.Table | None, data: pa.Table, what: str
 ) -> dict[str, Vector]:
-    """The vectors of the data files ``paths`` held by the deletion-vector files of ``vector_entries`` (planned on
-    an earlier snapshot): a file missing from storage is :class:`RewriteConflictError` when the latest snapshot no
-    longer holds it (replaced by a concurrent commit, then deleted by an expiration), else
+    """The vectors of the data files of ``data`` (their entries: each vector's positions are checked against its
+    file's rows when decoded) held by the deletion-vector files of ``vector_entries`` (planned on an earlier
+    snapshot): a file missing from storage is :class:`RewriteConflictError` when the latest snapshot no longer
+    holds it (replaced by a concurrent commit, then deleted by an expiration), else
     :class:`CorruptMetadataError`."""
     if vector_entries is None or vector_entries.num_rows == 0:
         return {}
     try:
-        return load_vectors(target.io, vector_entries, paths)
+        return load_vectors(target.io, vector_entries, data=data)
     except OSError as exc:
         missing = [p for p in ents.paths(vector_entries) if not _exists(target.io, p)]
         if not missing:

@@ -120,7 +120,7 @@ def _rows(table: RewriteTarget, group: CompactionGroup, schema: TableSchema) -> 
     """The live rows of a group's files (their deletion vectors applied), each file's counted against its entry: a
     COMPACT snapshot must not change what the metadata says the table holds (the writer taking them deletes what
     it wrote on that error)."""
-    vectors = load_group_vectors(table, group.vectors, group.paths, "compaction")
+    vectors = load_group_vectors(table, group.vectors, group.entries, "compaction")
     return (batch for _, batch in read_checked(table, group.entries, schema, what="compaction", vectors=vectors))
 
 

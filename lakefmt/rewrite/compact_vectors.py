@@ -69,10 +69,13 @@ def replace_vectors(
             for i, path in enumerate(ents.paths(g.vectors)):
                 here.setdefault(path, g.vectors.slice(i, 1))
     keep: dict[BucketKey, list[tuple[str, pa.Array]]] = {}
+    live = _live_data(table, {key for key, files in old.items() if files}, schema)
+    homes = bucket_of_entries(live)
     for key, files in old.items():
         if not files:
             continue
-        vectors = load_group_vectors(table, ents.concat_entries(list(files.values())), None, "compaction")
+        data = live.filter(pa.array([h == key for h in homes], pa.bool_()))
+        vectors = load_group_vectors(table, ents.concat_entries(list(files.values())), data, "compaction")
         kept = sorted((p, v) for p, v in vectors.items() if p not in rewritten[key])
         if kept:
             keep[key] = [(p, pa.array(deleted_positions(table.io, v), pa.int64())) for p, v in kept]
@@ -81,6 +84,22 @@ def replace_vectors(
     old_entries = ents.concat_entries(removed) if removed else ents.empty_entries_for(schema)
     message = _write(table, schema, keep, partitions) if keep else None
     return old_entries, message, expected
+
+
+def _live_data(table: RewriteTarget, keys: set[BucketKey], schema: TableSchema) -> pa.Table:
+    """The entries of the live data files of the partitions and buckets ``keys`` in the latest snapshot: the
+    files whose vectors a compaction may keep, each vector's positions checked against its file's rows there. A
+    vector of a file no longer live is left out (the commit checks that the bucket's deletion-vector file is the
+    one planned, so a file removed meanwhile was removed with its rows)."""
+    latest = table.latest_snapshot()
+    if latest is None or not keys:
+        return ents.empty_entries_for(schema)
+    wanted = {key[0] for key in keys}
+    metas = [m for m in table.store.snapshot_manifests(latest) if any(may_hold(m, dict(p)) for p in wanted)]
+    if not metas:
+        return ents.empty_entries_for(schema)
+    live = ents.data_files(ents.live_entries(table.store, latest, metas))
+    return live.filter(pa.array([h in keys for h in bucket_of_entries(live)], pa.bool_()))
 
 
 def _write(
