@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import re
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -103,7 +104,11 @@ def _holds_nan(array: pa.Array) -> bool:
     return False
 
 
-_POSITIONAL = "a field reference by position (pc.field(0))"
+def _positional(filter: pc.Expression) -> str:
+    """The references by position in ``filter``, as written (``pc.field(1)``)."""
+    found = dict.fromkeys(re.findall(r"FieldPath\(([0-9 ,]+)\)", show(filter)))
+    written = ", ".join(f"pc.field({p})" for p in found) or "pc.field(0)"
+    return f"a field reference by position ({written})"
 
 
 #: the last filters analyzed, by identity (an expression is unhashable; the entry holds it, so its id stays its own)
@@ -130,7 +135,7 @@ def _analyze(filter: pc.Expression) -> FilterInfo:
     except pa.ArrowNotImplementedError as exc:
         if "field_ref" in str(exc):
             raise UnsupportedFilterError(
-                f"the filter {show(filter)} holds {_POSITIONAL}, whose column depends on which columns a reader "
+                f"the filter {show(filter)} holds {_positional(filter)}, whose column depends on which columns a reader "
                 "reads: name the column instead, as pc.field('amount'), or pc.field('s', 'x') inside a struct"
             ) from None
         raise
@@ -201,7 +206,8 @@ def show(filter: pc.Expression) -> str:
 def check_filter(filter: Any, schema: pa.Schema, what: str = "filter") -> pc.Expression:
     """``filter`` as a checked pyarrow expression over ``schema``, before anything is read: the one helper every
     API that takes a filter calls. ``filter`` is SQL predicate text (``"id > 3 AND dt = '2026-11-01'"``: the
-    grammar of :mod:`lakefmt.spec.predicate`, bound by :func:`lakefmt.spec.sql_filter.bind_text`) or a
+    language of :mod:`lakefmt.spec.predicate`, whose rules ``docs/filters.md`` writes, bound by
+    :func:`lakefmt.spec.sql_filter.bind_text`) or a
     ``pyarrow.compute.Expression`` (``TypeError`` for anything else) over named columns
     (:class:`~lakefmt.errors.UnsupportedFilterError` for a positional reference) that evaluates to a boolean over
     the table's columns (:class:`~lakefmt.errors.InvalidPredicateError` naming a syntax error, a missing column, a

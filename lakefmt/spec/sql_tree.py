@@ -135,9 +135,8 @@ def _parse_error(text: str, exc: Any) -> str:
     errs = getattr(exc, "errors", None) or [{}]
     e = errs[0]
     what = str(e.get("description") or exc).split(". Line")[0]
-    missing = re.match(r"Required keyword: '(\w+)' missing for .*\.(\w+)'>", what)
-    if missing:
-        what = f"an incomplete {missing.group(2).upper()}: expected a value"
+    if what.startswith("Required keyword"):
+        what = "expected a value"
     elif what.startswith("Invalid expression / Unexpected token"):
         what = "expected AND, OR or the end"
     line, col, found = e.get("line"), e.get("col"), e.get("highlight") or ""
@@ -293,6 +292,8 @@ class _Converter:
             return Lit(datetime.datetime.now(datetime.UTC).date(), "date")
         if isinstance(node, exp.TsOrDsAdd | exp.DateAdd | exp.DateSub):
             return self.date_add(node)
+        if isinstance(node, exp.Func):
+            raise self.fail(f"{node.sql(dialect='spark')}: functions are not supported, except {_FUNCTIONS}")
         raise self.fail(
             f"{node.sql(dialect='spark')} is not supported (SQL text takes columns, literals, comparisons, "
             f"[NOT] IN, [NOT] BETWEEN, [NOT] LIKE, IS [NOT] NULL, AND, OR, NOT, arithmetic and {_FUNCTIONS})"
