@@ -9,8 +9,18 @@ Exit codes: 0 success, 1 failure, 2 bad usage. Either way the error is one line 
 
 from __future__ import annotations
 
+from typing import Any
+
 from lakefmt.cli.commands import build_parser, main
-from lakefmt.cli.storage import _s3_defaults as _s3_defaults
-from lakefmt.cli.storage import _storage_options as _storage_options
 
 __all__ = ["build_parser", "main"]
+
+
+def __getattr__(name: str) -> Any:
+    """``_s3_defaults`` and ``_storage_options`` of :mod:`lakefmt.cli.storage`, imported on first use (it imports
+    the storage layer, which ``lakefmt --help`` does not need)."""
+    if name in ("_s3_defaults", "_storage_options"):
+        from lakefmt.cli import storage
+
+        return getattr(storage, name)
+    raise AttributeError(f"module 'lakefmt.cli' has no attribute {name!r}")

@@ -6,6 +6,7 @@ it, the command functions (thin, over the public API) and :func:`main`, which ch
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -13,40 +14,6 @@ from dataclasses import dataclass
 from typing import Any, NoReturn
 
 import lakefmt
-from lakefmt.cli.changes import cmd_changes, start_id
-from lakefmt.cli.compact import cmd_compact, parse_partition, parse_sort_by, parse_target_size
-from lakefmt.cli.inspect import cmd_describe, cmd_files, cmd_history, cmd_snapshots
-from lakefmt.cli.maintain import (
-    cmd_consumers,
-    cmd_expire,
-    cmd_orphan_clean,
-    consumer_id,
-    duration,
-    positive,
-    positive_duration,
-    snapshot_id,
-)
-from lakefmt.cli.output import _failure, _one_line
-from lakefmt.cli.schema import cmd_schema, cmd_upgrade
-from lakefmt.cli.storage import (
-    _check_options,
-    _check_uri,
-    _env_storage_options,
-    _s3_defaults,
-    _s3fs_missing,
-    _s3fs_retries,
-    _scheme,
-    _storage_options,
-    _UsageError,
-)
-from lakefmt.cli.versions import (
-    cmd_restore,
-    cmd_tag_create,
-    cmd_tag_delete,
-    cmd_tag_list,
-    parse_instant,
-    parse_tag_name,
-)
 from lakefmt.errors import LakefmtError
 from lakefmt.options import (
     DEFAULT_ORPHAN_OLDER_THAN,
@@ -55,6 +22,33 @@ from lakefmt.options import (
 )
 
 __all__ = ["build_parser", "main"]
+
+
+def _lazy(target: str) -> Callable[..., Any]:
+    """The function ``module:name``, imported when first called: building the parser (``lakefmt --help``) imports
+    none of the command modules, which import readers, writers and storage clients."""
+    module, name = target.split(":")
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return getattr(importlib.import_module(f"lakefmt.cli.{module}"), name)(*args, **kwargs)
+
+    call.__name__ = call.__qualname__ = name  # argparse names a type by it: "invalid positive value: 'x'"
+    return call
+
+
+cmd_changes, start_id = _lazy("changes:cmd_changes"), _lazy("changes:start_id")
+cmd_compact, parse_partition = _lazy("compact:cmd_compact"), _lazy("compact:parse_partition")
+parse_sort_by, parse_target_size = _lazy("compact:parse_sort_by"), _lazy("compact:parse_target_size")
+cmd_describe, cmd_files = _lazy("inspect:cmd_describe"), _lazy("inspect:cmd_files")
+cmd_history, cmd_snapshots = _lazy("inspect:cmd_history"), _lazy("inspect:cmd_snapshots")
+cmd_consumers, cmd_expire = _lazy("maintain:cmd_consumers"), _lazy("maintain:cmd_expire")
+cmd_orphan_clean, consumer_id = _lazy("maintain:cmd_orphan_clean"), _lazy("maintain:consumer_id")
+duration, positive = _lazy("maintain:duration"), _lazy("maintain:positive")
+positive_duration, snapshot_id = _lazy("maintain:positive_duration"), _lazy("maintain:snapshot_id")
+cmd_schema, cmd_upgrade = _lazy("schema:cmd_schema"), _lazy("schema:cmd_upgrade")
+cmd_restore, cmd_tag_create = _lazy("versions:cmd_restore"), _lazy("versions:cmd_tag_create")
+cmd_tag_delete, cmd_tag_list = _lazy("versions:cmd_tag_delete"), _lazy("versions:cmd_tag_list")
+parse_instant, parse_tag_name = _lazy("versions:parse_instant"), _lazy("versions:parse_tag_name")
 
 EPILOG = """\
 examples:
@@ -460,6 +454,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         return usage_error("--dry-run goes with --delete ID (listing deletes nothing)")
     if args.command == "restore" and sum(v is not None for v in (args.snapshot, args.tag, args.as_of)) != 1:
         return usage_error("name the version to restore with one of --snapshot N, --tag NAME or --as-of TIME")
+    from lakefmt.cli.output import _failure, _one_line
+    from lakefmt.cli.storage import (
+        _check_options,
+        _check_uri,
+        _env_storage_options,
+        _s3_defaults,
+        _s3fs_missing,
+        _s3fs_retries,
+        _scheme,
+        _storage_options,
+        _UsageError,
+    )
+
     try:
         _check_uri(args.uri)
         options = {**_env_storage_options(args.uri), **_storage_options(args.storage_option)}
