@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
+from lakefmt.aliases import either
 from lakefmt.errors import InvalidOptionError, NotATableError, TableAlreadyExistsError
 from lakefmt.table import Table, create_table, open_table
 from lakefmt.write.source import as_arrow, differences, schema_of
@@ -27,6 +28,7 @@ def write_table(
     storage_options: Mapping[str, Any] | None = None,
     options: Mapping[str, str] | None = None,
     predicate: str | None = None,
+    primary_keys: Sequence[str] | None = None,
 ) -> Table:
     """Write ``data`` (a pyarrow Table, RecordBatch or RecordBatchReader, a pandas or Polars DataFrame, anything with
     ``__arrow_c_stream__``, or an iterable of record batches) to the table at ``uri`` in one snapshot, and return
@@ -46,7 +48,8 @@ def write_table(
     and returns the table as it is. Any other mode is an :class:`InvalidOptionError`, as is ``predicate`` with a
     mode other than ``overwrite``. ``schema_mode="merge"`` adds the data's new columns to the table first; without
     it a column the table lacks is refused. Either way the table's nullable columns the data lacks are written as
-    nulls."""
+    nulls. ``primary_keys`` (pypaimon's spelling) is ``primary_key``."""
+    primary_key = either("primary_key", primary_key, "primary_keys", primary_keys)
     if mode not in MODES:
         raise InvalidOptionError(f"mode must be one of {', '.join(repr(m) for m in MODES)}, got {mode!r}")
     if schema_mode not in (None, "merge"):

@@ -9,6 +9,8 @@ from typing import Any, Literal
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakefmt import aliases
+from lakefmt.aliases import either
 from lakefmt.commit.committer import Committer
 from lakefmt.commit.schema_change import UpdateSchema
 from lakefmt.errors import TableAlreadyExistsError
@@ -25,7 +27,7 @@ from lakefmt.options import DEFAULT_ORPHAN_OLDER_THAN, Duration, duration_ms  # 
 from lakefmt.read.changes import table_changes
 from lakefmt.read.files import read_planned
 from lakefmt.read.inspect import InspectTable
-from lakefmt.read.scan import FileTask, Scan, check_snapshot_id, split_scan_kwargs
+from lakefmt.read.scan import FileTask, Scan, check_snapshot_id
 from lakefmt.rewrite.append import write_and_commit
 from lakefmt.rewrite.base import RewriteTarget
 from lakefmt.rewrite.compact import compact
@@ -58,13 +60,15 @@ def create_table(
     *,
     primary_key: Sequence[str] | None = None,
     exist_ok: bool = False,
+    primary_keys: Sequence[str] | None = None,
 ) -> Table:
     """Create an empty table at ``uri`` (a path, ``file://``, ``s3://``, ``memory://`` or any fsspec URL).
     ``schema``: a ``pyarrow.Schema``, or data that has one (a pyarrow Table, RecordBatch or RecordBatchReader, a
     pandas or Polars DataFrame, anything with ``__arrow_c_stream__`` or ``__arrow_c_schema__``): only its schema is
     taken, its rows are not written (:func:`lakefmt.write_table` writes them too). ``primary_key`` makes a key
     table (format version 3: :meth:`Table.upsert`, :meth:`Table.delete_keys`; options ``bucket``,
-    ``sequence.field``): its columns become non-null and must include the partition keys.
+    ``sequence.field``): its columns become non-null and must include the partition keys (``primary_keys``,
+    pypaimon's spelling, is the same keyword).
 
     ``exist_ok=True`` (pyiceberg's ``create_table_if_not_exists``): if a table already exists at ``uri``, return
     it, provided it is the table asked for: the same columns (names, order, types, nullability, as this call would
@@ -76,6 +80,7 @@ def create_table(
     must own its folder). The schema, its types and ``options`` are checked before anything is written
     (:func:`lakefmt.meta.location.first_schema`).
     """
+    primary_key = either("primary_key", primary_key, "primary_keys", primary_keys)
     asked = first_schema(schema_of(schema), partition_by, options, primary_key)
     try:
         store = create_store(uri, asked, storage_options)
@@ -246,7 +251,8 @@ class Table(TableVersions):
         scope = {"partition": partition or None, "where": where, "dynamic": dynamic}
         return self._write_and_commit(data, scope, schema_mode)
 
-    def delete(self, filter: str | pc.Expression) -> Snapshot | None:
+    def delete(self, filter: str | pc.Expression | None = None, *, predicate: str | pc.Expression | None = None
+               ) -> Snapshot | None:
         """Delete the rows where ``filter`` is true, in one snapshot of kind OVERWRITE with the property
         ``lakefmt.operation=delete``; returns it, or None when no row matched. ``filter`` is SQL predicate text
         (``t.delete("id > 3 AND dt = '2026-11-01'")``) or a pyarrow expression, as in :meth:`scan`.
@@ -259,16 +265,19 @@ class Table(TableVersions):
         On a key table, or with ``write.delete.mode=merge-on-read``, rows are marked in deletion vectors instead.
         A filter that is neither text nor an expression is a ``TypeError``; text that does not parse, or a filter
         on a missing column or comparing a column with a value of another type, an :class:`InvalidPredicateError`.
-        See :mod:`lakefmt.rewrite.delete`."""
+        ``predicate`` (deltalake's name) is the same as ``filter``. See :mod:`lakefmt.rewrite.delete`."""
+        filter = aliases.required("filter", filter, "predicate", predicate, what="delete")
         if self.table_schema().deletion_vectors:
             return delete_marking(self, filter)
         return delete_rows(self, filter)
 
-    def upsert(self, data: Any) -> Snapshot | None:
+    def upsert(self, data: Any, *, join_cols: Sequence[str] | None = None) -> Snapshot | None:
         """Insert or replace rows by primary key on a key table, in one snapshot: see :func:`lakefmt.rewrite.upsert
         .upsert` (the last row of a key wins, or the largest ``sequence.field``; under the option ``merge-engine``
         ``partial-update``, ``aggregation`` or ``first-row`` the rows combine instead). ``append`` on a key table
-        does the same."""
+        does the same. ``join_cols`` (pyiceberg's keyword) may name the primary key's columns (in any order); other
+        columns are a :class:`KeyTableError` (a key table upserts by its key; :meth:`merge` joins on any columns)."""
+        aliases.check_join_cols(join_cols, self.table_schema())
         return upsert(self, data)
 
     def merge(self, source: Any, predicate: str, *, source_alias: str | None = None, target_alias: str | None = None
@@ -325,6 +334,9 @@ class Table(TableVersions):
         from_snapshot: int | None = None,
         to_snapshot: int | None = None,
         tag: str | None = None,
+        row_filter: str | pc.Expression | None = None,
+        filters: Any = None,
+        selected_fields: Sequence[str] | None = None,
     ) -> Scan:
         """Plan a read: the latest snapshot, one by id or timestamp (``as_of``), one by tag (``tag``: it reads
         after its snapshot expired), or what snapshots ``from_snapshot+1 .. to_snapshot`` added. Then
@@ -333,7 +345,10 @@ class Table(TableVersions):
 
         ``as_of`` (here, in :meth:`restore` and everywhere else): a ``datetime`` (naive = UTC), an ISO-8601 string
         (``"2026-11-30T23:59:59Z"``; no offset = UTC) or whole epoch milliseconds (an ``int``); a ``float`` is
-        refused (:class:`InvalidTimestampError`) rather than guessed to be seconds or milliseconds."""
+        refused (:class:`InvalidTimestampError`) rather than guessed to be seconds or milliseconds.
+        Peers' spellings: pyiceberg's ``row_filter`` (SQL text), ``selected_fields``; deltalake's DNF ``filters``."""
+        filter = aliases.scan_filter(filter, row_filter=row_filter, filters=filters)
+        columns = either("columns", columns, "selected_fields", selected_fields)
         return Scan(
             self.io, self._store, filter=filter, columns=columns, snapshot_id=snapshot_id, as_of=as_of,
             from_snapshot=from_snapshot, to_snapshot=to_snapshot, tag=tag,
@@ -363,7 +378,7 @@ class Table(TableVersions):
     def to_pandas(self, **kwargs: Any) -> Any:
         """Shorthand for ``scan(**kwargs).to_pandas()``; keywords :meth:`scan` does not take go to
         ``pyarrow.Table.to_pandas``. Needs ``lakefmt[pandas]``."""
-        scan_kwargs, rest = split_scan_kwargs(kwargs)
+        scan_kwargs, rest = aliases.split_scan_kwargs(kwargs)
         return self.scan(**scan_kwargs).to_pandas(**rest)
 
     def to_polars(self, **kwargs: Any) -> Any:
