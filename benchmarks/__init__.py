@@ -3,7 +3,8 @@ read overhead, the Spark streaming sink against Spark's parquet sink, the Spark 
 file source, a lakefmt -> lakefmt streaming chain's latency against Spark's files -> parquet chain, a row-level
 delete against pyarrow rewriting the same files, DuckDB and Polars over a scan against the same engine over the
 files listed by hand, the change data feed of upserts against an incremental read of the same snapshots, Spark streaming
-upserts into a key table against the append sink), each
+upserts into a key table against the append sink, the CPU of ``import lakefmt`` and ``lakefmt --help``),
+each
 measured side by side with its baseline in the same run. ``commit_speed`` also runs lakefmt's peers (pypaimon,
 deltalake, pyiceberg) from virtualenvs of their own: ``bash tools/bench-setup.sh`` creates them (see
 ``benchmarks/peers``).
@@ -20,7 +21,7 @@ writing their data files).
 BENCHMARKS = (
     "commit_scaling", "commit_speed", "s3_requests", "planning", "io_overhead", "manifest_merge", "spark_sink",
     "stream_source", "chain_latency", "delete_rows", "engines", "compaction", "compaction_stream", "delta_optimize",
-    "schema_evolution", "key_tables", "merge", "change_feed", "auto_maintenance", "stream_upserts",
+    "schema_evolution", "key_tables", "merge", "change_feed", "auto_maintenance", "stream_upserts", "import_time",
 )
 
 __all__ = ["BENCHMARKS"]

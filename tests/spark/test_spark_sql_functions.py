@@ -129,3 +129,36 @@ def test_a_bad_call_is_one_clear_line(spark: Any, sql: Any, tmp_path: Path) -> N
         assert expected in text, (query, text)
         assert text.count('File "') == 1, text  # the line that raised it, not a wall of lakefmt's and pyspark's
     assert _ids(t) == [1] and len(t.snapshots()) == 1  # nothing changed
+
+
+def test_system_tables_are_the_leading_columns_of_table_inspect(spark: Any, sql: Any, tmp_path: Path) -> None:
+    """``lakefmt_snapshots``, ``lakefmt_history`` and ``lakefmt_files`` return, row for row, the leading columns of
+    ``Table.inspect``'s tables (one implementation, :mod:`lakefmt.read.inspect`), on a key table with a deletion
+    vector too."""
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("v", pa.string())])
+    t = lakefmt.create_table(str(tmp_path / "k"), schema, primary_key=["id"], options={"bucket": "2"})
+    t.upsert(pa.table({"id": [1, 2, 3], "v": ["a", "b", "c"]}, schema=schema))
+    t.upsert(pa.table({"id": [2], "v": ["z"]}, schema=schema))
+    for function, arrow, key in (
+        ("lakefmt_snapshots", t.inspect.snapshots(), "snapshot_id"),
+        ("lakefmt_history", t.inspect.history(), "version"),
+        ("lakefmt_files", t.inspect.files(), "file_path"),
+    ):
+        rows = sql(f"SELECT * FROM {function}('{t.uri}') ORDER BY {key}")
+        names = list(rows[0].asDict()) if rows else []
+        assert names == arrow.column_names[: len(names)] and len(names) >= 6, function
+        expected = sorted(arrow.select(names).to_pylist(), key=lambda r: r[key])
+        assert [_plain(r.asDict()) for r in rows] == [_plain(r) for r in expected], function
+    assert any(r.deleted_record_count for r in sql(f"SELECT * FROM lakefmt_files('{t.uri}')"))
+
+
+def _plain(row: dict[str, Any]) -> dict[str, Any]:
+    """A row with maps as dicts and times as epoch milliseconds (Spark's are naive local times)."""
+    out = {}
+    for k, v in row.items():
+        if isinstance(v, list):
+            v = dict(v)
+        elif isinstance(v, datetime.datetime):
+            v = round((v if v.tzinfo else v.astimezone()).timestamp() * 1000)
+        out[k] = v
+    return out
