@@ -203,7 +203,7 @@ OPTIONS: tuple[Option, ...] = (
     _opt("maxFilesPerTrigger", "stream-read", _positive_int, "admission control: at most this many files per "
          "micro-batch"),
     _opt("maxBytesPerTrigger", "stream-read", _size, "admission control: about this many bytes per micro-batch"),
-    _opt("skipChangeCommits", "stream-read", _bool, "true: skip OVERWRITE and DELETE snapshots instead of failing"),
+    _opt("skipChangeCommits", "stream-read", _bool, "true: skip snapshots that deleted or replaced rows, not fail"),
     _opt("failOnDataLoss", "stream-read", _bool, "false: a next snapshot that has expired is skipped, not an error"),
     _opt("consumerId", "stream-read", _text, "record the stream's position in the table, so expiration keeps what "
          "it still needs"),

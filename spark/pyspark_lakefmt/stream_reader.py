@@ -7,7 +7,9 @@ of snapshot ``s`` (the table as it was when a stream started without a starting 
 position moves to ``{"snapshot": s + 1, "index": 0, "initial": false}``, which is also the next snapshot the stream
 needs: what a consumer (``consumerId``) records so that expiration keeps it.
 
-What each snapshot kind means to the stream is one table, :data:`KIND_RULES`. A micro-batch takes whole units and,
+What a snapshot means to the stream is one rule, :func:`snapshot_rule`, decided by what its commit did to rows and
+not by its kind: a compaction is skipped, a commit that deleted or replaced rows stops the stream (or is skipped with
+``skipChangeCommits``), any other commit's added files are read. A micro-batch takes whole units and,
 under ``maxFilesPerTrigger`` / ``maxBytesPerTrigger``, may end inside one (the index), so a large initial snapshot
 is read over several micro-batches; every micro-batch takes at least one file, and a file is read exactly once.
 
@@ -45,11 +47,11 @@ from pyspark.sql.types import StructType
 
 import lakefmt
 from lakefmt.options import InvalidOptionError
+from lakefmt.read.removals import removes_rows
 
 from .evolution import check_spark_schema, stream_readable
 from .options import Options, TableRef, parse_options
 from .stream_units import (
-    KIND_RULES,
     PENDING,
     Budget,
     ConsumerRecorder,
@@ -59,15 +61,16 @@ from .stream_units import (
     consumer_id_option,
     pending_origin,
     plan_read_tasks,
+    snapshot_rule,
 )
 
 __all__ = [
     "DEFAULT_MAX_FILES_PER_TRIGGER",
-    "KIND_RULES",
     "PENDING",
     "KindRule",
     "StreamReader",
     "plan_read_tasks",
+    "snapshot_rule",
 ]
 
 log = logging.getLogger("pyspark_lakefmt.stream")
@@ -109,7 +112,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._table: lakefmt.Table | None = None
         self._target: int | None = None  # Trigger.AvailableNow: the latest snapshot when the query started
         self._units: dict[tuple[int, bool], list[lakefmt.FileTask]] = {}
-        self._kinds: dict[int, lakefmt.CommitKind] = {}
+        self._rules: dict[int, tuple[KindRule, lakefmt.Snapshot]] = {}  # each snapshot's rule, and the snapshot
         self._consumer = ConsumerRecorder(self.consumer_id)
         self._table_latest = 0  # the table's latest snapshot when _latest() last looked
         self._schema: lakefmt.TableSchema | None = None  # the schema the stream returns (see read_schema)
@@ -117,7 +120,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def __getstate__(self) -> dict[str, Any]:  # executors need the options only
         state = dict(self.__dict__)
-        for key in ("_table", "_target", "_units", "_kinds", "_consumer", "_table_latest", "_schema", "_readable"):
+        for key in ("_table", "_target", "_units", "_rules", "_consumer", "_table_latest", "_schema", "_readable"):
             state.pop(key, None)
         return state
 
@@ -199,10 +202,13 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         )
         return Position(ids[0])
 
-    def _kind(self, sid: int) -> lakefmt.CommitKind:
-        if sid not in self._kinds:
-            self._kinds[sid] = self.table.snapshot(sid).commit_kind
-        return self._kinds[sid]
+    def _rule(self, sid: int) -> tuple[KindRule, lakefmt.Snapshot]:
+        """What the stream does at snapshot ``sid`` (:func:`snapshot_rule`), and the snapshot."""
+        if sid not in self._rules:
+            snap = self.table.snapshot(sid)
+            target = self.table.rewrite_target()
+            self._rules[sid] = (snapshot_rule(snap.commit_kind, removes_rows(target.io, target.store, snap)), snap)
+        return self._rules[sid]
 
     def _files(self, pos: Position) -> list[lakefmt.FileTask]:
         """The unit's files, ordered by path."""
@@ -222,7 +228,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             try:
                 if pos.initial:
                     return pos, KindRule.READ, self._files(pos)
-                rule = KIND_RULES.get(self._kind(pos.snapshot), KindRule.CHANGE)
+                rule = self._rule(pos.snapshot)[0]
                 return pos, rule, self._files(pos) if rule is KindRule.READ else []
             except lakefmt.SnapshotNotFoundError:
                 pass
@@ -265,11 +271,13 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         )
 
     def _change_error(self, sid: int) -> lakefmt.LakefmtError:
-        kind = self._kind(sid).value
+        snap = self._rule(sid)[1]
         return lakefmt.LakefmtError(
-            f"snapshot {sid} is an {kind} commit: it replaced or deleted rows this stream has already read, which a "
-            "stream of appended rows cannot express. Set .option('skipChangeCommits', 'true') to skip such "
-            "snapshots (their new rows are not read), or restart the stream from a new checkpoint"
+            f"snapshot {sid} ({snap.operation.value}, kind {snap.commit_kind.value}) deleted or replaced rows that "
+            "were live before it, which a stream of appended rows cannot express. Set "
+            ".option('skipChangeCommits', 'true') to skip such snapshots (their new rows are not read either), or "
+            "read the table's changes, deletes and updates included, with .option('readChangeFeed', 'true'); or "
+            "restart the stream from a new checkpoint"
         )
 
     # -- where a stream starts ----------------------------------------------------------------------------
@@ -416,8 +424,8 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._record_consumer(pos, renew=False)
         for key in [k for k in self._units if k[0] < pos.snapshot]:  # never needed again
             del self._units[key]
-        for sid in [s for s in self._kinds if s < pos.snapshot]:
-            del self._kinds[sid]
+        for sid in [s for s in self._rules if s < pos.snapshot]:
+            del self._rules[sid]
 
     def _record_consumer(self, pos: Position, *, renew: bool) -> None:
         """Record ``pos.snapshot`` as the consumer's next snapshot (:class:`ConsumerRecorder`)."""

@@ -1,4 +1,4 @@
-"""The pieces a stream reader plans with: what each snapshot kind means to a stream (:data:`KIND_RULES`), a
+"""The pieces a stream reader plans with: what each snapshot means to a stream (:func:`snapshot_rule`), a
 position in the table's history (:class:`Position`, the offsets Spark checkpoints), a micro-batch's read tasks
 (:func:`plan_read_tasks`, :class:`StreamPartition`) and its admission budget (:class:`Budget`). The reader that
 uses them, and the offset format, are in :mod:`pyspark_lakefmt.stream_reader`."""
@@ -21,7 +21,6 @@ from .reader import READ_SPLIT_BYTES
 
 __all__ = [
     "CONSUMER_RENEW_SECONDS",
-    "KIND_RULES",
     "OPEN_COST_BYTES",
     "PENDING",
     "Budget",
@@ -32,6 +31,7 @@ __all__ = [
     "consumer_id_option",
     "pending_origin",
     "plan_read_tasks",
+    "snapshot_rule",
 ]
 
 
@@ -43,12 +43,15 @@ class KindRule(enum.Enum):
     CHANGE = "change"  # it replaced or deleted rows: an error, unless skipChangeCommits
 
 
-#: the rule for each commit kind; a kind missing here (a newer format's) is treated as CHANGE
-KIND_RULES: dict[lakefmt.CommitKind, KindRule] = {
-    lakefmt.CommitKind.APPEND: KindRule.READ,
-    lakefmt.CommitKind.COMPACT: KindRule.SKIP,
-    lakefmt.CommitKind.OVERWRITE: KindRule.CHANGE,
-}
+def snapshot_rule(kind: lakefmt.CommitKind, removes_rows: bool) -> KindRule:
+    """What a stream does at a snapshot, decided by what its commit did to rows, not by its kind: a compaction
+    (COMPACT) moved rows unchanged, SKIP; a commit that deleted or replaced rows that were live before it
+    (``removes_rows``: :func:`lakefmt.read.removals.removes_rows`; an overwrite, a delete, an upsert that replaced a
+    key's row, a row-kind delete, a MERGE) is a CHANGE; any other commit only added rows, READ (an append, an upsert
+    of new keys, an overwrite of an empty scope)."""
+    if kind is lakefmt.CommitKind.COMPACT:
+        return KindRule.SKIP
+    return KindRule.CHANGE if removes_rows else KindRule.READ
 
 
 @dataclass(frozen=True, order=True)

@@ -17,7 +17,7 @@ import pyarrow as pa
 import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxBytes, ReadMaxFiles, ReadMaxRows
 from pyspark_lakefmt.options import TableRef
-from pyspark_lakefmt.stream_reader import KIND_RULES, PENDING, KindRule, StreamReader, plan_read_tasks
+from pyspark_lakefmt.stream_reader import PENDING, StreamReader, plan_read_tasks
 
 import lakefmt
 
@@ -117,11 +117,6 @@ def test_empty_table_starts_at_its_first_snapshot(tmp_path: Path) -> None:
 
 
 def test_compact_is_skipped_overwrite_fails_unless_skip_change_commits(tmp_path: Path) -> None:
-    assert KIND_RULES == {
-        lakefmt.CommitKind.APPEND: KindRule.READ,
-        lakefmt.CommitKind.COMPACT: KindRule.SKIP,
-        lakefmt.CommitKind.OVERWRITE: KindRule.CHANGE,
-    }
     table = new_table(tmp_path)
     rows = append(table, range(0, 4))  # 1
     rows += append(table, range(4, 8))  # 2
@@ -133,7 +128,8 @@ def test_compact_is_skipped_overwrite_fails_unless_skip_change_commits(tmp_path:
     r = reader(table, startingSnapshot=1)
     end, ids = batch(r, PENDING)  # what came before the overwrite, each row once
     assert (end["snapshot"], ids) == (5, rows)
-    with pytest.raises(lakefmt.LakefmtError, match=r"snapshot 5 is an OVERWRITE commit.*skipChangeCommits"):
+    stops = r"snapshot 5 \(OVERWRITE, kind OVERWRITE\) deleted.*skipChangeCommits.*readChangeFeed"
+    with pytest.raises(lakefmt.LakefmtError, match=stops):
         r.latestOffset(end, ReadAllAvailable())
 
     skipping = reader(table, startingSnapshot=1, skipChangeCommits="true")
@@ -355,7 +351,7 @@ def test_stream_errors_reach_the_user(spark: Any, tmp_path: Path) -> None:
     after = append(bronze, [3, 4])
     silver, checkpoint = str(tmp_path / "silver"), tmp_path / "ck"
 
-    with pytest.raises(Exception, match=r"snapshot 2 is an OVERWRITE commit"):
+    with pytest.raises(Exception, match=r"snapshot 2 \(OVERWRITE, kind OVERWRITE\) deleted or replaced rows"):
         stream(spark, bronze.uri, silver, checkpoint, startingSnapshot=1)
     assert ids_of(silver) == rows  # what came before it went through
     stream(spark, bronze.uri, silver, checkpoint, startingSnapshot=1, skipChangeCommits="true")
