@@ -36,11 +36,12 @@ def either(name: str, value: Any, alias: str, alias_value: Any) -> Any:
     return alias_value
 
 
-def required(name: str, value: Any, alias: str, alias_value: Any, *, what: str) -> Any:
-    """As :func:`either`, and one of the two must be given (``TypeError`` naming both otherwise)."""
+def required(name: str, value: Any, alias: str, alias_value: Any, *, what: str, takes: str) -> Any:
+    """As :func:`either`, and one of the two must be given (``TypeError`` naming both, and what they ``takes``,
+    otherwise)."""
     out = either(name, value, alias, alias_value)
     if out is None:
-        raise TypeError(f"{what} needs {name}= (or {alias}=, another library's name for it)")
+        raise TypeError(f"{what} needs {name}=: {takes} (or {alias}=, another library's name for it)")
     return out
 
 

@@ -266,7 +266,8 @@ class Table(TableVersions):
         A filter that is neither text nor an expression is a ``TypeError``; text that does not parse, or a filter
         on a missing column or comparing a column with a value of another type, an :class:`InvalidPredicateError`.
         ``predicate`` (deltalake's name) is the same as ``filter``. See :mod:`lakefmt.rewrite.delete`."""
-        filter = aliases.required("filter", filter, "predicate", predicate, what="delete")
+        filter = aliases.required("filter", filter, "predicate", predicate, what="delete",
+                                  takes="SQL predicate text or a pyarrow.compute.Expression")
         if self.table_schema().deletion_vectors:
             return delete_marking(self, filter)
         return delete_rows(self, filter)
