@@ -135,8 +135,8 @@ def _analyze(filter: pc.Expression) -> FilterInfo:
     except pa.ArrowNotImplementedError as exc:
         if "field_ref" in str(exc):
             raise UnsupportedFilterError(
-                f"the filter {show(filter)} holds {_positional(filter)}, whose column depends on which columns a reader "
-                "reads: name the column instead, as pc.field('amount'), or pc.field('s', 'x') inside a struct"
+                f"the filter {show(filter)} holds {_positional(filter)}, whose column depends on which columns a "
+                "reader reads: name the column instead, as pc.field('amount'), or pc.field('s', 'x') inside a struct"
             ) from None
         raise
     reader = pa.ipc.open_file(reduced[1][0])

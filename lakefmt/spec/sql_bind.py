@@ -147,7 +147,8 @@ class _Binder:
         grouped: dict[str, tuple[Ref, list[Lit]]] = {}
         rest: list[Expr] = []
         for o in e.args:
-            found = _listed(o) if is_or else (_listed(o.args[0]) if _is_not_in(o) else _unequal(o))
+            found = _listed(o) if is_or else (_listed(o.args[0]) if isinstance(o, Call) and _is_not_in(o)
+                                              else _unequal(o))
             if found is None:
                 rest.append(o)
                 continue
@@ -183,7 +184,8 @@ class _Binder:
         """``subject IN (items)``: ``subject = item`` for some item, under the rule of :meth:`convert`."""
         if not all(isinstance(i, Lit) for i in items):
             if not self.values:
-                raise self.fail(f"IN takes a list of literals; found {_show(next(i for i in items if not isinstance(i, Lit)))}")
+                other = next(i for i in items if not isinstance(i, Lit))
+                raise self.fail(f"IN takes a list of literals; found {_show(other)}")
             return any_of([self.compare("=", subject, i) for i in items])
         col, t = self.column(subject, "IN")
         exact: list[Any] = []
@@ -257,7 +259,7 @@ class _Binder:
                 raise bad(f": NaN equals no value; select NaN rows with isnan({_show(subject)})")
             return "exact", _as_double(col, t), pa.scalar(x, pa.float64()), None
         if pa.types.is_string(t) or pa.types.is_large_string(t):
-            if kind == "bool" or kind == "null":
+            if kind == "bool":
                 raise bad(": a boolean, not text")
             if kind != "text":
                 shown = v.isoformat() if kind == "date" else v.text if kind == "timestamp" else str(v)

@@ -366,7 +366,7 @@ class _Converter:
                 return Lit(float(number), "double")
             if to == "DECIMAL":
                 return Lit(Decimal(number), "decimal")
-            if isinstance(number, float) and not number.is_integer() or Decimal(number) != int(number):
+            if (isinstance(number, float) and not number.is_integer()) or Decimal(number) != int(number):
                 raise bad
             return Lit(int(number), "int")
         if to in ("TEXT", "VARCHAR", "CHAR"):
@@ -402,10 +402,10 @@ def _literal(node: Any) -> Lit:
     return Lit(number, "int" if isinstance(number, int) else "decimal" if isinstance(number, Decimal) else "double")
 
 
-def _chain(node: Any, kind: type) -> list[Any]:
+def _chain(node: Any, kind: Any) -> list[Any]:
     """The operands of a chain of one operator, in order, without recursion (thousands may be chained)."""
     out: list[Any] = []
-    stack = [node]
+    stack: list[Any] = [node]
     while stack:
         n = stack.pop()
         if type(n) is kind:

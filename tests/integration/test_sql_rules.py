@@ -90,7 +90,7 @@ def meaning(col: str, op: str, lit: str) -> pc.Expression:
         if pa.types.is_floating(t):
             return _op(c.cast(pa.float64()), op, pa.scalar(float(Fraction(number))))
         if pa.types.is_integer(t) or pa.types.is_decimal(t):
-            if col == "i8" and not -128 <= number <= 127 or col == "d" and abs(number) >= 10**8:
+            if (col == "i8" and not -128 <= number <= 127) or (col == "d" and abs(number) >= 10**8):
                 raise Refused
             exact = Decimal(Fraction(number).numerator) / Decimal(Fraction(number).denominator)
             return _op(c.cast(WIDE), op, pa.scalar(exact.quantize(Decimal("0.000001")), WIDE))
