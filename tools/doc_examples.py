@@ -19,8 +19,8 @@ Shapes (what a document may write; ``tests/integration/test_doc_examples.py`` an
 - ``<!-- example: not run: <reason> -->`` on the line before a block excludes it, with a reason the tests count.
 - An example that uses ``spark`` or ``pyspark_lakefmt`` needs Spark: it runs only with a session given.
 
-``python tools/doc_examples.py README.md docs/x.md`` runs a document's non-Spark examples and prints each one's
-real output under its line, to compare or paste.
+``python tools/doc_examples.py [--spark] README.md docs/x.md`` runs a document's examples (the Spark ones with
+``--spark``) and prints what each one that differs really prints, to compare or paste.
 """
 
 from __future__ import annotations
@@ -192,7 +192,11 @@ class Runner:
             for part in doctest.DocTestParser().get_examples(code):
                 self._exec(part.source, "single", out)
             return out.getvalue()
-        for node in ast.parse(code).body:
+        try:
+            tree = ast.parse(code)
+        except SyntaxError as error:  # an example that is not Python as written
+            return _error_line(error)
+        for node in tree.body:
             module = ast.Module(body=[node], type_ignores=[])
             self._exec(ast.unparse(module) + "\n", "exec", out)
         return out.getvalue()
@@ -214,25 +218,56 @@ class Runner:
         return f"{example.where()}: the example prints\n{actual}\nbut the document shows\n{shown}"
 
 
+#: documents whose examples continue another's ("Continuing the key-table example of the README"): that one's
+#: examples run first, in the same namespace and directory, unchecked (its own test checks them)
+CONTINUES = {"changes.md": Path(__file__).resolve().parents[1] / "README.md"}
+
+
+def check_document(path: Path, runner: Runner) -> list[tuple[Example, str | None]]:
+    """Run the examples of ``path`` (after those of the document it continues) with ``runner``: each example run
+    with None when it printed what it shows, else the problem. Spark examples run only when the runner has a
+    session."""
+    spark = "spark" in runner.namespace
+    if path.name in CONTINUES:
+        for example in examples(CONTINUES[path.name]):
+            if not example.not_run and (spark or not example.spark):
+                runner.run(example)
+    return [
+        (example, runner.check(example))
+        for example in examples(path)
+        if not example.not_run and (spark or not example.spark)
+    ]
+
+
 def main(argv: list[str]) -> int:
-    """Print the real output of each non-Spark example of the documents named in ``argv`` (``--trace``: and the
-    traceback of each error)."""
+    """Print the real output of each example of the documents named in ``argv`` (``--spark``: the Spark ones
+    too, in a local session; ``--trace``: and the traceback of each error)."""
     import tempfile
 
-    trace = "--trace" in argv
+    spark = None
+    if "--spark" in argv:
+        from pyspark_lakefmt.session import local_session
+
+        spark = local_session("doc-examples", {"spark.sql.python.filterPushdown.enabled": "true"})
     failed = 0
-    for doc in (a for a in argv if a != "--trace"):
+    for doc in (a for a in argv if not a.startswith("--")):
         with tempfile.TemporaryDirectory() as tmp:
-            runner = Runner(Path(tmp), trace=trace)
+            runner = Runner(Path(tmp), spark=spark, trace="--trace" in argv)
+            if Path(doc).name in CONTINUES:
+                for example in examples(CONTINUES[Path(doc).name]):
+                    if not example.not_run and (spark is not None or not example.spark):
+                        runner.run(example)
             for example in examples(Path(doc), name=doc):
-                if example.not_run or example.spark:
-                    print(f"== {example.where()}: not run ({example.not_run or 'needs Spark'})")
+                if example.not_run or (example.spark and spark is None):
+                    print(f"== {example.where()}: not run ({example.not_run or 'needs Spark: --spark'})")
                     continue
                 problem = runner.check(example)
                 failed += problem is not None
                 print(f"== {example.where()}: {'ok' if problem is None else 'DIFFERS'}")
                 if problem is not None:
                     print(problem)
+    if spark is not None:
+        spark.stop()
     return 1 if failed else 0
 
 

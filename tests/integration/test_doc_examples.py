@@ -40,15 +40,10 @@ SPARK_DOCS = {"spark.md", "changes.md"}
 
 @pytest.mark.parametrize("doc", [d for d in DOCS if d.name not in SPARK_DOCS], ids=lambda p: p.name)
 def test_examples_print_what_they_show(doc: Path, tmp_path: Path) -> None:
-    runner = doc_examples.Runner(tmp_path)
-    problems = []
-    for example in doc_examples.examples(doc):
-        if example.not_run or example.spark:
-            continue
-        problem = runner.check(example)
-        if problem is not None:
-            problems.append(problem)
+    results = doc_examples.check_document(doc, doc_examples.Runner(tmp_path))
+    problems = [problem for _, problem in results if problem is not None]
     assert not problems, "\n\n".join(problems)
+    assert results or not doc_examples.examples(doc), f"{doc.name}: no example ran"
 
 
 def test_examples_not_run_are_counted() -> None:
