@@ -40,12 +40,13 @@ whole table (:func:`pyspark_lakefmt.writer.session_overwrite`).
 
 from __future__ import annotations
 
+from .catalog import table_location
 from .merge import merge
 from .rewrites import compact, delete
 from .source import LakefmtDataSource
 from .sql_register import register
 
-__all__ = ["DefaultSource", "LakefmtDataSource", "compact", "delete", "merge", "register"]
+__all__ = ["DefaultSource", "LakefmtDataSource", "compact", "delete", "merge", "register", "table_location"]
 
 #: the name pyspark's data source lookup looks for in a ``pyspark_*`` module
 DefaultSource = LakefmtDataSource

@@ -19,6 +19,7 @@ Measured on pyspark 4.3 (``docs/spark.md``, section SQL, has the whole table):
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
+from typing import Any
 
 from pyspark.sql.types import StructField, StructType
 
@@ -32,6 +33,7 @@ __all__ = [
     "location_from_schema",
     "no_location_error",
     "sql_schema",
+    "table_location",
 ]
 
 #: field metadata key carrying a SQL table's location from ``CREATE TABLE`` to its reads
@@ -78,6 +80,22 @@ def location_from_schema(schema: StructType | None) -> str | None:
         return None
     found = {str(loc) for f in schema.fields if (loc := (f.metadata or {}).get(LOCATION_KEY))}
     return found.pop() if len(found) == 1 else None
+
+
+def table_location(spark: Any, name: str) -> str:
+    """The location of the SQL table ``name`` declared over a lakefmt table (``CREATE TABLE ev USING lakefmt LOCATION
+    '/data/ev'``), for the calls that take a location: lakefmt's SQL functions (``lakefmt_history(...)``),
+    :func:`lakefmt.open_table`, ``.load(...)``. Spark's catalog does not show a Python source's location (``DESCRIBE
+    TABLE EXTENDED`` has none); lakefmt reads the one it recorded in the table's columns at ``CREATE TABLE``.
+    :class:`lakefmt.InvalidLocationError` when ``name`` is a table of another source or carries no location."""
+    schema = spark.table(name).schema
+    location = location_from_schema(schema)
+    if location is None:
+        raise lakefmt.InvalidLocationError(
+            f"the SQL table {name} carries no lakefmt location: it is not a table declared with CREATE TABLE "
+            f"{name} USING lakefmt LOCATION 'uri' (a table of another source, or one declared with a column list)"
+        )
+    return location
 
 
 def check_sql_columns(schema: StructType, table: lakefmt.Table) -> None:

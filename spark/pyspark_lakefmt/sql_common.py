@@ -12,6 +12,7 @@ arguments (``ValueError``, ``TypeError``); anything else (a bug) passes unchange
 from __future__ import annotations
 
 import datetime
+import re
 from collections.abc import Mapping
 from types import TracebackType
 from typing import Any, ClassVar, Literal
@@ -81,9 +82,27 @@ def check_snapshot(value: Any, what: str, *, minimum: int = 1) -> int:
     return check_snapshot_id(value, what, minimum=minimum)
 
 
+#: a SQL table's name as it is written in a query: ``ev``, ``db.ev``, ``spark_catalog.db.ev`` (back-quoted parts too)
+_SQL_NAME = re.compile(r"^(?:[A-Za-z_][A-Za-z0-9_]*|`[^`]+`)(?:\.(?:[A-Za-z_][A-Za-z0-9_]*|`[^`]+`)){0,2}$")
+
+
 def open_uri(uri: Any, storage_options: Mapping[str, str] | None) -> lakefmt.Table:
-    """The table at ``uri`` (a path, ``file:/...`` or an fsspec URL such as ``s3://bucket/t``)."""
-    return lakefmt.open_table(check_text(uri, "the table uri (first argument)"), storage_options=storage_options)
+    """The table at ``uri`` (a path, ``file:/...`` or an fsspec URL such as ``s3://bucket/t``). An argument that holds
+    no table and reads as a SQL table's name (``'ev'``) is refused with :class:`lakefmt.NotATableError` saying that
+    a location is needed: a UDTF runs in a Python worker, which cannot look a name up in Spark's catalog."""
+    text = check_text(uri, "the table uri (first argument)")
+    try:
+        return lakefmt.open_table(text, storage_options=storage_options)
+    except lakefmt.NotATableError as exc:
+        if not _SQL_NAME.match(text) or isinstance(exc, lakefmt.BucketNotFoundError):
+            raise
+        raise lakefmt.NotATableError(
+            f"{text!r} is not a lakefmt table's location ({exc}). lakefmt's SQL functions take the table's "
+            "location (a path or a URI such as 's3://bucket/ev'), not a SQL table's name: they run in a Python "
+            "worker, which cannot look names up in Spark's catalog. Give the location the SQL table was declared "
+            f"with (CREATE TABLE {text} USING lakefmt LOCATION '...'); in Python, "
+            f"pyspark_lakefmt.table_location(spark, {text!r}) returns it"
+        ) from None
 
 
 def timestamp_ms(millis: int) -> datetime.datetime:
