@@ -41,7 +41,7 @@ def removes_rows(io: FileIO, store: MetaStore, snap: Snapshot) -> bool:
     delta = ents.concat_entries(ents.read_manifests(store, metas))
     removed, added = ents.deletes(delta), ents.adds(delta)
     if snap.operation is Operation.RESTORE:
-        return removed.num_rows > 0
+        return bool(removed.num_rows > 0)
     if (pc.sum(ents.data_files(removed).column(ents.ROW_COUNT)).as_py() or 0) > 0:
         return True
     new_vectors = ents.vector_files(added)
