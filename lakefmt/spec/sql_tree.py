@@ -377,7 +377,8 @@ class _Converter:
 
 
 def number_of(text: str) -> int | Decimal | float | None:
-    """``text`` as a number: an integer, a decimal (``2.5``) or a double (``2.5e0``, ``nan``, ``inf``); None: not one."""
+    """``text`` as a number: an integer, a decimal (``2.5``) or a double (``2.5e0``, ``nan``, ``inf``); None: not
+    one."""
     t = text.strip()
     if re.fullmatch(r"[+-]?\d+", t):
         return int(t)
