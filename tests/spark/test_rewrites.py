@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pyspark_lakefmt
 import pytest
@@ -163,7 +164,7 @@ def test_a_long_in_list_still_rules_files_out_by_min_max(tmp_path: Path) -> None
     sql = f"id IN ({', '.join(map(str, ids))})"
     flt = pyspark_lakefmt.rewrites.delete_filter(t, sql)
     assert plan_delete(t, flt).candidates.num_rows == 1  # only the file of ids 200..209 may match
-    plain = bind_predicate(parse_predicate(sql), t.schema(), sql)
+    plain = pc.field("id").isin(ids)
     assert plan_delete(t, plain).candidates.num_rows == 5  # what pruning does without the range
     for text in (sql, f"NOT ({sql})", f"NOT ({sql}) OR x IS NULL"):
         got = t.to_arrow().filter(pyspark_lakefmt.rewrites.delete_filter(t, text))
