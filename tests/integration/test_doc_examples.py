@@ -15,6 +15,8 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 REPO = Path(__file__).resolve().parents[2]
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
@@ -80,3 +82,21 @@ def test_shown_output_and_errors_are_compared(tmp_path: Path) -> None:
     assert results == [True, False, True, False, False]
     assert doc_examples.output_matches("a ... b", "a 12 b")
     assert not doc_examples.output_matches("a ... b", "a 1\n2 b")
+
+
+_LINES = st.lists(st.text(st.characters(blacklist_categories=("Cs", "Zl", "Zp", "Cc")), max_size=20), max_size=6)
+
+
+@settings(max_examples=60, deadline=None)
+@given(lines=_LINES, cut=st.integers(0, 6))
+def test_ellipsis_stands_for_what_it_replaces_and_nothing_else_differs(lines: list[str], cut: int) -> None:
+    """Output matches itself; a line of ``...`` matches the lines it replaced; a changed line does not match."""
+    lines = [line.replace(".", "").rstrip() for line in lines]  # no accidental ellipsis in the shown text
+    while lines and not lines[-1]:
+        lines.pop()  # trailing blank lines do not count (the documented rule)
+    actual = "\n".join(lines)
+    assert doc_examples.output_matches(actual, actual)
+    shown = "\n".join([*lines[:cut], "...", *lines[cut + 2 :]])
+    assert doc_examples.output_matches(shown, actual)
+    if lines and lines[-1].strip():
+        assert not doc_examples.output_matches("\n".join([*lines[:-1], lines[-1].strip() + "x"]), actual)
