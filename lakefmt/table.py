@@ -392,11 +392,39 @@ class Table(TableVersions):
         for a filter, a projection or another snapshot: :meth:`scan`)."""
         return self.scan().__arrow_c_stream__(requested_schema)
 
-    def changes(self, from_snapshot: int | None = None, to_snapshot: int | None = None, **options: Any) -> pa.Table:
-        """The rows snapshots ``from_snapshot+1 .. to_snapshot`` inserted, updated and deleted, with ``_change_type``,
-        ``_commit_snapshot`` and ``_commit_timestamp``; ``options``: ``columns``, ``filter``, ``row_kinds``, ``from_/
-        to_timestamp``, ``from_/to_tag`` (:func:`lakefmt.read.changes.table_changes`, docs/changes.md)."""
-        return table_changes(self.io, self._store, from_snapshot, to_snapshot, now_ms=self._now_ms(), **options)
+    def changes(
+        self,
+        from_snapshot: int | None = None,
+        to_snapshot: int | None = None,
+        *,
+        columns: Sequence[str] | None = None,
+        filter: str | pc.Expression | None = None,
+        row_kinds: bool = False,
+        from_timestamp: Instant | None = None,
+        to_timestamp: Instant | None = None,
+        from_tag: str | None = None,
+        to_tag: str | None = None,
+        starting_version: int | None = None,
+        ending_version: int | None = None,
+        starting_timestamp: Instant | None = None,
+        ending_timestamp: Instant | None = None,
+    ) -> pa.Table:
+        """The rows a range of snapshots inserted, updated and deleted, with ``_change_type``, ``_commit_snapshot``
+        and ``_commit_timestamp`` (docs/changes.md). lakefmt's spellings start *after* a snapshot:
+        ``changes(a, b)`` reads snapshots ``a+1 .. b`` (``from_snapshot=0``, the default: from the first commit),
+        ``from_timestamp`` the changes committed after it, ``from_tag`` those after the tag's snapshot. Delta's
+        spellings (delta-rs' ``load_cdf``) start *at* one: ``starting_version=a`` reads ``a .. b`` (0: from the
+        table's creation), ``starting_timestamp`` the changes committed at or after it. The end is inclusive in
+        every spelling: ``to_snapshot``/``ending_version``, ``to_timestamp``/``ending_timestamp``, ``to_tag``
+        (default: the latest snapshot). ``columns`` projects the table's columns, ``filter`` (SQL text or a
+        pyarrow expression) keeps rows, ``row_kinds`` shows Paimon's ``_row_kind`` (:func:`lakefmt.read.changes
+        .table_changes`)."""
+        return table_changes(
+            self.io, self._store, from_snapshot, to_snapshot, columns=columns, filter=filter, row_kinds=row_kinds,
+            from_timestamp=from_timestamp, to_timestamp=to_timestamp, from_tag=from_tag, to_tag=to_tag,
+            starting_version=starting_version, ending_version=ending_version, starting_timestamp=starting_timestamp,
+            ending_timestamp=ending_timestamp, now_ms=self._now_ms(),
+        )  # fmt: skip
 
     def files(self, snapshot_id: int | None = None) -> list[FileTask]:
         """The live data files of a snapshot (the latest by default)."""

@@ -17,7 +17,7 @@ __all__ = ["cmd_changes", "start_id"]
 
 
 def start_id(text: str) -> int:
-    """``--from``: a snapshot id, or 0 (from the first commit)."""
+    """``--from`` and ``--starting-version``: a snapshot id, or 0 (from the first commit, from the table's creation)."""
     try:
         value = int(text)
     except ValueError:
@@ -31,7 +31,10 @@ def _rows(table: lakefmt.Table, args: argparse.Namespace) -> pa.Table:
     """The change rows of the range, at most ``--limit`` of them (later snapshots are not read then)."""
     store = table.rewrite_target().store
     now_ms = int(time.time() * 1000)
-    start, end = change_range(table.io, store, from_snapshot=args.start, to_snapshot=args.to, now_ms=now_ms)
+    start, end = change_range(
+        table.io, store, from_snapshot=args.start, to_snapshot=args.to, starting_version=args.starting_version,
+        ending_version=args.ending_version, now_ms=now_ms,
+    )  # fmt: skip
     parts: list[pa.Table] = []
     count = 0
     for part in change_batches(table.io, store, start, end, row_kinds=args.row_kinds):

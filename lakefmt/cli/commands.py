@@ -167,19 +167,29 @@ _COMMANDS: tuple[_Command, ...] = (
         description="Show the change data feed of snapshots --from+1 .. --to: every row each snapshot inserted,\n"
         "updated (an update_preimage and an update_postimage row, on a key table) or deleted, read as\n"
         "the current schema, with the snapshot and its commit time. Compactions and schema changes\n"
-        "change no row. Every snapshot of the range must still be retained.",
-        epilog="examples:\n  lakefmt changes /data/events --from 12\n"
+        "change no row. Every snapshot of the range must still be retained. --from starts after a\n"
+        "snapshot (as Table.changes does); Delta's --starting-version starts at one (inclusive).",
+        epilog="examples:\n  lakefmt changes /data/events --from 12                 snapshots 13 .. latest\n"
+        "  lakefmt changes /data/events --starting-version 12     snapshots 12 .. latest\n"
         "  lakefmt changes s3://bucket/events --from 12 --to 20 --row-kinds --json --limit 1000\n",
         args=(
             _arg(
                 "--from",
                 dest="start",
                 type=start_id,
-                required=True,
+                default=None,
                 metavar="N",
                 help="the changes of the snapshots after N (0: from the first commit)",
             ),
+            _arg(
+                "--starting-version",
+                type=start_id,
+                default=None,
+                metavar="N",
+                help="Delta's spelling: the changes of snapshot N and later (inclusive; 0: from the table's creation)",
+            ),
             _arg("--to", type=snapshot_id, default=None, metavar="M", help="up to snapshot M (default: the latest)"),
+            _arg("--ending-version", type=start_id, default=None, metavar="M", help="Delta's spelling of --to"),
             _arg("--limit", type=positive, default=None, metavar="K", help="at most K rows (the first ones)"),
             _arg("--row-kinds", action="store_true", help="_row_kind +I -U +U -D in place of _change_type"),
         ),
@@ -452,6 +462,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return usage_error(f"--retain-max ({args.retain_max}) must be at least --retain-min ({args.retain_min})")
     if args.command == "consumers" and args.dry_run and args.delete is None:
         return usage_error("--dry-run goes with --delete ID (listing deletes nothing)")
+    if args.command == "changes" and (args.start is None) == (args.starting_version is None):
+        return usage_error("name where the changes start with one of --from N (after N) or --starting-version N")
+    if args.command == "changes" and args.to is not None and args.ending_version is not None:
+        return usage_error("name where the changes end with one of --to M or --ending-version M")
     if args.command == "restore" and sum(v is not None for v in (args.snapshot, args.tag, args.as_of)) != 1:
         return usage_error("name the version to restore with one of --snapshot N, --tag NAME or --as-of TIME")
     from lakefmt.cli.output import _failure, _one_line

@@ -31,7 +31,6 @@ import pyarrow.parquet as pq
 
 from lakefmt.errors import (
     CorruptMetadataError,
-    InvalidOptionError,
     MissingMetadataError,
     SchemaMismatchError,
     SnapshotNotFoundError,
@@ -39,9 +38,8 @@ from lakefmt.errors import (
 from lakefmt.io import FileIO
 from lakefmt.meta import entries as ents
 from lakefmt.meta.store import MetaStore
-from lakefmt.meta.tags import tagged_snapshot
-from lakefmt.meta.versions import snapshot_as_of
 from lakefmt.read.change_labels import ROW_KINDS, label_changes, names_of
+from lakefmt.read.change_range import change_range
 from lakefmt.read.expired import expired_reads
 from lakefmt.read.files import read_entries
 from lakefmt.read.masks import Vector, deleted_positions, load_vectors
@@ -51,7 +49,6 @@ from lakefmt.spec.changelog import ROW_KIND_COLUMN, row_kinds_of, rows_of
 from lakefmt.spec.filters import check_filter
 from lakefmt.spec.instants import Instant
 from lakefmt.spec.operations import OPERATION_PROPERTY, RESTORE
-from lakefmt.spec.snapshot import check_snapshot_id
 
 __all__ = [
     "CHANGE_TYPE",
@@ -75,53 +72,6 @@ _TIMESTAMP = pa.timestamp("ms", tz="UTC")
 _READ_AHEAD = 8  #: stored changelogs read ahead of the snapshot being turned into rows
 
 
-def change_range(
-    io: FileIO,
-    store: MetaStore,
-    *,
-    from_snapshot: int | None = None,
-    to_snapshot: int | None = None,
-    from_timestamp: Instant | None = None,
-    to_timestamp: Instant | None = None,
-    from_tag: str | None = None,
-    to_tag: str | None = None,
-    now_ms: int,
-) -> tuple[int, int]:
-    """The range ``(start, end]`` of snapshot ids a change feed covers. The start (exclusive) is a snapshot id, the
-    snapshot current at ``from_timestamp`` (changes committed after it) or a tag's snapshot; none: from the first
-    commit (0). The end (inclusive) likewise; none: the latest snapshot (0 for a table without commits)."""
-    for side, given in (
-        ("from", (from_snapshot, from_timestamp, from_tag)),
-        ("to", (to_snapshot, to_timestamp, to_tag)),
-    ):
-        if sum(v is not None for v in given) > 1:
-            raise InvalidOptionError(
-                f"name the {side} end of the range once: {side}_snapshot, {side}_timestamp or {side}_tag"
-            )
-    start = 0
-    if from_snapshot is not None:
-        start = check_snapshot_id(from_snapshot, "from_snapshot", minimum=0)
-    elif from_timestamp is not None:
-        try:
-            start = snapshot_as_of(store, from_timestamp).id
-        except SnapshotNotFoundError:  # before the first commit: every commit is after it
-            start = 0
-    elif from_tag is not None:
-        start = tagged_snapshot(io, from_tag, now_ms).snapshot_id
-    if to_snapshot is not None:
-        end = check_snapshot_id(to_snapshot, "to_snapshot")
-    elif to_timestamp is not None:
-        end = snapshot_as_of(store, to_timestamp).id
-    elif to_tag is not None:
-        end = tagged_snapshot(io, to_tag, now_ms).snapshot_id
-    else:
-        latest = store.latest_snapshot()
-        end = latest.id if latest is not None else 0
-    if start > end:
-        raise InvalidOptionError(f"the change feed's range starts after it ends: from snapshot {start} to {end}")
-    return start, end
-
-
 def table_changes(
     io: FileIO,
     store: MetaStore,
@@ -135,15 +85,22 @@ def table_changes(
     to_timestamp: Instant | None = None,
     from_tag: str | None = None,
     to_tag: str | None = None,
+    starting_version: int | None = None,
+    ending_version: int | None = None,
+    starting_timestamp: Instant | None = None,
+    ending_timestamp: Instant | None = None,
     now_ms: int,
 ) -> pa.Table:
     """:meth:`lakefmt.Table.changes`: the change rows of the range :func:`change_range` resolves (``from_*``: the
-    snapshot after which changes start; ``to_*``: the last snapshot whose changes are read), projected to
-    ``columns`` (then the change columns), keeping the rows where ``filter`` is true; ``row_kinds``: Paimon's
-    ``_row_kind`` (``+I -U +U -D``) in place of Delta's ``_change_type``."""
+    snapshot after which changes start; ``starting_*``: where they start, included; ``to_*`` and ``ending_*``: the
+    last snapshot whose changes are read), projected to ``columns`` (then the change columns), keeping the rows
+    where ``filter`` is true; ``row_kinds``: Paimon's ``_row_kind`` (``+I -U +U -D``) in place of Delta's
+    ``_change_type``."""
     start, end = change_range(
         io, store, from_snapshot=from_snapshot, to_snapshot=to_snapshot, from_timestamp=from_timestamp,
-        to_timestamp=to_timestamp, from_tag=from_tag, to_tag=to_tag, now_ms=now_ms,
+        to_timestamp=to_timestamp, from_tag=from_tag, to_tag=to_tag, starting_version=starting_version,
+        ending_version=ending_version, starting_timestamp=starting_timestamp, ending_timestamp=ending_timestamp,
+        now_ms=now_ms,
     )  # fmt: skip
     return read_changes(io, store, start, end, columns=columns, filter=filter, row_kinds=row_kinds)
 
