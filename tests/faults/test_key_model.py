@@ -5,7 +5,9 @@ the partitions written), deletes by key (some keys without a
 live row) and by filter, compactions, expiration, tags (read by ``scan(tag=)``, also after their snapshot expired),
 restores of retained snapshots and reopening the table. After every step the table equals a plain dict of key ->
 (value, sequence) per retained snapshot: the latest rows, at most one live row per key, the snapshot's record
-count, and by time travel every retained snapshot and every tag.
+count, by time travel every retained snapshot and every tag, and between retained snapshots the change feed
+(``changes``: what each snapshot changed, for the changelog producers ``none``, ``lookup`` and ``input``) and the
+incremental scan (the rows the later one holds that the earlier did not).
 
 Tables get small bucket counts, tiny merge thresholds or tiny files (chosen per example).
 ``LAKEFMT_PROPERTY_EXAMPLES=N`` runs N examples (with more steps each, freshly random) instead of the few CI runs;
@@ -44,6 +46,8 @@ OPTION_SETS = [
     {"bucket": "2", "sequence.field": "ts", "write.row-group-rows": "2", "target-file-size": "1"},
     {"bucket": "3", "changelog-producer": "lookup"},
     {"bucket": "2", "sequence.field": "ts", "changelog-producer": "lookup", "write.row-group-rows": "2"},
+    {"bucket": "2", "changelog-producer": "input"},
+    {"bucket": "3", "changelog-producer": "input", "write.row-group-rows": "2", "target-file-size": "1"},
 ]
 USER = "key-job"
 TAG_NAMES = ["t1", "t2"]
@@ -83,6 +87,66 @@ def read_state(table: lakefmt.Table, **scan: Any) -> State:
         assert key not in out, f"two live rows for key {key}: {out[key]} and {(r['v'], r['ts'])}"
         out[key] = (r["v"], r["ts"])
     return out
+
+
+def _difference(sid: int, before: State, after: State) -> list[tuple[int, str, Key, Version]]:
+    """The change rows of snapshot ``sid``, which turned ``before`` into ``after``: (snapshot, type, key, row)."""
+    out: list[tuple[int, str, Key, Version]] = []
+    for key, row in before.items():
+        if key not in after:
+            out.append((sid, "delete", key, row))
+        elif after[key] != row:
+            out += [(sid, "update_preimage", key, row), (sid, "update_postimage", key, after[key])]
+    out += [(sid, "insert", key, row) for key, row in after.items() if key not in before]
+    return out
+
+
+def _replayed(state: State, feed: pa.Table) -> State:
+    """``state`` with the change rows of ``feed`` applied in order."""
+    out = dict(state)
+    for r in feed.to_pylist():
+        key = (r["k"], r["dt"])
+        if r["_change_type"] in ("insert", "update_postimage"):
+            out[key] = (r["v"], r["ts"])
+        else:
+            out.pop(key, None)
+    return out
+
+
+def check_feed(uri: str, snapshots: dict[int, State], *, every_pair: bool, starts: int | None = None) -> None:
+    """For retained snapshots ``a < b`` (``a`` 0 too while snapshot 1 is retained), with the model's rows of each
+    retained snapshot in ``snapshots``: ``changes(a, b)`` holds, snapshot by snapshot, what each one changed
+    (``input``: the feed replayed on ``a``'s rows gives ``b``'s, as it shows the input, not its effect), and
+    ``scan(from_snapshot=a, to_snapshot=b)`` the rows of ``b`` that ``a`` did not hold. ``b`` is the latest
+    snapshot unless ``every_pair``: every pair ends at the latest snapshot once, and the feed of a retained range
+    never changes, so checking those after every step checks each pair. ``starts``: at most this many starts (the
+    first, the middle one, the last)."""
+    if not snapshots:
+        return
+    ids = sorted(snapshots)
+    firsts = ([0] if ids[0] == 1 else []) + ids[:-1]
+    if starts is not None and len(firsts) > starts:
+        firsts = sorted({firsts[0], firsts[len(firsts) // 2], firsts[-1]})
+    table = lakefmt.open_table(uri)
+    stored_input = table.table_schema().table_options.changelog_producer == "input"
+
+    def state(sid: int) -> State:
+        return snapshots[sid] if sid else {}
+
+    for b in ids if every_pair else ids[-1:]:
+        for a in (a for a in firsts if a < b):
+            feed = table.changes(a, b)
+            if stored_input:
+                assert _replayed(state(a), feed) == state(b), f"input feed changes({a}, {b}) replayed"
+            else:
+                expected = Counter(c for s in range(a + 1, b + 1) for c in _difference(s, state(s - 1), state(s)))
+                got = Counter(
+                    (r["_commit_snapshot"], r["_change_type"], (r["k"], r["dt"]), (r["v"], r["ts"]))
+                    for r in feed.to_pylist()
+                )
+                assert got == expected, f"changes({a}, {b})"
+            added = {k: r for k, r in state(b).items() if state(a).get(k) != r}
+            assert read_state(table, from_snapshot=a, to_snapshot=b) == added, f"scan from {a} to {b}"
 
 
 class KeyTableMachine(RuleBasedStateMachine):
@@ -327,6 +391,8 @@ class KeyTableMachine(RuleBasedStateMachine):
         if latest is None or latest.changelog_manifest_list is None or store.try_snapshot(latest.id - 1) is None:
             return
         schema = store.latest_schema()
+        if schema.table_options.changelog_producer != "lookup":  # ``input`` stores the input, not its effect
+            return
 
         def rows(snap: Any) -> list[tuple[Any, ...]]:
             got = _Walker(self.table.io, store, schema).changes(snap)
@@ -336,6 +402,12 @@ class KeyTableMachine(RuleBasedStateMachine):
             return sorted(zip(codes.tolist(), *columns, strict=True), key=repr)
 
         assert rows(latest) == rows(dataclasses.replace(latest, changelog_manifest_list=None))
+
+    @invariant()
+    def feed_and_incremental_scans_are_the_differences(self) -> None:
+        """:func:`check_feed`, from a few starts (among them the first and the last; every one on long runs)."""
+        if hasattr(self, "table"):
+            check_feed(self.uri, self.snapshots, every_pair=bool(EXAMPLES), starts=None if EXAMPLES else 3)
 
     @invariant()
     def live_files_exist(self) -> None:
