@@ -34,7 +34,7 @@ from lakefmt.read.evolve import dataset_for, read_evolved, runs
 from lakefmt.read.expired import expired_reads
 from lakefmt.read.files import read_entries, read_entries_parallel
 from lakefmt.read.incremental import added_between
-from lakefmt.read.masks import Vector, deleted_count, load_vectors, mask_whole
+from lakefmt.read.masks import Vector, deleted_count, deleted_positions, load_vectors, mask_whole
 from lakefmt.read.net import net_rows
 from lakefmt.read.plan import live_entries, prune_entries
 from lakefmt.read.tasks import FileTask, ReadTask, split_scan_kwargs
@@ -169,6 +169,14 @@ class Scan:
             dv = self._vector_entries
             self._vectors = {} if dv is None or dv.num_rows == 0 else load_vectors(self._io, dv, data=entries)
         return self._vectors
+
+    def deleted_positions(self, file: FileTask) -> pa.Array:
+        """The row positions (int64, 0-based in the file's row order, sorted) that ``file``'s deletion vector
+        deletes; empty for a file without one. For an engine that reads :meth:`files` with its own Parquet reader
+        and drops these rows by position (Spark's ``_metadata.row_index``: :mod:`pyspark_lakefmt.native`)."""
+        if file.deletion_vector is None:
+            return pa.array([], pa.int64())
+        return pa.array(deleted_positions(self._io, file.deletion_vector, file.row_count), pa.int64())
 
     def feed_rows(self) -> pa.Table | None:
         """For an incremental scan that cannot be read file by file (a table with deletion vectors, and a compaction
