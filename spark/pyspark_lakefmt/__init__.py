@@ -1,4 +1,9 @@
-"""The ``lakefmt`` Spark data source (pyspark >= 4.1 Python Data Source API).
+"""The ``lakefmt`` Spark data source (pyspark >= 4.1 Python Data Source API), and the native read path.
+
+The fast read: lakefmt plans on the driver, Spark's own Parquet reader reads (:mod:`pyspark_lakefmt.native`)::
+
+    df = pyspark_lakefmt.read(spark, "s3://bucket/events", versionAsOf=12)
+    pyspark_lakefmt.create_view(spark, "events", "s3://bucket/events")    # SELECT ... FROM events
 
 Installed as the top-level module ``pyspark_lakefmt``, it is found by pyspark without a register call::
 
@@ -42,11 +47,22 @@ from __future__ import annotations
 
 from .catalog import table_location
 from .merge import merge
+from .native import create_view, read
 from .rewrites import compact, delete
 from .source import LakefmtDataSource
 from .sql_register import register
 
-__all__ = ["DefaultSource", "LakefmtDataSource", "compact", "delete", "merge", "register", "table_location"]
+__all__ = [
+    "DefaultSource",
+    "LakefmtDataSource",
+    "compact",
+    "create_view",
+    "delete",
+    "merge",
+    "read",
+    "register",
+    "table_location",
+]
 
 #: the name pyspark's data source lookup looks for in a ``pyspark_*`` module
 DefaultSource = LakefmtDataSource
