@@ -182,7 +182,10 @@ class ChangeFeedReader(DataSourceReader):
                 f"option endingVersion: snapshot {self.end} is after the latest snapshot {latest.id}"
             )
         if first - 1 > last:
-            raise InvalidOptionError(f"the change feed's range starts after it ends: from snapshot {first} to {last}")
+            raise InvalidOptionError(
+                f"the change feed's range starts after it ends: it starts at snapshot {first} (startingVersion, "
+                f"startingTimestamp: inclusive) and ends at snapshot {last}"
+            )
         return first - 1, last
 
     def partitions(self) -> list[FeedPartition]:

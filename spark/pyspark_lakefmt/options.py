@@ -102,6 +102,26 @@ def _starting_snapshot(value: str, name: str) -> int | Literal["latest"]:
         ) from None
 
 
+def _version(value: str, name: str) -> int:
+    """Delta's version: a snapshot id, or 0, the table's creation (snapshot ids start at 1)."""
+    text = str(value).strip()
+    if not _DIGITS.fullmatch(text):
+        raise InvalidOptionError(f"option {name}: {value!r} is not a version; versions are whole numbers from 0")
+    return int(text)
+
+
+def _starting_version(value: str, name: str) -> int | Literal["latest"]:
+    """Delta's ``startingVersion``: inclusive; 0 (the table's creation) reads from the first snapshot, 1."""
+    if str(value).strip().lower() == "latest":
+        return "latest"
+    try:
+        return max(_version(value, name), 1)
+    except InvalidOptionError:
+        raise InvalidOptionError(
+            f"option {name}: {value!r} is not a version (a whole number from 0, the table's creation) or latest"
+        ) from None
+
+
 def _instant(value: str, name: str) -> int:
     try:
         return parse_as_of(str(value))
@@ -192,9 +212,10 @@ OPTIONS: tuple[Option, ...] = (
          "inserted, updated and deleted, with _change_type, _commit_snapshot, _commit_version, _commit_timestamp)"),
     _opt("startingSnapshot", "read stream-read", _starting_snapshot, "the first snapshot a new stream reads, or "
          "latest (only what is committed from now on); with readChangeFeed, the first snapshot whose changes are read"),
-    _opt("startingVersion", "read stream-read", _starting_snapshot, "Delta's spelling of startingSnapshot",
-         "startingSnapshot"),
-    _opt("endingVersion", "read", _snapshot_id, "with readChangeFeed: the last snapshot whose changes are read"),
+    _opt("startingVersion", "read stream-read", _starting_version, "Delta's spelling of startingSnapshot (0: from "
+         "the table's creation)", "startingSnapshot"),
+    _opt("endingVersion", "read", _version, "with readChangeFeed: the last snapshot whose changes are read (0: "
+         "the table's creation, which changed no row)"),
     _opt("endingSnapshot", "read", _snapshot_id, "lakefmt's spelling of endingVersion", "endingVersion"),
     _opt("startingTimestamp", "read stream-read", _instant, "a new stream reads the snapshots committed at or after "
          "this instant (ISO-8601 or epoch ms); with readChangeFeed, the changes committed at or after it"),

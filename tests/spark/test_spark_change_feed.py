@@ -117,3 +117,37 @@ def latest(table: lakefmt.Table) -> int:
     snap = table.latest_snapshot()
     assert snap is not None
     return snap.id
+
+
+def test_delta_versions_start_at_a_snapshot_and_version_0_is_the_creation(spark: Any, tmp_path: Path) -> None:
+    """Delta's spellings are inclusive, as ``Table.changes(starting_version=)``; lakefmt's SQL function keeps
+    starting after its snapshot, as ``Table.changes(a, b)``; a bad version is an error naming the option."""
+    table = key_table(tmp_path)
+    table.upsert(pa.table({"id": [2], "v": ["B"]}, schema=SCHEMA))  # 2
+    table.delete_keys(pa.table({"id": [3]}))  # 3
+
+    def read(**options: object) -> Any:
+        r = spark.read.format(FMT).option("readChangeFeed", "true")
+        for key, value in options.items():
+            r = r.option(key, str(value))
+        return r.load(table.uri)
+
+    every = rows_of(table.changes(starting_version=0))
+    assert spark_rows(read(startingVersion=0)) == spark_rows(read(startingVersion=1)) == every
+    assert {r[3] for r in every} == {1, 2, 3}
+    assert spark_rows(read(startingVersion=2, endingVersion=2)) == rows_of(table.changes(starting_version=2,
+                                                                                         ending_version=2))  # fmt: skip
+    assert spark_rows(read(startingVersion=0, endingVersion=0)) == []  # the creation changed no row
+    import pyspark_lakefmt
+
+    pyspark_lakefmt.register(spark)
+    sql = spark.sql(f"SELECT * FROM lakefmt_table_changes('{table.uri}', 1, 2)")
+    assert spark_rows(sql.withColumn("_commit_version", sql["_commit_snapshot"])) == rows_of(table.changes(1, 2))
+    for bad, message in (
+        ({"startingVersion": "-1"}, "option startingVersion: '-1' is not a version"),
+        ({"startingVersion": "x"}, "option startingVersion: 'x' is not a version"),
+        ({"startingVersion": 1, "endingVersion": "y"}, "option endingVersion: 'y' is not a version"),
+        ({"startingVersion": 5}, "it starts at snapshot 5 (startingVersion, startingTimestamp: inclusive) and ends"),
+    ):
+        with pytest.raises(Exception, match=message.replace("(", r"\(").replace(")", r"\)")):
+            read(**bad).collect()
