@@ -13,9 +13,10 @@ decoding; the optimizer sees an ordinary Parquet scan).
   ``_metadata.file_name`` and ``_metadata.row_index`` (the row's physical position in its file, which neither row
   group skipping nor a pushed filter changes), anti-joined with the deleted positions, broadcast when there are at
   most :data:`BROADCAST_POSITIONS`. Files without one are read plainly and the two reads are unioned.
-* A table whose types Spark cannot read as lakefmt does (:func:`.native_types.native_unsupported`), or whose
-  files need matching by id but were written without ids (format version 1, then evolved), or a change-feed read,
-  is read by the Python data source (``format("lakefmt")``) instead, with the reason logged.
+* A type Spark cannot read as lakefmt does (:func:`.native_types.native_unsupported`: unsigned integers, ...) is
+  :class:`lakefmt.UnsupportedTypeError` naming the column (the Python data source cannot read it either). Files
+  that need matching by id but were written without ids (format version 1, then evolved), and a change-feed read,
+  are read by the Python data source (``format("lakefmt")``) instead, with the reason logged.
 """
 
 from __future__ import annotations
@@ -57,8 +58,11 @@ class NativePlan:
         file_schemas = {s.id: s for s in table.schemas()}
         versions = {file_schemas[f.schema_id].format_version for f in self.files if f.schema_id in file_schemas}
         by_name = self.schema.format_version < 2 or min(versions, default=2) < 2  # files without field ids
-        self.reason = native_unsupported(self.schema.arrow_schema)
-        if self.reason is None and by_name and any(f.schema_id not in (None, self.schema.id) for f in self.files):
+        unsupported = native_unsupported(self.schema.arrow_schema)
+        if unsupported is not None:  # the Python data source cannot read these either (pyspark's Arrow conversion)
+            raise lakefmt.UnsupportedTypeError(f"{unsupported}; read the table with Table.scan(...).to_arrow()")
+        self.reason: str | None = None
+        if by_name and any(f.schema_id not in (None, self.schema.id) for f in self.files):
             self.reason = "files written without Parquet field ids (format version 1) need matching by id"
         if self.reason is None and any(f.schema_id not in file_schemas for f in self.files if f.schema_id is not None):
             self.reason = "a file's schema is not in the table"

@@ -5,8 +5,8 @@ new name, one dropped and re-added under the same name reads as nulls from files
 since reads as nulls.
 
 Types Spark's reader cannot read as ``Table.scan(...).to_arrow()`` reads them (unsigned integers, half floats,
-times of day, nanosecond timestamps, the null type) make :func:`native_unsupported` say why, and the read goes
-through the Python data source instead.
+times of day, nanosecond timestamps, the null type) make :func:`native_unsupported` say why; the native read
+refuses them with that reason (pyspark's Arrow types have none of them, so the Python data source cannot either).
 """
 
 from __future__ import annotations
