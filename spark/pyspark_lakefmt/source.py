@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader
 from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructType
@@ -16,6 +18,13 @@ from .reader import PushdownReader, Reader
 from .writer import BatchWriter, StreamWriter, commit_user, overwrite_from_options, table_for_write
 
 __all__ = ["LakefmtDataSource"]
+
+log = logging.getLogger("pyspark_lakefmt.source")
+#: the first line a batch read through the Python data source logs: where the faster path is
+FAST_PATH_HINT = (
+    "lakefmt: format('lakefmt') reads through Python workers; pyspark_lakefmt.read(spark, uri, **options) reads "
+    "the same snapshot with Spark's own Parquet reader, several times faster (docs/spark.md, Reads)"
+)
 
 
 class LakefmtDataSource(DataSource):
@@ -50,6 +59,7 @@ class LakefmtDataSource(DataSource):
             raise lakefmt.InvalidOptionError(
                 f"option {given[0]} is for a change feed read: add .option('readChangeFeed', 'true')"
             )
+        log.info(FAST_PATH_HINT)
         cls = PushdownReader if options.get("pushFilters") else Reader
         return cls(self._read_ref(schema), options, schema)
 
