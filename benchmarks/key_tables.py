@@ -58,7 +58,7 @@ import pyarrow.parquet as pq
 import lakefmt
 from benchmarks.common import Comparison, Result, drop_tree, run_child
 from benchmarks.peers import PEERS_DIR, SETUP_HINT, python_for
-from lakefmt.rewrite.keys import key_cache_clear
+from lakefmt.rewrite.keys.planners import key_cache_clear
 
 NAME = "key_tables"
 SCALE_ENV = "LAKEFMT_BENCH_KEY_SCALE"

@@ -68,10 +68,10 @@ if TYPE_CHECKING:
     from lakefmt.oneliner import write_table
     from lakefmt.read.changes import CHANGE_TYPE, COMMIT_SNAPSHOT, COMMIT_TIMESTAMP, ROW_KIND, change_schema
     from lakefmt.read.scan import FileTask, ReadTask, Scan
-    from lakefmt.rewrite.compact import commit_compaction, rewrite_group
-    from lakefmt.rewrite.compact_plan import plan_compaction
-    from lakefmt.rewrite.compact_types import CompactionGroup, CompactionPlan, CompactionReport
-    from lakefmt.rewrite.merge import MergeReport, TableMerger
+    from lakefmt.rewrite.compact.plan import plan_compaction
+    from lakefmt.rewrite.compact.run import commit_compaction, rewrite_group
+    from lakefmt.rewrite.compact.types import CompactionGroup, CompactionPlan, CompactionReport
+    from lakefmt.rewrite.merge.run import MergeReport, TableMerger
     from lakefmt.spec import FORMAT_VERSION, CommitKind, CommitMessage, Consumer, Snapshot, TableSchema
     from lakefmt.spec.scope import OverwriteScope
     from lakefmt.spec.tag import Tag
@@ -98,14 +98,14 @@ _LAZY = {
     "FileTask": "lakefmt.read.scan",
     "ReadTask": "lakefmt.read.scan",
     "Scan": "lakefmt.read.scan",
-    "commit_compaction": "lakefmt.rewrite.compact",
-    "rewrite_group": "lakefmt.rewrite.compact",
-    "plan_compaction": "lakefmt.rewrite.compact_plan",
-    "CompactionGroup": "lakefmt.rewrite.compact_types",
-    "CompactionPlan": "lakefmt.rewrite.compact_types",
-    "CompactionReport": "lakefmt.rewrite.compact_types",
-    "MergeReport": "lakefmt.rewrite.merge",
-    "TableMerger": "lakefmt.rewrite.merge",
+    "commit_compaction": "lakefmt.rewrite.compact.run",
+    "rewrite_group": "lakefmt.rewrite.compact.run",
+    "plan_compaction": "lakefmt.rewrite.compact.plan",
+    "CompactionGroup": "lakefmt.rewrite.compact.types",
+    "CompactionPlan": "lakefmt.rewrite.compact.types",
+    "CompactionReport": "lakefmt.rewrite.compact.types",
+    "MergeReport": "lakefmt.rewrite.merge.run",
+    "TableMerger": "lakefmt.rewrite.merge.run",
     "FORMAT_VERSION": "lakefmt.spec",
     "CommitKind": "lakefmt.spec",
     "CommitMessage": "lakefmt.spec",

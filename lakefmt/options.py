@@ -362,7 +362,7 @@ class TableOptions:
     #: stores nothing: :meth:`lakefmt.Table.changes` derives a commit's changes from its files and deletion vectors,
     #: reading each replaced row out of the older file it was in. ``lookup``: a commit that replaces or deletes rows
     #: by deletion vector stores its change rows in a changelog file when it is made (the key lookup already found
-    #: every replaced row; :mod:`lakefmt.rewrite.changelog`), and the feed reads that file alone. ``input``: a commit
+    #: every replaced row; rewrite.keys.changelog), and the feed reads that file alone. ``input``: a commit
     #: on a key table stores the rows it was given, as they were written, each with its own row kind (the
     #: ``rowkind.field`` value, else an insert; a delete by key as its key). ``full-compaction`` is refused.
     changelog_producer: str = "none"

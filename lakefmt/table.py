@@ -30,13 +30,13 @@ from lakefmt.read.inspect import InspectTable
 from lakefmt.read.scan import FileTask, Scan, check_snapshot_id
 from lakefmt.rewrite.append import write_and_commit
 from lakefmt.rewrite.base import RewriteTarget
-from lakefmt.rewrite.compact import compact
-from lakefmt.rewrite.compact_types import CompactionReport
+from lakefmt.rewrite.compact.run import compact
+from lakefmt.rewrite.compact.types import CompactionReport
 from lakefmt.rewrite.delete import delete_rows
-from lakefmt.rewrite.engine_planner import MergePlanner
-from lakefmt.rewrite.merge import TableMerger, merge
+from lakefmt.rewrite.keys.engine_planner import MergePlanner
+from lakefmt.rewrite.keys.upsert import delete_keys, delete_marking, upsert
+from lakefmt.rewrite.merge.run import TableMerger, merge
 from lakefmt.rewrite.replace import replace_where
-from lakefmt.rewrite.upsert import delete_keys, delete_marking, upsert
 from lakefmt.spec import CommitMessage, Snapshot, TableSchema
 from lakefmt.spec.filters import check_filter
 from lakefmt.spec.instants import Instant
@@ -273,7 +273,7 @@ class Table(TableVersions):
         return delete_rows(self, filter)
 
     def upsert(self, data: Any, *, join_cols: Sequence[str] | None = None) -> Snapshot | None:
-        """Insert or replace rows by primary key on a key table, in one snapshot: see :func:`lakefmt.rewrite.upsert
+        """Insert or replace rows by primary key on a key table, in one snapshot: see :func:`lakefmt.rewrite.keys.upsert
         .upsert` (the last row of a key wins, or the largest ``sequence.field``; under the option ``merge-engine``
         ``partial-update``, ``aggregation`` or ``first-row`` the rows combine instead). ``append`` on a key table
         does the same. ``join_cols`` (pyiceberg's keyword) may name the primary key's columns (in any order); other
@@ -283,7 +283,7 @@ class Table(TableVersions):
 
     def merge(self, source: Any, predicate: str, *, source_alias: str | None = None, target_alias: str | None = None
               ) -> TableMerger:
-        """MERGE ``source`` on ``predicate``: ``when_*`` clauses, then ``.execute()`` (:mod:`lakefmt.rewrite.merge`)."""
+        """MERGE ``source`` on ``predicate``: ``when_*`` clauses, then ``.execute()`` (rewrite.merge.run)."""
         return merge(self, source, predicate, source_alias=source_alias, target_alias=target_alias)
 
     def delete_keys(self, keys: Any) -> Snapshot | None:
@@ -515,7 +515,7 @@ class Table(TableVersions):
         re-plans those partitions once, or gives them up (:attr:`CompactionReport.given_up`); it never raises
         a conflict. An unknown partition (:class:`InvalidPartitionError`), ``target_file_size`` or ``min_files``
         below 1 (:class:`InvalidOptionError`) or an unknown sort column (:class:`SchemaMismatchError`) is refused
-        before anything is written. The distributable steps: :mod:`lakefmt.rewrite.compact`."""
+        before anything is written. The distributable steps: :mod:`lakefmt.rewrite.compact.run`."""
         return compact(
             self, partition, target_file_size=target_file_size, min_files=min_files, sort_by=sort_by,
             dry_run=dry_run, parallelism=parallelism, progress=progress,

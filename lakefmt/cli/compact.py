@@ -9,8 +9,8 @@ from typing import Any
 import lakefmt
 from lakefmt.cli.output import _emit, _human, _ProgressBar
 from lakefmt.options import parse_size
-from lakefmt.rewrite.compact_plan import LARGE_ENOUGH
-from lakefmt.rewrite.compact_types import CompactionReport
+from lakefmt.rewrite.compact.plan import LARGE_ENOUGH
+from lakefmt.rewrite.compact.types import CompactionReport
 from lakefmt.spec.partition import describe_partition, parse_partition_value
 
 __all__ = ["cmd_compact", "parse_partition", "parse_sort_by", "parse_target_size"]

@@ -63,7 +63,7 @@ class Committer:
         self._clock = clock if clock is not None else _wall_clock
         self._user = commit_user
         self.commit_user = commit_user if commit_user is not None else f"oneoff-{uuid.uuid4().hex}"
-        self._planner = planner  # a key table's upsert planner (lakefmt.rewrite.keys), from Table.new_committer
+        self._planner = planner  # a key table's upsert planner (rewrite.keys.planners), from Table.new_committer
         self._producer: SnapshotProducer | None = None
         self.last_result: CommitResult | None = None  #: how the last commit call ended (None if it raised)
 

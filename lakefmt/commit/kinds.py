@@ -167,7 +167,7 @@ class RewriteProducer(SnapshotProducer):
 class CompactProducer(RewriteProducer):
     """A compaction: replaces live files with files holding exactly the same rows (kind COMPACT). It carries the
     commit-user map forward unchanged (it is no writer's commit), and a writer that races it never fails
-    (:func:`compactions_only`). Planning and rewriting: :mod:`lakefmt.rewrite.compact`."""
+    (:func:`compactions_only`). Planning and rewriting: :mod:`lakefmt.rewrite.compact.run`."""
 
     kind = CommitKind.COMPACT
     #: merge the small manifests into one once the base and delta of the snapshot it lands on hold this many
@@ -329,7 +329,7 @@ class VectorChanges:
 
 
 class VectorPlanner(Protocol):
-    """Plans a commit's deletion vectors (:mod:`lakefmt.rewrite.keys`: an upsert's, a delete's)."""
+    """Plans a commit's deletion vectors (:mod:`lakefmt.rewrite.keys.planners`: an upsert's, a delete's)."""
 
     def plan(self, latest: Snapshot | None, schema: TableSchema, added: Sequence[ManifestFileMeta]) -> VectorChanges:
         """The changes to make on ``latest``, for the writers' files of ``added``."""
@@ -407,7 +407,7 @@ class KeyedProducer(SnapshotProducer):
 class KeyedOverwriteProducer(OverwriteProducer):
     """An overwrite of a key table: the scope's files (and their deletion vectors) are replaced as by any overwrite,
     and of two rows for one key among the new files all but one are marked deleted (``planner`` settles the new
-    rows among themselves: an :class:`~lakefmt.rewrite.keys.UpsertPlanner` with ``against_live=False``)."""
+    rows among themselves: an :class:`~lakefmt.rewrite.keys.planners.UpsertPlanner` with ``against_live=False``)."""
 
     def __init__(self, *args: Any, planner: VectorPlanner, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

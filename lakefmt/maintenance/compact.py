@@ -1,12 +1,12 @@
 """Automatic compaction (table option ``compaction.auto``): after a commit lands, the partitions it touched are
-compacted in size tiers (:func:`lakefmt.rewrite.compact_plan.plan_compaction` with ``tiered=True``) when one
+compacted in size tiers (:func:`lakefmt.rewrite.compact.plan.plan_compaction` with ``tiered=True``) when one
 holds ``compaction.min.file-num`` small files; in the committing thread, or in the table's worker thread with
 ``compaction.async`` (:mod:`lakefmt.maintenance.background`). The compaction itself is
-:mod:`lakefmt.rewrite.compact`'s.
+:mod:`lakefmt.rewrite.compact.run`'s.
 
 On a key table, a touched bucket is compacted once it holds ``num-sorted-run.compaction-trigger`` data files;
 on any format-version-3 table, a file whose deletion vector deletes a large share of its rows is rewritten
-(:mod:`lakefmt.rewrite.compact_buckets`).
+(:mod:`lakefmt.rewrite.compact.buckets`).
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from typing import Any
 
 from lakefmt.meta import entries as ents
 from lakefmt.rewrite.base import RewriteTarget, Targetable, as_target
-from lakefmt.rewrite.compact import run_plan
-from lakefmt.rewrite.compact_plan import LARGE_ENOUGH, live_after, plan_compaction
-from lakefmt.rewrite.compact_types import CompactionReport, Partition, partition_key
+from lakefmt.rewrite.compact.plan import LARGE_ENOUGH, live_after, plan_compaction
+from lakefmt.rewrite.compact.run import run_plan
+from lakefmt.rewrite.compact.types import CompactionReport, Partition, partition_key
 from lakefmt.spec import CommitKind, Snapshot
 
 __all__ = ["auto_compact", "auto_compact_after", "touched_partitions"]

@@ -1,6 +1,6 @@
 """Labelling one commit's change rows: which of the rows it deleted and inserted are deletes, inserts, and the two
 halves of an update. Shared by the change feed (:mod:`lakefmt.read.changes`), which derives a commit's rows from its
-deletion vectors and files, and the ``lookup`` changelog producer (:mod:`lakefmt.rewrite.changelog`), which stores
+deletion vectors and files, and the ``lookup`` changelog producer (:mod:`lakefmt.rewrite.keys.changelog`), which stores
 them when the commit is made: both label the same rows the same way.
 
 A change type is stored as Paimon's row-kind byte (``+I`` 0, ``-U`` 1, ``+U`` 2, ``-D`` 3) and shown by Delta's

@@ -1,7 +1,7 @@
 """The skeleton every row-level change shares: plan on a snapshot, read the files it replaces, write their
 replacements, commit DELETE + ADD with every replaced file checked live, and re-plan or give up on a conflict.
 
-Compaction (:mod:`lakefmt.rewrite.compact`) and row-level delete (:mod:`lakefmt.rewrite.delete`) are variations of
+Compaction (:mod:`lakefmt.rewrite.compact.run`) and row-level delete (:mod:`lakefmt.rewrite.delete`) are variations of
 it, as commit kinds are of :mod:`lakefmt.commit.producer`; the parts here are what they have in common:
 
 * :class:`RewriteTarget`: what a rewrite needs from a table (its storage, its metadata store, a writer factory, a

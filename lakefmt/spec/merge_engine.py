@@ -7,7 +7,7 @@ combine, resolved per column and checked against the schema.
   ``fields.default-aggregate-function``, else ``last_non_null_value``, as in Paimon);
 * ``first-row``: the first row written for a key stays; later rows for it are ignored.
 
-How the rows are folded: :mod:`lakefmt.rewrite.engines`.
+How the rows are folded: :mod:`lakefmt.rewrite.keys.engines`.
 """
 
 from __future__ import annotations

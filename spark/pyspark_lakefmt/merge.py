@@ -8,7 +8,7 @@ target_alias=...)`` returns lakefmt's :class:`lakefmt.TableMerger`, the same bui
         .execute())
 
 The source DataFrame is collected to Arrow on the driver (``DataFrame.toArrow()``) and merged there by lakefmt's
-Python implementation (:mod:`lakefmt.rewrite.merge`), in one commit: this suits sources that fit in the driver's
+Python implementation (:mod:`lakefmt.rewrite.merge.run`), in one commit: this suits sources that fit in the driver's
 memory (the changes of a batch, a day's updates); the target is read by the driver too, only its files that the
 source's key ranges may match. A Python data source cannot take Spark SQL's ``MERGE INTO`` statement.
 """

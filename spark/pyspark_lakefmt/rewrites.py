@@ -5,7 +5,7 @@ driver, the files rewritten in Spark tasks on the executors, committed once on t
 >>> pyspark_lakefmt.delete(spark, "s3://bucket/events", "dt < '2026-01-01' AND user_id = 42")
 >>> pyspark_lakefmt.compact(spark, "s3://bucket/events", partition={"dt": "2026-11-01"}, sort_by=["user_id"])
 
-Both run lakefmt's own three steps (:mod:`lakefmt.rewrite.delete`, :mod:`lakefmt.rewrite.compact`); Spark only
+Both run lakefmt's own three steps (:mod:`lakefmt.rewrite.delete`, :mod:`lakefmt.rewrite.compact.run`); Spark only
 carries the middle one to the executors, as a job of one task per group of files
 (``sparkContext.parallelize(groups, len(groups))``). Each
 task opens the table from its picklable :class:`lakefmt.Table` (storage options travel with it), writes with the
@@ -24,10 +24,10 @@ import pyarrow.compute as pc
 
 import lakefmt
 from lakefmt.errors import RewriteConflictError
-from lakefmt.rewrite.compact import commit_compaction, rewrite_group
-from lakefmt.rewrite.compact import compact as compact_here
-from lakefmt.rewrite.compact_plan import plan_compaction
-from lakefmt.rewrite.compact_types import CompactionGroup, CompactionReport
+from lakefmt.rewrite.compact.plan import plan_compaction
+from lakefmt.rewrite.compact.run import commit_compaction, rewrite_group
+from lakefmt.rewrite.compact.run import compact as compact_here
+from lakefmt.rewrite.compact.types import CompactionGroup, CompactionReport
 from lakefmt.rewrite.delete import DeletePlan, DeleteResult, delete_in_files, delete_rows
 from lakefmt.spec import CommitMessage, TableSchema
 from lakefmt.spec.filters import check_filter

@@ -16,7 +16,7 @@ import pyarrow as pa
 import lakefmt
 from lakefmt.errors import CommitStateUnknownError
 from lakefmt.meta.store import MetaStore
-from lakefmt.rewrite.upsert import apply_key_changes
+from lakefmt.rewrite.keys.upsert import apply_key_changes
 
 from .faultio import Fault, FaultIO, FaultPlan
 

@@ -24,7 +24,7 @@ from helpers import file_listing
 
 import lakefmt
 from lakefmt.meta.store import MetaStore
-from lakefmt.rewrite.keys import key_cache_clear
+from lakefmt.rewrite.keys.planners import key_cache_clear
 
 from .faultio import FaultIO
 from .scenarios import SCENARIOS, Commit

@@ -29,7 +29,7 @@ import lakefmt
 from lakefmt.maintenance import referenced_files
 from lakefmt.maintenance.orphans import unreferenced
 from lakefmt.meta.store import MetaStore
-from lakefmt.rewrite.compact_plan import plan_compaction
+from lakefmt.rewrite.compact.plan import plan_compaction
 
 from .faultio import FaultIO
 from .scenarios import SCENARIOS, AutoCompactCommit

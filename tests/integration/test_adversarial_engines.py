@@ -10,7 +10,7 @@ import pytest
 
 import lakefmt
 from lakefmt.errors import KeyTableError
-from lakefmt.rewrite.upsert import apply_key_changes
+from lakefmt.rewrite.keys.upsert import apply_key_changes
 
 
 def _sum_table(tmp_path: Path, t: pa.DataType) -> tuple[lakefmt.Table, pa.Schema]:

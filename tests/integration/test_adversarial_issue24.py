@@ -20,7 +20,7 @@ import lakefmt
 from lakefmt.errors import CorruptMetadataError
 from lakefmt.io.local import LocalFileIO
 from lakefmt.read import masks
-from lakefmt.rewrite.keys import key_cache_clear
+from lakefmt.rewrite.keys.planners import key_cache_clear
 from lakefmt.spec import deletion_vector as dvm
 from lakefmt.spec.keys import key_hash
 from lakefmt.spec.manifest import decode_manifest, encode_manifest

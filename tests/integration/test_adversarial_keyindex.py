@@ -12,7 +12,7 @@ from helpers import create_table_in
 from test_key_index_files import SCHEMA, data_paths, key_rows, state_of  # the rows and checks of the key index tests
 
 import lakefmt
-from lakefmt.rewrite.keys import key_cache_clear
+from lakefmt.rewrite.keys.planners import key_cache_clear
 from lakefmt.spec import layout
 from lakefmt.spec.key_index import HEADER_SIZE, parse_header
 
@@ -124,7 +124,7 @@ _FD_SCRIPT = """
 import os, sys
 import pyarrow as pa
 import lakefmt
-from lakefmt.rewrite.keys import key_cache_clear
+from lakefmt.rewrite.keys.planners import key_cache_clear
 schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("v", pa.string())])
 t = lakefmt.create_table(sys.argv[1], schema, primary_key=["id"], options={"bucket": "400", "compaction.auto": "false"})
 ids = list(range(40000))
@@ -241,7 +241,7 @@ def test_a_tag_keeps_indexes_through_compaction_expire_orphan_clean_and_restore(
 
 def test_fetched_index_bytes_count_the_positions_too(tmp_path: Any) -> None:
     """The process's bound on fetched indexes counts what they hold: keys and positions."""
-    from lakefmt.rewrite import stored_keys
+    from lakefmt.rewrite.keys import stored as stored_keys
 
     t = lakefmt.create_table(f"memory://{tmp_path.name}-fetched", SCHEMA, primary_key=["id"],
                              options={"bucket": "1", "compaction.auto": "false", "write.row-group-rows": "1000"})
@@ -273,7 +273,7 @@ def test_an_index_longer_than_its_header_says_is_not_used(store: Any, monkeypatc
                                                           rows: int) -> None:
     """The format says a reader must not use a key index whose size is not the one its header gives; on object
     storage too (a small index comes whole with its header; a large one's arrays when fetched whole)."""
-    from lakefmt.rewrite import stored_keys
+    from lakefmt.rewrite.keys import stored as stored_keys
 
     t = create_table_in(store, SCHEMA, primary_key=["id"], options={"bucket": "1", "compaction.auto": "false"})
     t.append(key_rows(range(rows), "a"))
@@ -288,7 +288,7 @@ def test_an_index_longer_than_its_header_says_is_not_used(store: Any, monkeypatc
         used.append(out is not None)
         return out
 
-    monkeypatch.setattr("lakefmt.rewrite.find_keys.stored_match", spy)
+    monkeypatch.setattr("lakefmt.rewrite.keys.find.stored_match", spy)
     key_cache_clear()
     t.upsert(key_rows(range(0, rows, 2), "b"))  # most pages: fetched whole
     assert not any(used)

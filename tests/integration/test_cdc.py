@@ -17,7 +17,7 @@ from helpers import create_table_in, file_listing
 
 import lakefmt
 from lakefmt.errors import InvalidOptionError, InvalidRowKindError, SchemaEvolutionError
-from lakefmt.rewrite.upsert import apply_key_changes
+from lakefmt.rewrite.keys.upsert import apply_key_changes
 
 
 def live(table: lakefmt.Table) -> dict[Key, Row]:

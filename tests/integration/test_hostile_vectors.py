@@ -24,8 +24,8 @@ import pytest
 import lakefmt
 from lakefmt.errors import CorruptMetadataError
 from lakefmt.read import masks, polars_vectors
-from lakefmt.rewrite.compact import compact
-from lakefmt.rewrite.keys import key_cache_clear
+from lakefmt.rewrite.compact.run import compact
+from lakefmt.rewrite.keys.planners import key_cache_clear
 from lakefmt.spec import deletion_vector as dvm
 
 SCHEMA = pa.schema([pa.field("k", pa.int64(), False), ("v", pa.int64())])

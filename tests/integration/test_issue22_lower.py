@@ -15,8 +15,8 @@ import lakefmt
 from lakefmt.cli import main
 from lakefmt.cli.compact import parse_partition
 from lakefmt.meta import entries as ents
-from lakefmt.rewrite import compact as compaction
 from lakefmt.rewrite import delete as deletion
+from lakefmt.rewrite.compact import run as compaction
 
 SCHEMA = pa.schema([("id", pa.int64()), ("dt", pa.string())])
 EVEN = pc.field("id").isin(list(range(0, 1000, 2)))  # one row of each file small_files writes

@@ -14,8 +14,8 @@ from helpers import create_table_in, file_listing
 
 import lakefmt
 from lakefmt.errors import InvalidOptionError, KeyTableError, SchemaMismatchError
-from lakefmt.rewrite.keys import UpsertPlanner
-from lakefmt.rewrite.upsert import apply_key_changes
+from lakefmt.rewrite.keys.planners import UpsertPlanner
+from lakefmt.rewrite.keys.upsert import apply_key_changes
 from lakefmt.spec import CommitKind
 
 SCHEMA = pa.schema([("k", pa.int64()), ("dt", pa.string()), ("v", pa.string()), ("seq", pa.int64())])

@@ -13,8 +13,8 @@ from helpers import create_table_in
 
 import lakefmt
 from lakefmt.maintenance.report import FileClass
-from lakefmt.rewrite import find_keys as finder_module
-from lakefmt.rewrite.keys import key_cache_clear
+from lakefmt.rewrite.keys import find as finder_module
+from lakefmt.rewrite.keys.planners import key_cache_clear
 from lakefmt.spec import layout
 from lakefmt.spec.keys import key_hash
 

@@ -22,7 +22,7 @@ from lakefmt.errors import (
     MergeMultipleMatchesError,
     RewriteConflictError,
 )
-from lakefmt.rewrite import merge as merge_mod
+from lakefmt.rewrite.merge import run as merge_mod
 
 SCHEMA = pa.schema([("id", pa.int64()), ("x", pa.int64()), ("dt", pa.string())])
 MODES = ["cow", "dv", "key"]

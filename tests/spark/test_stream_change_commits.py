@@ -23,7 +23,7 @@ from pyspark_lakefmt.options import TableRef
 from pyspark_lakefmt.stream_reader import PENDING, KindRule, StreamReader, snapshot_rule
 
 import lakefmt
-from lakefmt.rewrite.upsert import apply_key_changes
+from lakefmt.rewrite.keys.upsert import apply_key_changes
 
 FMT = "lakefmt"
 SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.string()), ("op", pa.string())])

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from lakefmt.io import file_io_for
-from lakefmt.rewrite import stored_keys
+from lakefmt.rewrite.keys import stored as stored_keys
 from lakefmt.spec import key_index, layout
 
 NAME = "data-test-0.parquet"  #: the data file every index here is written for

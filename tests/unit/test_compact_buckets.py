@@ -1,4 +1,4 @@
-"""The planning of a key-table bucket's compaction (:func:`lakefmt.rewrite.compact_buckets.plan_bucket`) and its
+"""The planning of a key-table bucket's compaction (:func:`lakefmt.rewrite.compact.buckets.plan_bucket`) and its
 ``compaction.bucket.delete-ratio-threshold`` option: automatic compaction merges the whole bucket once the rows
 its vectors delete reach the share, only when the bucket is at the trigger."""
 
@@ -8,7 +8,7 @@ import pytest
 
 from lakefmt.errors import InvalidOptionError
 from lakefmt.options import TableOptions
-from lakefmt.rewrite.compact_buckets import Files, plan_bucket
+from lakefmt.rewrite.compact.buckets import Files, plan_bucket
 
 TRIGGER = 5
 MAX_FILES = 50

@@ -1,6 +1,6 @@
 """Hashed key index files (keys that are not one integer-like column: strings, binaries, several columns): the
 layout (lakefmt.spec.key_index), the key bytes (lakefmt.spec.keys.key_bytes), and lookups in them
-(lakefmt.rewrite.stored_keys): mapped from local disk, by page and byte ranges from a memory filesystem, or fetched
+(lakefmt.rewrite.keys.stored): mapped from local disk, by page and byte ranges from a memory filesystem, or fetched
 whole, a lookup finds exactly the (position, probe) pairs of equal keys a brute-force comparison finds; a key that
 shares a probed key's hash is told apart by its bytes, and damage makes it give up (None: the caller reads the key
 columns) rather than select a wrong row."""
@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lakefmt.io import file_io_for as open_fileio
-from lakefmt.rewrite.stored_keys import clear_stored, open_stored, stored_match
+from lakefmt.rewrite.keys.stored import clear_stored, open_stored, stored_match
 from lakefmt.spec import layout
 from lakefmt.spec.key_index import (
     FLAG_HASHED,

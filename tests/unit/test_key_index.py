@@ -1,4 +1,4 @@
-"""Key index files (lakefmt.spec.key_index) and lookups in them (lakefmt.rewrite.stored_keys): every lookup, mapped
+"""Key index files (lakefmt.spec.key_index) and lookups in them (lakefmt.rewrite.keys.stored): every lookup, mapped
 from local disk, by page ranges from a memory filesystem, or fetched whole, finds exactly the (position, probe)
 pairs of equal keys that a brute-force comparison finds."""
 
@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lakefmt.io import file_io_for as open_fileio
-from lakefmt.rewrite.stored_keys import clear_stored, open_stored, stored_match
+from lakefmt.rewrite.keys.stored import clear_stored, open_stored, stored_match
 from lakefmt.spec import layout
 from lakefmt.spec.key_index import (
     FLAG_POSITIONS,

@@ -14,7 +14,7 @@ import pytest
 import lakefmt
 from lakefmt.errors import CorruptMetadataError
 from lakefmt.read.removals import removes_rows
-from lakefmt.rewrite.upsert import apply_key_changes
+from lakefmt.rewrite.keys.upsert import apply_key_changes
 from lakefmt.spec import Snapshot
 
 KEYED = pa.schema([("id", pa.int64()), ("v", pa.string()), ("op", pa.string())])

@@ -1,5 +1,5 @@
 """Which of one partition's (or one bucket's) live data files a compaction rewrites together: the decisions of
-:func:`lakefmt.rewrite.compact_plan.plan_compaction`, on plain lists (planning runs after every commit with
+:func:`lakefmt.rewrite.compact.plan.plan_compaction`, on plain lists (planning runs after every commit with
 automatic compaction).
 
 * **Small files** (every table): the files under 3/4 of the target, bin-packed in commit order, once a partition

@@ -8,7 +8,7 @@ newest small file backwards, an older file joins while it is no larger than the 
 is merged once it holds ``min_files`` files; so each row is rewritten about log2(n) times as a stream adds n files,
 not n times. A partition that reaches ``compaction.max.file-num`` small files is compacted whole.
 
-Format version 3 (:mod:`lakefmt.rewrite.compact_buckets`): a group never mixes partitions and buckets, and the
+Format version 3 (:mod:`lakefmt.rewrite.compact.buckets`): a group never mixes partitions and buckets, and the
 deletion-vector files are never input files (their vectors mask the inputs' rows when read). A key table is
 compacted bucket by bucket (Paimon's ``num-sorted-run.compaction-trigger``); a file whose vector deletes a large
 share of its rows is worth rewriting on any version-3 table, however large, and even alone.
@@ -32,8 +32,8 @@ from lakefmt.meta import entries as ents
 from lakefmt.meta.store import MetaStore
 from lakefmt.read.masks import load_vectors
 from lakefmt.rewrite.base import RewriteTarget, Targetable, as_target
-from lakefmt.rewrite.compact_buckets import LARGE_ENOUGH, Files, plan_bucket, plan_partition
-from lakefmt.rewrite.compact_types import CompactionGroup, CompactionPlan, Partition, describe, partition_key
+from lakefmt.rewrite.compact.buckets import LARGE_ENOUGH, Files, plan_bucket, plan_partition
+from lakefmt.rewrite.compact.types import CompactionGroup, CompactionPlan, Partition, describe, partition_key
 from lakefmt.spec import ManifestFileMeta, Snapshot, TableSchema
 from lakefmt.spec.manifest import FileContent
 from lakefmt.spec.scope import normalize_partition

@@ -4,7 +4,7 @@ forward exactly, so dedup is unchanged; readers of history and incremental reads
 
 Three steps, so that an engine can run the middle one in its tasks:
 
-1. :func:`~lakefmt.rewrite.compact_plan.plan_compaction` (driver, metadata only): groups of small files.
+1. :func:`~lakefmt.rewrite.compact.plan.plan_compaction` (driver, metadata only): groups of small files.
 2. :func:`rewrite_group` (any process): reads a group's rows (:func:`lakefmt.rewrite.base.read_checked`, sorted by
    ``sort_by`` if given) and writes them with the table's writer; returns its :class:`CommitMessage` (writer id =
    the group's id).
@@ -19,7 +19,7 @@ sharp across the new files; the group is held in memory while it is sorted), rol
 
 On a format-version-3 table, a group's files are read with their deletion vectors applied (deleted rows are
 dropped), and the snapshot also replaces the deletion-vector file of each bucket it rewrote files of
-(:mod:`lakefmt.rewrite.compact_vectors`): a concurrent upsert or delete that changed one makes the bucket's
+(:mod:`lakefmt.rewrite.compact.vectors`): a concurrent upsert or delete that changed one makes the bucket's
 groups lose, as a removed input file does.
 """
 
@@ -50,8 +50,8 @@ from lakefmt.rewrite.base import (
     publish,
     read_checked,
 )
-from lakefmt.rewrite.compact_plan import check_sort_by, plan_compaction, whole
-from lakefmt.rewrite.compact_types import (
+from lakefmt.rewrite.compact.plan import check_sort_by, plan_compaction, whole
+from lakefmt.rewrite.compact.types import (
     CompactionGroup,
     CompactionPlan,
     CompactionReport,
@@ -60,7 +60,7 @@ from lakefmt.rewrite.compact_types import (
     describe,
     partition_key,
 )
-from lakefmt.rewrite.compact_vectors import VectorCompactProducer, replace_vectors
+from lakefmt.rewrite.compact.vectors import VectorCompactProducer, replace_vectors
 from lakefmt.spec import CommitMessage, Snapshot, TableSchema
 
 __all__ = ["Rewriter", "commit_compaction", "compact", "rewrite_group", "run_plan"]
@@ -315,7 +315,7 @@ def _commit_groups(
 ) -> Snapshot:
     """One COMPACT snapshot for ``groups`` (:func:`~lakefmt.rewrite.base.publish`); on a conflict the caller drops
     the groups that lost and deletes only their files. On a format-version-3 table it also replaces the
-    deletion-vector files of the groups' buckets (:mod:`lakefmt.rewrite.compact_vectors`), written anew for each
+    deletion-vector files of the groups' buckets (:mod:`lakefmt.rewrite.compact.vectors`), written anew for each
     attempt (a conflict deletes them: the next attempt commits fewer groups)."""
     rewritten = ents.concat_entries([g.entries for g in groups])
     producer: type[CompactProducer] = CompactProducer

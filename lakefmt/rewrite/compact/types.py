@@ -1,6 +1,6 @@
 """Compaction's data: a group of small files to rewrite together (:class:`CompactionGroup`), a plan of groups
 (:class:`CompactionPlan`), and what a compaction did (:class:`CompactionReport`, :class:`GivenUp`). Planned in
-:mod:`lakefmt.rewrite.compact_plan`, carried out in :mod:`lakefmt.rewrite.compact`."""
+:mod:`lakefmt.rewrite.compact.plan`, carried out in :mod:`lakefmt.rewrite.compact.run`."""
 
 from __future__ import annotations
 

@@ -26,15 +26,15 @@ from lakefmt.errors import RewriteConflictError
 from lakefmt.meta import entries as ents
 from lakefmt.read.masks import deleted_positions
 from lakefmt.rewrite.base import RewriteTarget, load_group_vectors
-from lakefmt.rewrite.compact_plan import may_hold
-from lakefmt.rewrite.compact_types import CompactionGroup, partition_key
-from lakefmt.rewrite.key_buckets import write_vector_file
+from lakefmt.rewrite.compact.plan import may_hold
+from lakefmt.rewrite.compact.types import CompactionGroup, partition_key
+from lakefmt.rewrite.keys.buckets import write_vector_file
 from lakefmt.spec import CommitMessage, DataFile, ManifestFileMeta, Snapshot, TableSchema, layout
 from lakefmt.spec.manifest import encode_manifest, manifest_meta
 
 __all__ = ["BucketKey", "VectorCompactProducer", "bucket_of_entries", "replace_vectors"]
 
-#: a partition (as :func:`~lakefmt.rewrite.compact_types.partition_key` spells it) and a bucket
+#: a partition (as :func:`~lakefmt.rewrite.compact.types.partition_key` spells it) and a bucket
 BucketKey = tuple[tuple[tuple[str, Any], ...], int]
 
 

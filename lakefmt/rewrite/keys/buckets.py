@@ -1,7 +1,7 @@
 """A key table's buckets as the row-level planners see them: each entry's and each key's (partition, bucket), the
 live entries of given buckets, the key columns of a data file, the positions to mark per file, and a bucket's
-deletion-vector file. Shared by the upsert and delete planners (:mod:`lakefmt.rewrite.keys`), the merge engines'
-planner (:mod:`lakefmt.rewrite.engine_planner`) and MERGE's (:mod:`lakefmt.rewrite.merge_commit`)."""
+deletion-vector file. Shared by the upsert and delete planners (:mod:`.planners`), the merge engines'
+planner (:mod:`lakefmt.rewrite.keys.engine_planner`) and MERGE's (:mod:`lakefmt.rewrite.merge.commit`)."""
 
 from __future__ import annotations
 

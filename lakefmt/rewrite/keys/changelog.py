@@ -2,7 +2,7 @@
 merge-on-read delete) stores for the change feed, in one changelog file (:mod:`lakefmt.spec.changelog`).
 
 * ``lookup`` (:func:`store_changelog`): a commit that replaces or deletes rows by deletion vector stores its change
-  rows. Its planner (:mod:`lakefmt.rewrite.keys`) already found, through the key lookup, the position of every row
+  rows. Its planner (:mod:`.planners`) already found, through the key lookup, the position of every row
   it deletes; this module reads those rows (the pre-images) and the commit's new rows that stay live (the
   post-images), labels them as the change feed would (:func:`lakefmt.read.change_labels.label_changes`) and writes
   them. The feed then reads that one file instead of reading the replaced rows out of older files. A commit that

@@ -2,13 +2,13 @@
 
 Writers (``Table.upsert``, ``Table.append``, engine tasks) write the rows they are given as they are, several per
 key if so. The commit plans on the snapshot it lands on, bucket by bucket (:class:`MergePlanner`, a variation of
-:class:`~lakefmt.rewrite.keys.UpsertPlanner`):
+:class:`~lakefmt.rewrite.keys.planners.UpsertPlanner`):
 
 * ``first-row``: of the new rows of a key, all but the first are marked deleted, and all of them when the key has
   a live row (it stays);
 * ``partial-update`` and ``aggregation``: the new rows of each key are folded into one (:func:`~lakefmt.rewrite.
   engines.reduce_batch`, in commit order: the files of earlier messages first), combined with the key's live row
-  (:func:`~lakefmt.rewrite.engines.merge_with_live`), and written to a new data file of the bucket; the new rows
+  (:func:`~lakefmt.rewrite.keys.engines.merge_with_live`), and written to a new data file of the bucket; the new rows
   and the live row are marked deleted. A key written once, with no live row, keeps its new row as it is (unless a
   column counts: its row is rewritten with the count).
 
@@ -27,10 +27,10 @@ import pyarrow as pa
 
 from lakefmt.commit.kinds import VectorChanges
 from lakefmt.meta import entries as ents
-from lakefmt.rewrite.engines import merge_rows, reduce_batch
-from lakefmt.rewrite.key_buckets import FILE, POS, BucketKey, Marks, bucket_keys_of, live_in, read_columns
-from lakefmt.rewrite.keys import UpsertPlanner
-from lakefmt.rewrite.lookup import probe_of
+from lakefmt.rewrite.keys.buckets import FILE, POS, BucketKey, Marks, bucket_keys_of, live_in, read_columns
+from lakefmt.rewrite.keys.engines import merge_rows, reduce_batch
+from lakefmt.rewrite.keys.lookup import probe_of
+from lakefmt.rewrite.keys.planners import UpsertPlanner
 from lakefmt.spec import DataFile, ManifestFileMeta, Snapshot, TableSchema
 from lakefmt.spec.merge_engine import DEDUPLICATE, column_functions
 from lakefmt.write.writer import TableWriter

@@ -1,8 +1,8 @@
 """Finding the live rows of given keys in one bucket of a key table: the lookups of upserts and deletes by key.
 
 Each of the bucket's data files is looked up by its key index file when it has a usable one (an integer index, or a
-hashed one whose equal hashes are checked on the key bytes: :mod:`lakefmt.rewrite.stored_keys`), else by the key
-index built in memory from its key columns (:mod:`lakefmt.rewrite.lookup`, cached by path for the process). Files
+hashed one whose equal hashes are checked on the key bytes: :mod:`lakefmt.rewrite.keys.stored`), else by the key
+index built in memory from its key columns (:mod:`lakefmt.rewrite.keys.lookup`, cached by path for the process). Files
 whose key range (from their statistics) holds no probed key are not looked into; a row a deletion vector already
 deletes is not live.
 """
@@ -21,9 +21,9 @@ from lakefmt.meta import entries as ents
 from lakefmt.meta.store import MetaStore
 from lakefmt.read.bounds import column_bounds
 from lakefmt.read.masks import deleted_positions, load_vectors
-from lakefmt.rewrite.key_buckets import FILE, POS, BucketKey, bucket_keys_of, member, read_columns
-from lakefmt.rewrite.lookup import KeyIndex, Probe, index_of, match
-from lakefmt.rewrite.stored_keys import StoredIndex, open_stored, stored_match
+from lakefmt.rewrite.keys.buckets import FILE, POS, BucketKey, bucket_keys_of, member, read_columns
+from lakefmt.rewrite.keys.lookup import KeyIndex, Probe, index_of, match
+from lakefmt.rewrite.keys.stored import StoredIndex, open_stored, stored_match
 from lakefmt.spec import TableSchema
 from lakefmt.spec.key_index import hashed_columns, indexed_column, key_values
 from lakefmt.spec.keys import key_bytes, key_hash
@@ -37,7 +37,7 @@ _LOOKUP_THREADS = 4
 def file_index(
     io: FileIO, store: MetaStore, entry: pa.Table, schema: TableSchema, extra: list[str], read: pa.Table | None = None
 ) -> KeyIndex:
-    """The key index of one data file (:mod:`lakefmt.rewrite.lookup`), with the ``extra`` columns (a sequence
+    """The key index of one data file (:mod:`lakefmt.rewrite.keys.lookup`), with the ``extra`` columns (a sequence
     field); ``read``: the file's key and extra columns when the caller has them already."""
     keys = list(schema.primary_keys)
     cache_key = f"{io.full_path(ents.paths(entry)[0])}\x00{schema.id}\x00{','.join(extra)}"
@@ -121,7 +121,7 @@ class KeyFinder:
     def _stored(
         self, entry: pa.Table, path: str, probe: Probe, key: str
     ) -> tuple[np.ndarray, np.ndarray] | None:
-        """The probed keys' rows of one data file by its key index (:mod:`lakefmt.rewrite.stored_keys`), or None
+        """The probed keys' rows of one data file by its key index (:mod:`lakefmt.rewrite.keys.stored`), or None
         when it has none that can be used."""
         index = self._open(entry, path, (key,), hashed=False)
         if index is None:

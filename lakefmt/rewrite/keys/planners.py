@@ -6,7 +6,7 @@ the new marks, one Puffin file; :mod:`lakefmt.spec.deletion_vector`). The commit
 with it; if a concurrent commit changed a touched bucket, the commit plans again on the new snapshot
 (:class:`~lakefmt.commit.kinds.KeyedProducer`).
 
-Finding a key's live row (:mod:`lakefmt.rewrite.find_keys`) reads the key index files of the key's bucket's data
+Finding a key's live row (:mod:`lakefmt.rewrite.keys.find`) reads the key index files of the key's bucket's data
 files, or, for a file without a usable one, its key columns (and ``sequence.field``), never the rest of the table;
 the keys read of each data file are cached by path in the process (data files are immutable), so a long-lived
 writer reads each file's keys once (Paimon's writers keep their lookup files so).
@@ -27,9 +27,7 @@ from lakefmt.meta import entries as ents
 from lakefmt.meta.store import MetaStore
 from lakefmt.read.masks import deleted_positions, load_vectors
 from lakefmt.read.plan import prune_entries
-from lakefmt.rewrite.changelog import store_changelog, store_input
-from lakefmt.rewrite.find_keys import Found, KeyFinder, file_index
-from lakefmt.rewrite.key_buckets import (
+from lakefmt.rewrite.keys.buckets import (
     FILE,
     ORDER,
     POS,
@@ -45,8 +43,10 @@ from lakefmt.rewrite.key_buckets import (
     vector_file_path,
     write_vector_file,
 )
-from lakefmt.rewrite.lookup import Probe, clear_cache, probe_of
-from lakefmt.rewrite.stored_keys import clear_stored
+from lakefmt.rewrite.keys.changelog import store_changelog, store_input
+from lakefmt.rewrite.keys.find import Found, KeyFinder, file_index
+from lakefmt.rewrite.keys.lookup import Probe, clear_cache, probe_of
+from lakefmt.rewrite.keys.stored import clear_stored
 from lakefmt.spec import DataFile, ManifestFileMeta, Snapshot, TableSchema, layout
 from lakefmt.spec.filters import referenced_columns
 from lakefmt.spec.key_index import hashed_columns, indexed_column
@@ -140,7 +140,7 @@ class Planner:
         return VectorChanges(removed_t, added_t, state_of(live), changelog, removes_live)
 
     def _changelog(self, live: pa.Table, marks: dict[BucketKey, Marks], schema: TableSchema) -> DataFile | None:
-        """With a ``changelog-producer``, store the plan's change rows (:mod:`lakefmt.rewrite.changelog`)."""
+        """With a ``changelog-producer``, store the plan's change rows (:mod:`lakefmt.rewrite.keys.changelog`)."""
         producer = schema.table_options.changelog_producer
         if producer == "none" or not self.stores_changelog:
             return None
@@ -195,7 +195,7 @@ class Planner:
         return marked
 
     def _find(self, live: pa.Table, bk: BucketKey, probe: Probe, schema: TableSchema, extra: list[str]) -> Found:
-        """The live rows of bucket ``bk`` that hold a probed key (:class:`lakefmt.rewrite.find_keys.KeyFinder`)."""
+        """The live rows of bucket ``bk`` that hold a probed key (:class:`lakefmt.rewrite.keys.find.KeyFinder`)."""
         return self.finder.find(live, bk, probe, schema, extra)
 
 
@@ -225,7 +225,7 @@ class UpsertPlanner(Planner):
         self.against_live = against_live
         self.stores_changelog = against_live  # an overwrite's changes are derived from the files it replaces
         #: keys (the key columns, conformed) whose live rows this commit deletes too, planned with the new rows on
-        #: the snapshot it lands on (:func:`lakefmt.rewrite.upsert.apply_key_changes`); none of them is a new row's
+        #: the snapshot it lands on (:func:`lakefmt.rewrite.keys.upsert.apply_key_changes`); none of them is a new row's
         self.deletes = deletes
         #: per data file, the live rows that a new row of their key lost to (``sequence.field``) in the last plan
         self.kept_live = Marks({})

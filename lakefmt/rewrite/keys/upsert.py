@@ -4,7 +4,7 @@
 
 Each writes what it must (an upsert's new rows, deduplicated by key) and commits one snapshot through
 :class:`~lakefmt.commit.kinds.KeyedProducer`, which plans the vectors on the snapshot it lands on
-(:mod:`lakefmt.rewrite.keys`).
+(:mod:`lakefmt.rewrite.keys.planners`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from lakefmt.commit.kinds import VectorPlanner
 from lakefmt.commit.types import CommitOutcome
 from lakefmt.errors import InvalidOptionError, KeyTableError, SchemaMismatchError
 from lakefmt.rewrite.base import OPERATION, Targetable, as_target, keyed_producer
-from lakefmt.rewrite.keys import DeleteKeysPlanner, DeleteWherePlanner, UpsertPlanner, dedup_keys
+from lakefmt.rewrite.keys.planners import DeleteKeysPlanner, DeleteWherePlanner, UpsertPlanner, dedup_keys
 from lakefmt.spec import CommitKind, Snapshot, TableSchema, operations
 from lakefmt.spec.filters import check_filter, show
 from lakefmt.spec.keys import key_hash
@@ -48,7 +48,7 @@ def upsert(table: Targetable, data: Any) -> Snapshot | None:
     rows for one key in ``data``, the last wins (or the largest ``sequence.field``); a key's live row is replaced
     (marked in its file's deletion vector) unless, with ``sequence.field``, its value is larger. Under another
     ``merge-engine`` (``partial-update``, ``aggregation``, ``first-row``) the rows are combined with each other and
-    with the live row instead, at commit time (:mod:`lakefmt.rewrite.engine_planner`); under ``partial-update`` and
+    with the live row instead, at commit time (:mod:`lakefmt.rewrite.keys.engine_planner`); under ``partial-update`` and
     ``aggregation`` a nullable column that ``data`` leaves out is null in every row (it keeps the old values).
     Returns the snapshot, or None for no rows."""
     target = as_target(table)

@@ -29,9 +29,9 @@ from lakefmt.meta import entries as ents
 from lakefmt.meta.store import MetaStore
 from lakefmt.read.masks import deleted_positions, load_vectors
 from lakefmt.rewrite.base import RewriteTarget, keyed_producer, publish, removed_since
-from lakefmt.rewrite.key_buckets import FILE, POS, BucketKey, Marks, bucket_keys_of, live_in
-from lakefmt.rewrite.keys import Planner, UpsertPlanner
-from lakefmt.rewrite.merge_reads import MergeReads
+from lakefmt.rewrite.keys.buckets import FILE, POS, BucketKey, Marks, bucket_keys_of, live_in
+from lakefmt.rewrite.keys.planners import Planner, UpsertPlanner
+from lakefmt.rewrite.merge.reads import MergeReads
 from lakefmt.spec import CommitKind, CommitMessage, ManifestFileMeta, Snapshot, TableSchema, operations
 
 __all__ = ["MERGE", "MarkRowsPlanner", "MergeProducer", "MergeUpsertPlanner", "commit_copy_on_write", "commit_marks"]

@@ -6,7 +6,7 @@ returns a :class:`MergeReport`.
 Execution: the target's live files are pruned by the source's key ranges (each equi-join key's min and max in the
 source, against each file's statistics: a file the statistics cannot rule out is read), the files left are read
 (the rows their deletion vectors delete are not target rows), the rows are computed in Arrow
-(:mod:`lakefmt.rewrite.merge_rows`), and the commit lands them (:mod:`lakefmt.rewrite.merge_commit`). With a
+(:mod:`lakefmt.rewrite.merge.rows`), and the commit lands them (:mod:`lakefmt.rewrite.merge.commit`). With a
 ``when_not_matched_by_source_*`` clause every live file is read. A concurrent commit that removed a file the merge
 changes, or deleted one of its rows, makes it fail with :class:`RewriteConflictError`, unless only compactions
 did: then it is planned and run once more on the new snapshot. Appends landing meanwhile never conflict (Delta's
@@ -29,9 +29,9 @@ from lakefmt.meta import entries as ents
 from lakefmt.read.masks import deleted_positions, load_vectors
 from lakefmt.read.plan import prune_entries
 from lakefmt.rewrite.base import RewriteTarget, Targetable, as_target, compacted_away, read_checked
-from lakefmt.rewrite.merge_commit import commit_copy_on_write, commit_marks
-from lakefmt.rewrite.merge_reads import MergeReads
-from lakefmt.rewrite.merge_rows import (
+from lakefmt.rewrite.merge.commit import commit_copy_on_write, commit_marks
+from lakefmt.rewrite.merge.reads import MergeReads
+from lakefmt.rewrite.merge.rows import (
     FILE,
     POS,
     Clause,
