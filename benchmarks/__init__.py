@@ -22,6 +22,7 @@ BENCHMARKS = (
     "commit_scaling", "commit_speed", "s3_requests", "planning", "io_overhead", "manifest_merge", "spark_sink",
     "stream_source", "chain_latency", "delete_rows", "engines", "compaction", "compaction_stream", "delta_optimize",
     "schema_evolution", "key_tables", "merge", "change_feed", "auto_maintenance", "stream_upserts", "import_time",
+    "spark_read",
 )
 
 __all__ = ["BENCHMARKS"]
