@@ -29,6 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakefmt.errors import InvalidPredicateError
+from lakefmt.spec.sql_literals import EXACT
 from lakefmt.spec.sql_tree import Call, Expr, Lit, Ref, number_of, parse_date, parse_stamp, short
 
 __all__ = ["MAX_TESTS", "SIMPLIFIED_IN", "Resolver", "any_of", "bind_sql"]
@@ -165,7 +166,13 @@ class _Binder:
             raise self.fail(f"{op.upper()} takes a text pattern ('a%'), found {_show(pattern)}")
         if t is None or not (pa.types.is_string(t) or pa.types.is_large_string(t)):
             raise self.fail(f"{op.upper()} takes a text column; {_show(subject)} is of type {t}")
-        return self.leaf(pc.match_like(col, pattern.value, ignore_case=op == "ilike"))
+        if op == "like":
+            return self.leaf(pc.match_like(col, pattern.value))
+        if not pattern.value.isascii():
+            raise self.fail(f"ILIKE {pattern}: ILIKE takes an ASCII pattern (it folds the letters A-Z only); use LIKE "
+                            "with the exact characters")
+        # A-Z and a-z alike, every other character as it is (pyarrow's ignore_case would fold Unicode)
+        return self.leaf(pc.match_like(pc.Expression._call("ascii_lower", [col]), pattern.value.lower()))
 
     def compare(self, op: str, a: Expr, b: Expr) -> pc.Expression:
         if isinstance(a, Lit) and not isinstance(b, Lit):
@@ -230,7 +237,10 @@ class _Binder:
 
         number = kind in ("int", "decimal", "double")
         if kind == "text" and (pa.types.is_integer(t) or pa.types.is_decimal(t) or pa.types.is_floating(t)):
-            parsed = number_of(v)  # text of a number, read exactly (as Spark casts it)
+            try:
+                parsed = number_of(v)  # text of a number, read exactly (as Spark casts it)
+            except InvalidPredicateError as exc:
+                raise bad(f": {exc}") from None
             if parsed is None:
                 raise bad(": text, not a number")
             v, kind, number = parsed, "double" if isinstance(parsed, float) else "decimal", True
@@ -252,13 +262,20 @@ class _Binder:
                 raise bad(" (outside its range)")
 
             def make(n: int) -> pa.Scalar:
-                return pa.scalar(Decimal(n).scaleb(-scale), t) if scale or pa.types.is_decimal(t) else pa.scalar(n, t)
+                if not pa.types.is_decimal(t):
+                    return pa.scalar(n, t)
+                return pa.scalar(Decimal(n).scaleb(-scale, context=EXACT), t)  # exact: no 28-digit rounding
 
             return ("exact", col, make(lo), None) if lo == hi else ("gap", col, make(lo), make(hi))
         if pa.types.is_floating(t):
             if not number:
                 raise bad(f": {_kind_name(kind)}, not a number")
-            x = float(v)
+            try:
+                x = float(v)
+            except OverflowError:
+                x = float("inf")
+            if kind != "double" and not isfinite(x):
+                raise bad(": it is beyond the range of a double")
             if kind == "int" and x != v:
                 raise bad(f": {v} has no exact double (write it as {x!r} to compare with the nearest)")
             if x != x:

@@ -23,27 +23,19 @@ sqlglot is imported when the first SQL text is parsed, not with ``import lakefmt
 from __future__ import annotations
 
 import datetime
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from decimal import Decimal
+from math import isfinite
 from typing import Any, Literal
 
 from lakefmt.errors import InvalidPredicateError
+from lakefmt.spec.sql_literals import EXACT, Stamp, cast_value, number_of, parse_date, parse_stamp
 
-__all__ = ["Call", "Expr", "Lit", "LitKind", "Ref", "Stamp", "columns", "conjuncts", "parse_sql", "refs", "short"]
+__all__ = ["Call", "Expr", "Lit", "LitKind", "Ref", "Stamp", "columns", "conjuncts", "number_of", "parse_date",
+           "parse_sql", "parse_stamp", "refs", "short"]
 
 LitKind = Literal["null", "bool", "int", "decimal", "double", "text", "date", "timestamp"]
-
-
-@dataclass(frozen=True)
-class Stamp:
-    """A timestamp literal: ``ns`` nanoseconds after 1970-01-01 00:00, in UTC if ``zoned``, else on the wall clock;
-    ``text`` as written."""
-
-    ns: int
-    zoned: bool
-    text: str
 
 
 @dataclass(frozen=True)
@@ -93,9 +85,6 @@ Expr = Ref | Lit | Call
 _COMPARE = {"EQ": "=", "NEQ": "!=", "LT": "<", "LTE": "<=", "GT": ">", "GTE": ">="}
 _ARITH = {"Add": "+", "Sub": "-", "Mul": "*", "Div": "/"}
 _FUNCTIONS = "isnan(c), current_date(), date_add(d, n), date_sub(d, n), CAST(literal AS type)"
-_STAMP = re.compile(
-    r"(\d{4})-(\d{2})-(\d{2})(?:[ T](\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1,9}))?)?)?\s*(Z|[+-]\d{2}:?\d{2})?"
-)
 
 
 def short(text: str) -> str:
@@ -198,38 +187,6 @@ def _unquote(text: str, raw: str, start: int) -> str:
     return "".join(out)
 
 
-def parse_stamp(value: str) -> Stamp | None:
-    """``yyyy-mm-dd[( |T)hh:mm[:ss[.fffffffff]]][Z|+hh:mm]`` as a :class:`Stamp` (None: not of that form)."""
-    m = _STAMP.fullmatch(value.strip())
-    if m is None:
-        return None
-    y, mo, d, h, mi, s, frac, zone = m.groups()
-    try:
-        day = datetime.date(int(y), int(mo), int(d))
-        clock = datetime.time(int(h or 0), int(mi or 0), int(s or 0))
-    except ValueError:
-        return None
-    seconds = (day.toordinal() - 719163) * 86400 + clock.hour * 3600 + clock.minute * 60 + clock.second
-    if zone and zone != "Z":
-        sign = -1 if zone[0] == "-" else 1
-        digits = zone[1:].replace(":", "")
-        hours, minutes = int(digits[:2]), int(digits[2:])
-        if hours > 23 or minutes > 59:
-            return None
-        seconds -= sign * (hours * 3600 + minutes * 60)
-    return Stamp(seconds * 10**9 + int((frac or "").ljust(9, "0")), zone is not None, value)
-
-
-def parse_date(value: str) -> datetime.date | None:
-    """``yyyy-mm-dd`` as a date (None: not of that form)."""
-    if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", value.strip()):
-        return None
-    try:
-        return datetime.date.fromisoformat(value.strip())
-    except ValueError:
-        return None
-
-
 class _Converter:
     """sqlglot's tree to lakefmt's (:func:`parse_sql`)."""
 
@@ -258,11 +215,15 @@ class _Converter:
         if isinstance(node, exp.Not):
             return Call("not", (self.convert(node.this),))
         if isinstance(node, exp.Literal | exp.Boolean | exp.Null):
-            return _literal(node)
+            try:
+                return _literal(node)
+            except InvalidPredicateError as exc:
+                raise self.fail(str(exc)) from None
         if isinstance(node, exp.Neg):
             inner = self.convert(node.this)
             if isinstance(inner, Lit) and inner.kind in ("int", "decimal", "double"):
-                return Lit(-inner.value, inner.kind)
+                v = inner.value
+                return Lit(v.copy_negate() if isinstance(v, Decimal) else -v, inner.kind)  # no context: exact
             return Call("neg", (inner,))
         if isinstance(node, exp.In):
             if node.args.get("query") or node.args.get("unnest") or node.args.get("field"):
@@ -304,18 +265,35 @@ class _Converter:
         days (``+ -``)."""
         numbers = ("int", "decimal", "double")
         if isinstance(a, Lit) and isinstance(b, Lit) and a.kind in numbers and b.kind in numbers:
+            shown = f"{a} {op} {b}"
             if op == "/" or "double" in (a.kind, b.kind):
-                x, y = float(a.value), float(b.value)
+                x, y = self.double(a, shown), self.double(b, shown)
                 if op == "/" and y == 0:
-                    raise self.fail(f"{a} / {b}: a division by zero")
-                return Lit({"+": x + y, "-": x - y, "*": x * y, "/": x / y if y else 0.0}[op], "double")
+                    raise self.fail(f"{shown}: a division by zero")
+                out = {"+": x + y, "-": x - y, "*": x * y, "/": x / y if y else 0.0}[op]
+                if isfinite(x) and isfinite(y) and not isfinite(out):
+                    raise self.fail(f"{shown} is beyond the range of a double")
+                return Lit(out, "double")
             kind: LitKind = "int" if a.kind == b.kind == "int" else "decimal"
-            x2, y2 = Decimal(a.value), Decimal(b.value)
-            v = {"+": x2 + y2, "-": x2 - y2, "*": x2 * y2}[op]
+            try:
+                x2, y2 = Decimal(a.value), Decimal(b.value)
+                v = {"+": EXACT.add, "-": EXACT.subtract, "*": EXACT.multiply}[op](x2, y2)
+            except ArithmeticError:
+                raise self.fail(f"{shown} has more than {EXACT.prec} digits") from None
             return Lit(int(v) if kind == "int" else v, kind)
         if isinstance(a, Lit) and a.kind == "date" and isinstance(b, Lit) and b.kind == "int" and op in "+-":
             return self.shift(a, b.value if op == "+" else -b.value)
         return Call(op, (a, b))
+
+    def double(self, lit: Lit, shown: str) -> float:
+        """A number literal as the nearest double; one beyond a double's range is refused."""
+        try:
+            x = float(lit.value)
+        except OverflowError:
+            x = float("inf")
+        if lit.kind != "double" and not isfinite(x):
+            raise self.fail(f"{shown}: {lit} is beyond the range of a double")
+        return x
 
     def shift(self, day: Lit, days: int) -> Lit:
         try:
@@ -336,57 +314,16 @@ class _Converter:
         return self.shift(base, days.value)
 
     def cast(self, node: Any) -> Lit:
+        """``CAST(literal AS type)`` folded with Spark's meaning, or refused (:func:`~lakefmt.spec.sql_literals
+        .cast_value`)."""
         inner = self.convert(node.this)
         to = node.to.this.name  # sqlglot's DType
         shown = node.sql(dialect="spark")
         if not isinstance(inner, Lit) or inner.kind == "null":
             raise self.fail(f"{shown}: CAST takes a literal here; compare the column with a literal of its type")
-        v, kind = inner.value, inner.kind
-        text = v if kind == "text" else None
-        bad = self.fail(f"{shown}: the value is not exactly of type {to}")
-        if to == "DATE":
-            day = parse_date(text) if text is not None else (v if kind == "date" else None)
-            if day is None:
-                raise self.fail(f"{shown}: expected a date as 'yyyy-mm-dd'")
-            return Lit(day, "date")
-        if to in ("TIMESTAMP", "TIMESTAMPTZ", "TIMESTAMPLTZ", "TIMESTAMPNTZ"):
-            stamp = parse_stamp(text) if text is not None else None
-            if kind == "date":
-                stamp = parse_stamp(v.isoformat())
-            if stamp is None:
-                raise self.fail(f"{shown}: expected a timestamp as 'yyyy-mm-dd hh:mm:ss[.fffffffff][+hh:mm]'")
-            if to == "TIMESTAMPNTZ" and stamp.zoned:
-                raise self.fail(f"{shown}: a TIMESTAMP_NTZ has no time zone")
-            return Lit(stamp, "timestamp")
-        if to in ("TINYINT", "SMALLINT", "INT", "BIGINT", "DECIMAL", "DOUBLE", "FLOAT"):
-            number = number_of(text) if text is not None else (v if kind in ("int", "decimal", "double") else None)
-            if number is None:
-                raise bad
-            if to in ("DOUBLE", "FLOAT"):
-                return Lit(float(number), "double")
-            if to == "DECIMAL":
-                return Lit(Decimal(number), "decimal")
-            if (isinstance(number, float) and not number.is_integer()) or Decimal(number) != int(number):
-                raise bad
-            return Lit(int(number), "int")
-        if to in ("TEXT", "VARCHAR", "CHAR"):
-            return Lit(text if text is not None else str(inner).strip("'"), "text")
-        if to == "BOOLEAN" and (kind == "bool" or (text or "").lower() in ("true", "false")):
-            return Lit(v if kind == "bool" else text.lower() == "true", "bool")  # type: ignore[union-attr]
-        raise bad
-
-
-def number_of(text: str) -> int | Decimal | float | None:
-    """``text`` as a number: an integer, a decimal (``2.5``) or a double (``2.5e0``, ``nan``, ``inf``); None: not
-    one."""
-    t = text.strip()
-    if re.fullmatch(r"[+-]?\d+", t):
-        return int(t)
-    if re.fullmatch(r"[+-]?(\d+\.\d*|\.\d+)", t):
-        return Decimal(t)
-    if re.fullmatch(r"[+-]?(\d+\.?\d*|\.\d+)[eE][+-]?\d+|[+-]?(nan|inf|infinity)", t, re.IGNORECASE):
-        return float(t)
-    return None
+        params = [int(p.this.this) for p in node.to.expressions if str(getattr(p.this, "this", "")).isdigit()]
+        value, kind = cast_value(inner.value, inner.kind, to, params, lambda why: self.fail(f"{shown}: {why}"))
+        return Lit(value, kind)  # type: ignore[arg-type]
 
 
 def _literal(node: Any) -> Lit:

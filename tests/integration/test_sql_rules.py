@@ -15,7 +15,7 @@ from __future__ import annotations
 import datetime
 import math
 import uuid
-from decimal import Decimal
+from decimal import Decimal, localcontext
 from fractions import Fraction
 from typing import Any
 
@@ -29,9 +29,12 @@ import lakefmt
 from lakefmt.errors import InvalidPredicateError
 
 DEC = pa.decimal128(10, 2)
-WIDE = pa.decimal128(38, 6)
+#: the oracle compares numbers with integer and decimal columns in a type that holds every literal exactly
+WIDE = pa.decimal256(76, 35)
+BIG = 12345678901234567890123456789012345678  # 38 digits: Python's default decimal context keeps 28
 COLUMNS: dict[str, pa.DataType] = {
     "i": pa.int64(), "i8": pa.int8(), "f": pa.float64(), "g": pa.float32(), "d": DEC, "s": pa.string(),
+    "w": pa.decimal128(38, 0),
     "b": pa.bool_(), "dt": pa.date32(), "ts": pa.timestamp("s"), "tm": pa.timestamp("ms"),
     "tu": pa.timestamp("us"), "tn": pa.timestamp("ns"), "tz": pa.timestamp("us", "UTC"),
 }
@@ -42,6 +45,7 @@ POOLS: dict[str, list[Any]] = {
     "i": [-3, 0, 1, 2, 3, 7], "i8": [-128, 0, 2, 127], "f": [-0.0, 0.0, 1.0, -1.5, math.nan, math.inf, -math.inf],
     "g": [-0.0, 0.0, 0.5, 0.1, math.nan, 2.0], "d": [Decimal("1.00"), Decimal("1.01"), Decimal("-0.50"),
                                                      Decimal("0.00")],
+    "w": [Decimal(BIG), Decimal(12345678901234567890123456790000000000), Decimal(-BIG), Decimal(1)],
     "s": ["", "a", "it's", "b%", "ab"], "b": [True, False],
     "dt": [datetime.date(2024, 1, 1), datetime.date(2023, 12, 31), datetime.date(2024, 1, 2)],
 }
@@ -53,7 +57,14 @@ for _c in ("ts", "tm", "tu", "tn", "tz"):
 NUMBERS = [("0", 0), ("-0.0", 0), ("2", 2), ("2.5", Fraction(5, 2)), ("1.005", Fraction(201, 200)),
            ("1e0", 1), ("-1.5", Fraction(-3, 2)), ("3.0", 3), ("127", 127), ("128", 128), ("1 + 1", 2),
            ("10 / 4", Fraction(5, 2)), ("CAST('7' AS INT)", 7), ("0.1", Fraction(1, 10)), ("-0e0", 0),
-           ("1704067200", 1704067200)]
+           ("1704067200", 1704067200), (str(BIG), BIG), (f"-{BIG}", -BIG), (f"{BIG} - 1", BIG - 1),
+           ("12345678901234567890123456790000000000", 12345678901234567890123456790000000000),
+           ("1.000000000000000000000000000001 + 0", 1 + Fraction(1, 10**30)),
+           ("1234567890.1234567890123456789012345", Fraction(12345678901234567890123456789012345, 10**25))]
+#: the literals a 38-digit decimal column is compared with (more often than the others: beyond 28 digits)
+WIDE_NUMBERS = [n for n, v in NUMBERS if abs(v) > 10**30 or Fraction(v).denominator > 10**20] + ["1", "2.5"]
+#: integer literals (an integer without an exact double is refused against a floating-point column)
+INTEGERS = {n for n, v in NUMBERS if Fraction(v).denominator == 1 and not any(c in n for c in "./eE")}
 TEXTS = ["''", "'a'", "'it''s'", "'b%'", "'nan'", "'2024-01-01'", "'5'"]
 DATES = ["DATE '2024-01-01'", "DATE '2023-12-31'", "date_add(DATE '2023-12-31', 1)", "CAST('2024-01-02' AS DATE)"]
 STAMP_TEXTS = ["TIMESTAMP '2024-01-01 00:00:00'", "TIMESTAMP '2024-01-01 00:00:00.5'",
@@ -88,12 +99,16 @@ def meaning(col: str, op: str, lit: str) -> pc.Expression:
         return _op(c.cast(pa.float64()), op, pa.scalar(math.inf))
     if number is not None:
         if pa.types.is_floating(t):
+            if lit in INTEGERS and float(number) != number:
+                raise Refused  # no exact double
             return _op(c.cast(pa.float64()), op, pa.scalar(float(Fraction(number))))
         if pa.types.is_integer(t) or pa.types.is_decimal(t):
-            if (col == "i8" and not -128 <= number <= 127) or (col == "d" and abs(number) >= 10**8):
+            most = {"i8": 128, "i": 2**63, "d": 10**8, "w": 10**38}[col]
+            if not (-most <= math.floor(number) and math.ceil(number) < most):
                 raise Refused
-            exact = Decimal(Fraction(number).numerator) / Decimal(Fraction(number).denominator)
-            return _op(c.cast(WIDE), op, pa.scalar(exact.quantize(Decimal("0.000001")), WIDE))
+            with localcontext(prec=100):
+                exact = Decimal(Fraction(number).numerator) / Decimal(Fraction(number).denominator)
+                return _op(c.cast(WIDE), op, pa.scalar(exact.quantize(Decimal(1).scaleb(-35)), WIDE))
         raise Refused
     if lit in TEXTS:
         value = lit[1:-1].replace("''", "'")
@@ -136,9 +151,10 @@ def _op(c: pc.Expression, op: str, s: pa.Scalar) -> pc.Expression:
 @st.composite
 def leaves(draw: Any) -> tuple[str, Any]:
     """A test as (SQL text, the pyarrow expression it means, or :class:`Refused`)."""
-    col = draw(st.sampled_from(list(COLUMNS)))
+    col = draw(st.sampled_from([*COLUMNS, "w", "w"]))  # the wide decimal more often: its literals are the subtle ones
     t = COLUMNS[col]
-    fits = ([n for n, _ in NUMBERS] if pa.types.is_integer(t) or pa.types.is_decimal(t) or pa.types.is_floating(t)
+    numeric = pa.types.is_integer(t) or pa.types.is_decimal(t) or pa.types.is_floating(t)
+    fits = (WIDE_NUMBERS if col == "w" else [n for n, _ in NUMBERS] if numeric
             else TEXTS if col == "s" else ["TRUE", "FALSE"] if col == "b" else [*DATES, "'2024-01-01'"]
             if col == "dt" else [*STAMP_TEXTS, *DATES, "'2024-01-01'"])
     everything = [n for n, _ in NUMBERS] + TEXTS + DATES + STAMP_TEXTS + OTHER
@@ -283,3 +299,90 @@ def test_literals_with_a_unit_or_of_another_type_are_refused(tmp_path: Any, sche
     with pytest.raises(InvalidPredicateError, match=match):
         t.delete(text)
     assert t.to_arrow().num_rows == 1
+
+
+def test_wide_decimal_literals_are_read_and_computed_exactly(tmp_path: Any) -> None:
+    """Review: a literal of more than 28 digits was rounded by Python's default decimal context, so a delete
+    removed the wrong row; a bound of 38 digits at scale 37 was a raw ArrowInvalid."""
+    second = 12345678901234567890123456790000000000  # BIG rounded to 28 digits
+    w = pa.decimal128(38, 0)
+    schema = pa.schema([("w", w), ("e", pa.decimal128(38, 37)), ("x", pa.decimal128(38, 30)),
+                        ("y", pa.decimal256(60, 0))])
+    t = lakefmt.create_table(str(tmp_path / "t"), schema)
+    t.append(pa.table({
+        "w": pa.array([Decimal(BIG), Decimal(second)], w),
+        "e": pa.array([Decimal(1), Decimal(2)], pa.decimal128(38, 37)),
+        "x": pa.array([Decimal(1), Decimal("1.000000000000000000000000000001")], pa.decimal128(38, 30)),
+        "y": pa.array([Decimal(10**59 + 1), Decimal(10**59)], pa.decimal256(60, 0)),
+    }))
+    assert t.to_arrow(filter=f"w = {BIG}").column("w").to_pylist() == [Decimal(BIG)]
+    assert t.to_arrow(filter=f"y = {10**59 + 1}").column("w").to_pylist() == [Decimal(BIG)]
+    assert t.to_arrow(filter="x = 1.000000000000000000000000000001 + 0").column("w").to_pylist() == [Decimal(second)]
+    assert t.to_arrow(filter="e < 9.9999999999999999999999999999999999999").num_rows == 2
+    t.delete(f"w = {BIG}")
+    assert t.to_arrow().column("w").to_pylist() == [Decimal(second)]
+
+
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [
+        ("s = CAST(DATE '2026-01-01' AS STRING)", [0]), ("s = CAST(TRUE AS STRING)", [1]),
+        ("s = CAST(-0.0 AS STRING)", [2]), ("s = CAST(1.50 AS STRING)", [3]), ("s = CAST(12 AS VARCHAR(5))", [4]),
+        ("g = CAST(0.1 AS FLOAT)", [0]), ("g = CAST(1e-1 AS FLOAT)", [0]), ("g = 0.1", []),
+        ("d = CAST(1.01 AS DECIMAL(5, 2))", [1]), ("i = CAST(300 AS SMALLINT)", [0]),
+    ],
+)
+def test_casts_give_sparks_value(tmp_path: Any, text: str, want: list[int]) -> None:
+    """Review: CAST(... AS STRING) wrote ``DATE '2026-01-01`` and ``TRUE`` (Spark: ``2026-01-01``, ``true``); a
+    CAST to FLOAT stayed a double, so ``g = CAST(0.1 AS FLOAT)`` matched no float32 0.1 (Spark matches it)."""
+    t = lakefmt.create_table(str(tmp_path / "t"), pa.schema([("s", pa.string()), ("g", pa.float32()),
+                                                             ("d", pa.decimal128(10, 3)), ("i", pa.int32()),
+                                                             ("rid", pa.int64())]))
+    t.append(pa.table({"s": ["2026-01-01", "true", "0.0", "1.50", "12"],
+                       "g": pa.array([0.1, 0.5, 1, 2, 3], pa.float32()),
+                       "d": pa.array([Decimal("1.005"), Decimal("1.010"), None, None, None], pa.decimal128(10, 3)),
+                       "i": pa.array([300, 1, 2, 3, 4], pa.int32()), "rid": list(range(5))}))
+    assert _rids(t.to_arrow(filter=text)) == want
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        ("s = CAST(1e20 AS STRING)", r"the text of a double"),
+        ("s = CAST(TIMESTAMP '2026-01-01 00:00:00' AS STRING)", r"the text of a timestamp"),
+        ("d = CAST(1.005 AS DECIMAL(5, 2))", r"more than 2 decimal places: the cast would round it"),
+        ("d = CAST(123456 AS DECIMAL(5, 2))", r"does not fit DECIMAL\(5, 2\)"),
+        ("i = CAST(300 AS TINYINT)", r"300 is outside the range of TINYINT"),
+        ("i = CAST(2.5 AS INT)", r"not a whole number"),
+        ("g = CAST(1e39 AS FLOAT)", r"beyond the range of a FLOAT"),
+        ("g > 1" + "0" * 400, r"1000000000.* beyond the range of a double"),
+        ("g > 1" + "0" * 400 + ".5", r"beyond the range of a double"),
+        ("g > 1e0 + 1" + "0" * 400, r"1000000000.* is beyond the range of a double"),
+        ("g > 1e400", r"the number 1e400 is beyond the range of a double"),
+        ("g > '1e400'", r"the number 1e400 is beyond the range of a double"),
+        ("g = 1e308 * 10", r"1e\+308 \* 10 is beyond the range of a double"),
+        ("i = 1" + "0" * 5000, r"the number 1000.* \(5001 characters\) has more than 1000 digits"),
+        ("d = 1.5" + "0" * 120 + "1 * 2", r"has more than 100 digits"),
+        ("s ILIKE '\u03c3'", r"ILIKE takes an ASCII pattern"),
+    ],
+)
+def test_casts_and_literals_that_would_change_are_refused(tmp_path: Any, text: str, match: str) -> None:
+    """Review: casts that round or overflow were accepted (Spark rounds 1.005 to 1.01, fails 300 as TINYINT), and
+    literals beyond a double's range or Python's digit limit were raw OverflowError and ValueError."""
+    t = lakefmt.create_table(str(tmp_path / "t"), pa.schema([("s", pa.string()), ("g", pa.float32()),
+                                                             ("d", pa.decimal128(10, 3)), ("i", pa.int32())]))
+    with pytest.raises(InvalidPredicateError, match=match):
+        t.to_arrow(filter=text)
+
+
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [("s ILIKE 'abc'", [0, 1]), ("s ILIKE 'i'", [2]), ("s ILIKE 'k'", [4]), ("s ILIKE '_'", [2, 3, 4, 5]),
+     ("s NOT ILIKE 'ABC'", [2, 3, 4, 5])],
+)
+def test_ilike_folds_ascii_letters_only(tmp_path: Any, text: str, want: list[int]) -> None:
+    """Review: pyarrow's ignore_case folds Unicode (sigma matched final sigma; the Kelvin sign matched k), while dotted
+    capital I did not match 'i': ILIKE folds A-Z only, every other character matches itself."""
+    t = lakefmt.create_table(str(tmp_path / "t"), pa.schema([("s", pa.string()), ("rid", pa.int64())]))
+    t.append(pa.table({"s": ["abc", "ABC", "i", "\u0130", "k", "\u212a"], "rid": list(range(6))}))
+    assert _rids(t.to_arrow(filter=text)) == want
