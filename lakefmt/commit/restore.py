@@ -35,10 +35,11 @@ from __future__ import annotations
 import contextlib
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -53,6 +54,7 @@ from lakefmt.meta.store import MetaStore
 from lakefmt.meta.tags import delete_pin, read_tag, write_pin
 from lakefmt.options import DEFAULT_ORPHAN_OLDER_THAN_MS
 from lakefmt.spec import CommitKind, ManifestFileMeta, Snapshot, TableSchema, Tag, layout, operations
+from lakefmt.spec.deletion_vector import decode_puffin
 from lakefmt.spec.manifest import encode_manifest, manifest_meta
 
 __all__ = [
@@ -65,6 +67,7 @@ __all__ = [
     "commit_restore",
     "commit_shown_plan",
     "is_restore",
+    "marks_staying_rows",
     "plan_restore",
     "restore",
     "restore_replans",
@@ -187,6 +190,35 @@ def _plan(
     )
 
 
+def marks_staying_rows(io: FileIO, added: pa.Table, removed: pa.Table, live_before: Collection[str]) -> bool:
+    """Whether the deletion-vector files among ``added`` (ADD entries) delete a position of a data file that was
+    live before (``live_before``) and that ``removed`` (DELETE entries) does not remove, which the vectors of the
+    deletion-vector files among ``removed`` did not delete: rows live before that the commit deletes. Only the
+    vectors of the files that changed are decoded (one live deletion-vector file per partition and bucket: a
+    bucket whose file stays has the same vectors before and after)."""
+    new_files = entries.vector_files(added)
+    if new_files.num_rows == 0:
+        return False
+    staying = set(live_before) - set(entries.paths(removed))
+    before = _positions(io, entries.vector_files(removed))
+    for path, positions in _positions(io, new_files).items():
+        if path not in staying or len(positions) == 0:
+            continue
+        old = before.get(path)
+        if old is None or len(np.setdiff1d(positions, old)) > 0:
+            return True
+    return False
+
+
+def _positions(io: FileIO, vector_entries: pa.Table) -> dict[str, np.ndarray]:
+    """The positions of every vector of the deletion-vector files ``vector_entries``, by data-file path."""
+    out: dict[str, np.ndarray] = {}
+    for rel in entries.paths(vector_entries):
+        for path, positions in decode_puffin(io.read(rel)).items():
+            out[path] = positions.to_numpy(zero_copy_only=False)
+    return out
+
+
 class _Replan(CommitConflictError):
     """Compactions moved files the restore adds: plan again from the new latest snapshot (internal)."""
 
@@ -209,9 +241,12 @@ class RestoreProducer(SnapshotProducer):
         return self.plan.removed
 
     def removes_rows(self, replaced: pa.Table | None) -> bool:
-        """A restore that removes any file (data or deletion vectors) changed rows other than by adding some: a
-        reader of appended rows cannot follow it."""
-        return replaced is not None and replaced.num_rows > 0
+        """A restore that removes any file (data or deletion vectors) changed rows other than by adding some, and
+        one that ADDs a deletion-vector file again deletes the rows its vectors mark in data files that stay live
+        (:func:`marks_staying_rows`): a reader of appended rows can follow neither."""
+        if replaced is not None and replaced.num_rows > 0:
+            return True
+        return marks_staying_rows(self.io, self.plan.added, self.plan.removed, self.plan.base_paths)
 
     def check_conflict(self, latest: Snapshot | None, schema: TableSchema, replaced: pa.Table) -> pa.Table | None:
         before = set(entries.paths(self.plan.removed))

@@ -207,7 +207,9 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if sid not in self._rules:
             snap = self.table.snapshot(sid)
             target = self.table.rewrite_target()
-            self._rules[sid] = (snapshot_rule(snap.commit_kind, removes_rows(target.io, target.store, snap)), snap)
+            # the recorded removesRows is checked against the delta, which the unit's read plans from anyway
+            removes = removes_rows(target.io, target.store, snap, check=True)
+            self._rules[sid] = (snapshot_rule(snap.commit_kind, removes), snap)
         return self._rules[sid]
 
     def _files(self, pos: Position) -> list[lakefmt.FileTask]:

@@ -157,3 +157,52 @@ def test_plain_stream_stops_at_every_commit_that_deletes_or_replaces_rows(spark:
     assert sorted(lakefmt.open_table(silver).to_arrow().column("id").to_pylist()) == first
     stream(spark, table.uri, silver, checkpoint, startingSnapshot=1, skipChangeCommits="true")
     assert sorted(lakefmt.open_table(silver).to_arrow().column("id").to_pylist()) == first + later
+
+
+KEYS = pa.schema([pa.field("k", pa.int64(), False), ("v", pa.int64())])
+
+
+def _restored_vector(tmp_path: Path) -> lakefmt.Table:
+    """A key table whose snapshot 4 is a restore that ADDs back the deletion-vector file of snapshot 2 (k=1
+    deleted), then an append of k=3 (snapshot 5)."""
+    t = lakefmt.create_table(str(tmp_path / "r"), KEYS, primary_key=["k"], options={"compaction.auto": "false"})
+    t.upsert(pa.table({"k": [1, 2], "v": [10, 20]}, schema=KEYS))
+    t.delete_keys(pa.table({"k": [1]}))
+    t.restore(snapshot_id=1)
+    t.restore(snapshot_id=2)
+    t.append(pa.table({"k": [3], "v": [30]}, schema=KEYS))
+    return t
+
+
+def test_a_restore_adding_a_vector_again_stops_the_stream_naming_both_ways(tmp_path: Path) -> None:
+    """Found: a restore that only ADDs a deletion-vector file back recorded ``removesRows=false``; the stream read
+    it as an append and failed with a misleading ``DeletionVectorsError`` about a compaction, naming neither way on,
+    even with ``skipChangeCommits``. Now it is a change: the error names both, and skipping goes on to k=3."""
+    t = _restored_vector(tmp_path)
+    with pytest.raises(lakefmt.LakefmtError, match=r"snapshot 4 \(RESTORE.*skipChangeCommits.*readChangeFeed"):
+        reader(t, startingSnapshot=4).latestOffset(PENDING, ReadAllAvailable())
+    r = reader(t, startingSnapshot=4, skipChangeCommits="true")
+    start = dict(PENDING)
+    got: list[int] = []
+    while (end := r.latestOffset(start, ReadAllAvailable())) is not start:
+        got += [k for part in r.partitions(start, end) for b in r.read(part) for k in b.column("k").to_pylist()]
+        r.commit(end)
+        start = end
+    assert got == [3]
+
+
+def test_a_hand_edited_removes_rows_false_is_refused_by_the_stream(tmp_path: Path) -> None:
+    """Found: a hand-edited ``removesRows=false`` on a snapshot that deleted a file holding rows was trusted: the
+    stream emitted the deleted row, and k=2 twice. The stream checks the recorded field against the delta it reads
+    anyway: :class:`CorruptMetadataError` naming the snapshot."""
+    t = lakefmt.create_table(str(tmp_path / "h"), KEYS, primary_key=["k"], options={"compaction.auto": "false"})
+    t.upsert(pa.table({"k": [1, 2], "v": [10, 20]}, schema=KEYS))
+    snap = t.overwrite(pa.table({"k": [2], "v": [21]}, schema=KEYS))
+    assert snap is not None and snap.removes_rows is True
+    path = tmp_path / "h" / "snapshot" / f"snapshot-{snap.id}"
+    path.write_bytes(path.read_bytes().replace(b'"removesRows":true', b'"removesRows":false'))
+    for options in ({}, {"skipChangeCommits": "true"}):
+        with pytest.raises(lakefmt.CorruptMetadataError, match=rf"snapshot {snap.id} records removesRows=false"):
+            reader(lakefmt.open_table(t.uri), startingSnapshot=snap.id, **options).latestOffset(
+                PENDING, ReadAllAvailable()
+            )
