@@ -7,8 +7,9 @@ which byte equality is ``=``:
 
 * both sides are cast to one common type (pyarrow's permissive promotion: ``int32`` and ``int64`` to ``int64``,
   an integer and a float to ``float64``, ``decimal(10, 2)`` and ``decimal(12, 3)`` to ``decimal(12, 3)``,
-  ``string`` and ``large_string`` to ``large_string``; a dictionary column to its values), so that values equal
-  under ``=`` have the same bytes whatever the column types;
+  ``string`` and ``large_string`` to ``large_string``; a dictionary column to its values; an integer and a
+  decimal to a decimal that holds every value of both, ``decimal256`` beyond 38 digits; ``float16`` keys as
+  ``float32``, exactly), so that values equal under ``=`` have the same bytes whatever the column types;
 * two timestamps with time zones are compared as instants (both in UTC, in the finer unit), as ``=`` compares
   them; a timestamp with a zone against one without is refused (:class:`MergeError`), as ``=`` refuses it;
 * floating point: ``-0.0`` becomes ``0.0`` (``-0.0 = 0.0`` is true) and NaN becomes null (``NaN = x`` is false
@@ -54,8 +55,13 @@ def _decoded(col: pa.ChunkedArray) -> pa.ChunkedArray:
 
 def _common_type(a: pa.DataType, b: pa.DataType, what: str) -> pa.DataType:
     """The type both key columns are compared in."""
+    if pa.types.is_float16(a) and pa.types.is_float16(b):
+        return pa.float32()  # pyarrow computes nothing on half floats; float32 holds each exactly
     if a == b:
         return a
+    for x, y in ((a, b), (b, a)):
+        if pa.types.is_integer(x) and pa.types.is_decimal(y):
+            return _decimal_for(x, y)
     if pa.types.is_timestamp(a) and pa.types.is_timestamp(b):
         if (a.tz is None) != (b.tz is None):
             raise MergeError(
@@ -68,7 +74,23 @@ def _common_type(a: pa.DataType, b: pa.DataType, what: str) -> pa.DataType:
         merged = pa.unify_schemas([pa.schema([("k", a)]), pa.schema([("k", b)])], promote_options="permissive")
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
         raise MergeError(f"{what}: a {a} column cannot be joined with a {b} column ({exc})") from None
-    return merged.field("k").type
+    common = merged.field("k").type
+    return pa.float32() if pa.types.is_float16(common) else common
+
+
+#: the decimal digits of each integer type's largest value
+_INT_DIGITS = {8: 3, 16: 5, 32: 10, 64: 20}
+
+
+def _decimal_for(integer: pa.DataType, decimal: pa.DataType) -> pa.DataType:
+    """A decimal holding every value of ``integer`` and of ``decimal`` exactly (pyarrow's promotion gives one
+    too narrow for an int64)."""
+    digits = _INT_DIGITS[integer.bit_width]
+    scale = decimal.scale
+    precision = max(decimal.precision - scale, digits) + scale
+    if precision <= 38 and not pa.types.is_decimal256(decimal):
+        return pa.decimal128(precision, scale)
+    return pa.decimal256(min(precision, 76), scale)
 
 
 def _canonical(col: pa.ChunkedArray) -> pa.ChunkedArray:
