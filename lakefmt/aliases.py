@@ -58,7 +58,7 @@ def dnf_filter(filters: Any) -> str | pc.Expression:
         )
     try:
         return pq.filters_to_expression(list(filters))
-    except (TypeError, ValueError, NotImplementedError) as exc:
+    except (TypeError, ValueError, NotImplementedError, OverflowError) as exc:  # 2**64 as a value: OverflowError
         raise InvalidPredicateError(
             f"filters={filters!r} is not a DNF filter pyarrow can convert ({exc}); lakefmt's keyword is filter= "
             "(SQL text such as \"x > 1 AND dt = 'a'\" or a pyarrow expression)"

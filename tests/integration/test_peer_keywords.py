@@ -62,6 +62,8 @@ def test_bad_dnf_names_lakefmts_keyword(table: lakefmt.Table) -> None:
         table.to_arrow(filters=[("x", "~", 1)])
     with pytest.raises(InvalidPredicateError, match="lakefmt's keyword is filter="):
         table.to_arrow(filters=[])
+    with pytest.raises(InvalidPredicateError, match=r"9223372036854775809.*lakefmt's keyword is filter="):
+        table.to_arrow(filters=[("id", "=", 2**63 + 1)])  # review: a raw OverflowError
 
 
 def test_delete_with_deltalakes_predicate(table: lakefmt.Table) -> None:
