@@ -155,7 +155,7 @@ def _aggregate_function(text: str, key: str) -> str:
     return value
 
 
-#: the values of the table option ``rowkind.format`` (:mod:`lakefmt.spec.rowkind`)
+#: the values of the table option ``rowkind.format`` (:mod:`lakefmt.spec.keys.rowkind`)
 ROWKIND_FORMATS = ("any", "paimon", "delta", "debezium")
 
 
@@ -330,7 +330,7 @@ class TableOptions:
     #: the one with the largest value wins, within an upsert and against the live row (ties: the later row)
     sequence_field: str | None = None
     #: ``rowkind.field``: on a key table, a string column saying what each written row is, a change of its key
-    #: (insert, update, update's old row, delete: :mod:`lakefmt.spec.rowkind`); Paimon's name
+    #: (insert, update, update's old row, delete: :mod:`lakefmt.spec.keys.rowkind`); Paimon's name
     rowkind_field: str | None = None
     #: ``rowkind.format``: the spellings ``rowkind.field`` accepts: ``paimon`` (``+I -U +U -D``), ``delta``
     #: (``insert update_preimage update_postimage delete``), ``debezium`` (``c r u d``), or ``any`` of them

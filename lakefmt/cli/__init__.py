@@ -1,7 +1,7 @@
-"""The ``lakefmt`` command: inspect tables from a shell. Thin commands over the public API (the command table,
-the parser and :func:`main` in :mod:`lakefmt.cli.commands`); storage options (``-o``) are parsed and checked in
-:mod:`lakefmt.cli.storage`; presentation (text table or ``--json``, summaries, one-line errors) lives in
-:mod:`lakefmt.cli.output`.
+"""The ``lakefmt`` command: inspect tables from a shell. Thin commands over the public API (the command table in
+:mod:`lakefmt.cli.commands`, the parser and :func:`main` in :mod:`lakefmt.cli.main`); storage options (``-o``) are
+parsed and checked in :mod:`lakefmt.cli.storage`; presentation (text table or ``--json``, summaries, one-line
+errors) lives in :mod:`lakefmt.cli.output`.
 
 Exit codes: 0 success, 1 failure, 2 bad usage. Either way the error is one line on stderr, never a traceback
 (set ``LAKEFMT_TRACEBACK=1`` to see one for an unexpected error).
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lakefmt.cli.commands import build_parser, main
+from lakefmt.cli.main import build_parser, main
 
 __all__ = ["build_parser", "main"]
 

@@ -1,27 +1,23 @@
-"""The ``lakefmt`` commands: the table of subcommands (their arguments and help texts), the parser built from
-it, the command functions (thin, over the public API) and :func:`main`, which checks the storage options
-(:mod:`lakefmt.cli.storage`), runs a command and turns any failure into one line on stderr
-(:mod:`lakefmt.cli.output`)."""
+"""The ``lakefmt`` commands as a table: each subcommand's name, the function that runs it (imported on first
+use from the command modules: thin, over the public API), its help texts and its arguments. The parser is built
+from it, and commands run, in :mod:`lakefmt.cli.main`."""
 
 from __future__ import annotations
 
 import argparse
 import importlib
-import os
-import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import Any
 
 import lakefmt
-from lakefmt.errors import LakefmtError
 from lakefmt.options import (
     DEFAULT_ORPHAN_OLDER_THAN,
     DEFAULT_ORPHAN_OLDER_THAN_MS,
     format_duration_ms,
 )
 
-__all__ = ["build_parser", "main"]
+__all__ = ["COMMANDS", "COMMON_ARGS", "EPILOG", "Arg", "Command"]
 
 
 def _lazy(target: str) -> Callable[..., Any]:
@@ -75,27 +71,20 @@ AWS_MAX_ATTEMPTS / AWS_RETRY_MODE say otherwise.
 """
 
 
-class _Parser(argparse.ArgumentParser):
-    """An argument parser whose usage errors are one line on stderr (exit 2)."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
-
-
 @dataclass(frozen=True)
-class _Arg:
+class Arg:
     """One ``add_argument`` call: its flags (or positional name) and keyword arguments."""
 
     flags: tuple[str, ...]
     options: Mapping[str, Any]
 
 
-def _arg(*flags: str, **options: Any) -> _Arg:
-    return _Arg(flags, options)
+def _arg(*flags: str, **options: Any) -> Arg:
+    return Arg(flags, options)
 
 
 @dataclass(frozen=True)
-class _Command:
+class Command:
     """A subcommand: its name, what runs it, its help texts and its own arguments (after the common ones).
     A command with an ``epilog`` (an example) has its description and epilog printed as written."""
 
@@ -104,12 +93,12 @@ class _Command:
     help: str
     description: str
     epilog: str | None = None
-    args: tuple[_Arg, ...] = ()
-    subcommands: tuple[_Command, ...] = ()  #: ``lakefmt tag create|list|delete``: each with the common arguments
+    args: tuple[Arg, ...] = ()
+    subcommands: tuple[Command, ...] = ()  #: ``lakefmt tag create|list|delete``: each with the common arguments
 
 
 #: arguments every command takes
-_COMMON_ARGS = (
+COMMON_ARGS = (
     _arg("uri", help="table location: a path, file://, s3://bucket/path, memory://..."),
     _arg(
         "-o",
@@ -127,14 +116,14 @@ _DRY_RUN = _arg("--dry-run", action="store_true", help="list what would be delet
 
 
 #: the commands, in the order ``--help`` lists them
-_COMMANDS: tuple[_Command, ...] = (
-    _Command(
+COMMANDS: tuple[Command, ...] = (
+    Command(
         "snapshots",
         cmd_snapshots,
         help="snapshot history as a table",
         description="List every retained snapshot, oldest first.",
     ),
-    _Command(
+    Command(
         "history",
         cmd_history,
         help="what each snapshot did, newest first",
@@ -143,14 +132,14 @@ _COMMANDS: tuple[_Command, ...] = (
         "mode), the rows and data files each added and removed, and who committed it.",
         args=(_arg("--limit", type=positive, default=None, metavar="N", help="the N newest snapshots only"),),
     ),
-    _Command(
+    Command(
         "describe",
         cmd_describe,
         help="schema, partitioning, keys, latest snapshot, live files",
         description="Describe a table: format version, schema, partition keys, primary key and buckets (key\n"
         "tables), options, latest snapshot, size, and the rows its deletion vectors delete (version 3).",
     ),
-    _Command(
+    Command(
         "files",
         cmd_files,
         help="live files of a snapshot",
@@ -160,7 +149,7 @@ _COMMANDS: tuple[_Command, ...] = (
         "that its deletion vector deletes.",
         args=(_arg("--snapshot", type=snapshot_id, default=None, metavar="N", help="snapshot id (default: latest)"),),
     ),
-    _Command(
+    Command(
         "changes",
         cmd_changes,
         help="the rows snapshots inserted, updated and deleted (change data feed)",
@@ -194,7 +183,7 @@ _COMMANDS: tuple[_Command, ...] = (
             _arg("--row-kinds", action="store_true", help="_row_kind +I -U +U -D in place of _change_type"),
         ),
     ),
-    _Command(
+    Command(
         "expire",
         cmd_expire,
         help="expire old snapshots and delete files only they reference",
@@ -232,7 +221,7 @@ _COMMANDS: tuple[_Command, ...] = (
             _DRY_RUN,
         ),
     ),
-    _Command(
+    Command(
         "orphan-clean",
         cmd_orphan_clean,
         help="delete files no snapshot references",
@@ -252,7 +241,7 @@ _COMMANDS: tuple[_Command, ...] = (
             _DRY_RUN,
         ),
     ),
-    _Command(
+    Command(
         "schema",
         cmd_schema,
         help="the schema with field ids; --history: the changes per schema id",
@@ -262,7 +251,7 @@ _COMMANDS: tuple[_Command, ...] = (
         epilog="examples:\n  lakefmt schema /data/events\n  lakefmt schema s3://bucket/events --history --json\n",
         args=(_arg("--history", action="store_true", help="every schema id and what changed in it"),),
     ),
-    _Command(
+    Command(
         "upgrade",
         cmd_upgrade,
         help="upgrade a format-version-1 table to version 2",
@@ -273,7 +262,7 @@ _COMMANDS: tuple[_Command, ...] = (
         epilog="example:\n  lakefmt upgrade /data/events --dry-run\n",
         args=(_arg("--dry-run", action="store_true", help="show the schema it would publish; write nothing"),),
     ),
-    _Command(
+    Command(
         "compact",
         cmd_compact,
         help="merge small data files into target-size files",
@@ -319,7 +308,7 @@ _COMMANDS: tuple[_Command, ...] = (
             _arg("--dry-run", action="store_true", help="show what would be compacted; write nothing"),
         ),
     ),
-    _Command(
+    Command(
         "tag",
         cmd_tag_list,
         help="named snapshots that expire and orphan-clean keep: create, list, delete",
@@ -330,7 +319,7 @@ _COMMANDS: tuple[_Command, ...] = (
         epilog="examples:\n  lakefmt tag create /data/events month-end-2026-11 --retain 400d\n"
         "  lakefmt tag list s3://bucket/events --json\n  lakefmt tag delete /data/events month-end-2026-11\n",
         subcommands=(
-            _Command(
+            Command(
                 "create",
                 cmd_tag_create,
                 help="name a snapshot (the latest by default)",
@@ -349,8 +338,8 @@ _COMMANDS: tuple[_Command, ...] = (
                     ),
                 ),
             ),
-            _Command("list", cmd_tag_list, help="every tag", description="List the table's tags, by name."),
-            _Command(
+            Command("list", cmd_tag_list, help="every tag", description="List the table's tags, by name."),
+            Command(
                 "delete",
                 cmd_tag_delete,
                 help="delete a tag",
@@ -359,7 +348,7 @@ _COMMANDS: tuple[_Command, ...] = (
             ),
         ),
     ),
-    _Command(
+    Command(
         "restore",
         cmd_restore,
         help="commit a new snapshot whose rows equal an older one's",
@@ -384,7 +373,7 @@ _COMMANDS: tuple[_Command, ...] = (
             _arg("--dry-run", action="store_true", help="show what would be removed and added; commit nothing"),
         ),
     ),
-    _Command(
+    Command(
         "consumers",
         cmd_consumers,
         help="readers whose position expiration respects; --delete one",
@@ -409,107 +398,3 @@ _COMMANDS: tuple[_Command, ...] = (
         ),
     ),
 )
-
-
-def _add(parser: argparse.ArgumentParser, args: Sequence[_Arg]) -> None:
-    for a in args:
-        parser.add_argument(*a.flags, **a.options)
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser, built from the table :data:`_COMMANDS` (exposed for documentation and tests)."""
-    parser = _Parser(
-        prog="lakefmt",
-        description="Inspect and maintain lakefmt tables.",
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("--version", action="version", version=f"lakefmt {lakefmt.__version__}")
-    common = _Parser(add_help=False)
-    _add(common, _COMMON_ARGS)
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for command in _COMMANDS:
-        p = sub.add_parser(
-            command.name,
-            parents=[] if command.subcommands else [common],  # a command with actions: its actions take them
-            help=command.help,
-            description=command.description,
-            epilog=command.epilog,
-            formatter_class=argparse.RawDescriptionHelpFormatter if command.epilog else argparse.HelpFormatter,
-        )
-        _add(p, command.args)
-        p.set_defaults(func=command.run)
-        if command.subcommands:
-            nested = p.add_subparsers(dest=f"{command.name}_command", required=True, metavar="ACTION")
-            for action in command.subcommands:
-                q = nested.add_parser(action.name, parents=[common], help=action.help, description=action.description)
-                _add(q, action.args)
-                q.set_defaults(func=action.run)
-    return parser
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``lakefmt`` console script."""
-    args = build_parser().parse_args(argv)
-
-    def usage_error(message: str) -> int:
-        prog = f"lakefmt {args.command}"
-        print(f"{prog}: error: {message} (see {prog} --help)", file=sys.stderr)
-        return 2
-
-    low, high = getattr(args, "retain_min", None), getattr(args, "retain_max", None)
-    if high is not None and low is not None and high < low:
-        return usage_error(f"--retain-max ({args.retain_max}) must be at least --retain-min ({args.retain_min})")
-    if args.command == "consumers" and args.dry_run and args.delete is None:
-        return usage_error("--dry-run goes with --delete ID (listing deletes nothing)")
-    if args.command == "changes" and (args.start is None) == (args.starting_version is None):
-        return usage_error("name where the changes start with one of --from N (after N) or --starting-version N")
-    if args.command == "changes" and args.to is not None and args.ending_version is not None:
-        return usage_error("name where the changes end with one of --to M or --ending-version M")
-    if args.command == "restore" and sum(v is not None for v in (args.snapshot, args.tag, args.as_of)) != 1:
-        return usage_error("name the version to restore with one of --snapshot N, --tag NAME or --as-of TIME")
-    from lakefmt.cli.output import _failure, _one_line
-    from lakefmt.cli.storage import (
-        _check_options,
-        _check_uri,
-        _env_storage_options,
-        _s3_defaults,
-        _s3fs_missing,
-        _s3fs_retries,
-        _scheme,
-        _storage_options,
-        _UsageError,
-    )
-
-    try:
-        _check_uri(args.uri)
-        options = {**_env_storage_options(args.uri), **_storage_options(args.storage_option)}
-        if _scheme(args.uri) == "s3":
-            if (missing := _s3fs_missing()) is not None:
-                print(f"lakefmt: error: {missing}", file=sys.stderr)
-                return 1
-            options = _s3_defaults(_check_options(args.uri, options))
-        else:
-            options = _check_options(args.uri, options)
-    except (argparse.ArgumentTypeError, _UsageError) as exc:
-        return usage_error(str(exc))
-    try:
-        with _s3fs_retries(args.uri, options):
-            table = lakefmt.open_table(args.uri, storage_options=options)
-            args.func(table, args)
-    except BrokenPipeError:  # e.g. piped into head: not an error
-        sys.stderr.close()
-        return 0
-    except KeyboardInterrupt:
-        print("lakefmt: interrupted", file=sys.stderr)
-        return 130
-    except LakefmtError as exc:
-        print(f"lakefmt: error: {_one_line(str(exc), options)}", file=sys.stderr)
-        return 1
-    except Exception as exc:  # storage clients raise many types; none of them deserves a traceback
-        if os.environ.get("LAKEFMT_TRACEBACK"):
-            raise
-        print(f"lakefmt: error: {_one_line(_failure(exc, args.uri, options), options)}", file=sys.stderr)
-        return 1
-    return 0
-

@@ -30,7 +30,8 @@ def _add(parser: argparse.ArgumentParser, args: Sequence[Arg]) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser, built from the table :data:`lakefmt.cli.commands.COMMANDS` (exposed for documentation and tests)."""
+    """The argument parser, built from the table :data:`lakefmt.cli.commands.COMMANDS` (exposed for documentation
+    and tests)."""
     parser = _Parser(
         prog="lakefmt",
         description="Inspect and maintain lakefmt tables.",

@@ -8,8 +8,8 @@ from typing import Any
 
 import lakefmt
 from lakefmt.cli.output import _emit, _iso, _when
+from lakefmt.spec.evolution.changes import describe_changes
 from lakefmt.spec.fields import FieldNode
-from lakefmt.spec.schema_changes import describe_changes
 from lakefmt.spec.types import DOC_KEY
 
 __all__ = ["cmd_schema", "cmd_upgrade"]

@@ -12,7 +12,7 @@ A schema change is two publishes:
    travel tells the schema of each version. It is best effort: if it cannot be published the change has still
    landed, and the next commit by a process that knows the new schema records it.
 
-Every change is checked as it is made (:class:`~lakefmt.spec.evolution.SchemaEditor`): a refused one raises
+Every change is checked as it is made (:class:`~lakefmt.spec.evolution.editor.SchemaEditor`): a refused one raises
 :class:`SchemaEvolutionError` at once, and a ``with`` block that raises commits nothing. The first change of a
 format-version-1 table upgrades it to version 2 (field ids are assigned in column order); an update made with
 ``upgrade=True`` (``Table.upgrade()``) does only that.
@@ -42,7 +42,7 @@ from lakefmt.io import FileIO
 from lakefmt.meta.store import MetaStore
 from lakefmt.retry import backoff
 from lakefmt.spec import CommitKind, Snapshot, TableSchema, layout, operations
-from lakefmt.spec.evolution import SchemaEditor
+from lakefmt.spec.evolution.editor import SchemaEditor
 
 __all__ = [
     "OPERATION_PROPERTY",

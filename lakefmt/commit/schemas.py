@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from lakefmt.errors import SchemaConflictError
 from lakefmt.meta.store import MetaStore
 from lakefmt.spec import ManifestFileMeta, Snapshot, TableSchema
-from lakefmt.spec.schema_changes import readable_under
+from lakefmt.spec.evolution.changes import readable_under
 
 __all__ = ["commit_schema"]
 

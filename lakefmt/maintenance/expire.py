@@ -46,7 +46,7 @@ from lakefmt.meta.consumers import delete_consumer_if_unchanged
 from lakefmt.meta.store import MetaStore
 from lakefmt.meta.tags import delete_tag_if_unchanged, list_tags
 from lakefmt.spec import Consumer, Snapshot, Tag, layout
-from lakefmt.spec.key_index import hashed_columns, indexed_column
+from lakefmt.spec.keys.index_file import hashed_columns, indexed_column
 
 __all__ = [
     "ExpirationPlan",

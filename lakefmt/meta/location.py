@@ -26,7 +26,7 @@ from lakefmt.meta.store import MetaStore
 from lakefmt.options import TableOptions
 from lakefmt.spec import TableSchema, layout
 from lakefmt.spec.codec import BASE_FORMAT_VERSION, FORMAT_VERSION
-from lakefmt.spec.merge_engine import check_merge_engine
+from lakefmt.spec.keys.merge_engine import check_merge_engine
 from lakefmt.spec.types import type_to_json
 
 __all__ = ["create_store", "enclosing_table", "first_schema", "open_store"]

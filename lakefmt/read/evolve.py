@@ -33,7 +33,7 @@ from lakefmt.io import FileIO
 from lakefmt.meta import entries as ents
 from lakefmt.read.bounds import SchemaLookup
 from lakefmt.spec import TableSchema
-from lakefmt.spec.evolution import is_promotion
+from lakefmt.spec.evolution.promotion import is_promotion
 from lakefmt.spec.fields import FieldNode
 
 __all__ = [

@@ -37,7 +37,7 @@ from lakefmt.io import FileIO
 from lakefmt.meta import entries as ents
 from lakefmt.meta.store import MetaStore
 from lakefmt.read.files import read_inputs
-from lakefmt.read.masks import Vector, deleted_positions, load_vectors
+from lakefmt.read.masks import Vector, deleted_positions, latest_data, load_vectors
 from lakefmt.spec import CommitKind, CommitMessage, ManifestFileMeta, Snapshot, TableSchema, operations
 from lakefmt.write.writer import TableWriter
 
@@ -184,17 +184,19 @@ def _mask(batch: pa.RecordBatch, positions: np.ndarray, start: int) -> pa.Record
 
 
 def load_group_vectors(
-    target: RewriteTarget, vector_entries: pa.Table | None, data: pa.Table, what: str
+    target: RewriteTarget, vector_entries: pa.Table | None, data: pa.Table, what: str, *, whole: bool = False
 ) -> dict[str, Vector]:
     """The vectors of the data files of ``data`` (their entries: each vector's positions are checked against its
     file's rows when decoded) held by the deletion-vector files of ``vector_entries`` (planned on an earlier
     snapshot): a file missing from storage is :class:`RewriteConflictError` when the latest snapshot no longer
     holds it (replaced by a concurrent commit, then deleted by an expiration), else
-    :class:`CorruptMetadataError`."""
+    :class:`CorruptMetadataError`. ``whole``: ``data`` is every live data file of its partitions and buckets, so a
+    vector of another file there is checked not to be of a file live elsewhere (:func:`load_vectors`' ``live``)."""
     if vector_entries is None or vector_entries.num_rows == 0:
         return {}
     try:
-        return load_vectors(target.io, vector_entries, data=data)
+        live = latest_data(target.store) if whole else None
+        return load_vectors(target.io, vector_entries, data=data, live=live)
     except OSError as exc:
         missing = [p for p in ents.paths(vector_entries) if not _exists(target.io, p)]
         if not missing:

@@ -102,7 +102,7 @@ KEY_INDEX_SUFFIX = ".keyindex"
 
 
 def key_index_path(data_path: str) -> str:
-    """The key index file of a key table's data file (:mod:`lakefmt.spec.key_index`): beside it, ``.parquet``
+    """The key index file of a key table's data file (:mod:`lakefmt.spec.keys.index_file`): beside it, ``.parquet``
     replaced by ``.keyindex``."""
     stem = data_path[: -len(".parquet")] if data_path.endswith(".parquet") else data_path
     return stem + KEY_INDEX_SUFFIX

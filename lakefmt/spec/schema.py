@@ -13,7 +13,7 @@ from lakefmt.errors import CorruptMetadataError, UnsupportedTypeError
 from lakefmt.options import TableOptions
 from lakefmt.spec.codec import BASE_FORMAT_VERSION, FORMAT_VERSION, check_version, decode_json, encode_json
 from lakefmt.spec.fields import FieldNode, annotate, assign_ids, flat_ids, index_nodes, make_nodes, walk
-from lakefmt.spec.keys import KEY_TYPES, is_key_type
+from lakefmt.spec.keys.hashing import KEY_TYPES, is_key_type
 from lakefmt.spec.types import field_from_json, field_to_json
 
 __all__ = ["PARTITION_TYPES", "TableSchema"]
@@ -43,7 +43,7 @@ class TableSchema:
     stores no ids, and a version-1 table's writers write version-1 files.
 
     ``primary_keys`` (format version 3) make a key table: at most one live row per key, rows in buckets by key
-    (:mod:`lakefmt.spec.keys`), changes by upsert and deletion vectors. The key columns are non-null, and the
+    (:mod:`lakefmt.spec.keys.hashing`), changes by upsert and deletion vectors. The key columns are non-null, and the
     partition keys are among them (as in Paimon): a key never moves between partitions."""
 
     id: int

@@ -27,17 +27,17 @@ from lakefmt.meta import entries as ents
 from lakefmt.meta.store import MetaStore
 from lakefmt.options import MAX_BUCKETS, InvalidOptionError
 from lakefmt.spec import CommitMessage, DataFile, TableSchema, layout
-from lakefmt.spec.key_index import (
+from lakefmt.spec.keys.hashing import bucket_of, buckets_of_hashes, key_bytes, key_hash
+from lakefmt.spec.keys.index_file import (
     encode_hashed_index,
     encode_key_index,
     hashed_columns,
     indexed_column,
     key_values,
 )
-from lakefmt.spec.keys import bucket_of, buckets_of_hashes, key_bytes, key_hash
+from lakefmt.spec.keys.rowkind import check_kind_column, drop_ignored
 from lakefmt.spec.manifest import encode_manifest, manifest_meta
 from lakefmt.spec.partition import partition_path
-from lakefmt.spec.rowkind import check_kind_column, drop_ignored
 from lakefmt.write.conform import conform
 from lakefmt.write.encoding import dictionary_columns
 from lakefmt.write.source import as_arrow
@@ -163,7 +163,7 @@ class TableWriter:
     def write(self, data: Any) -> None:
         """Buffer and write rows (Table, RecordBatch, RecordBatchReader or an iterable of them). On a key table
         with ``rowkind.field`` every row's kind is checked (:class:`InvalidRowKindError` before anything of the
-        batch is buffered) and updates' old rows are left out (:mod:`lakefmt.spec.rowkind`)."""
+        batch is buffered) and updates' old rows are left out (:mod:`lakefmt.spec.keys.rowkind`)."""
         if self._closed:
             raise WriterClosedError("this writer has already been committed or aborted")
         for table in as_tables(data):
@@ -449,7 +449,7 @@ class TableWriter:
         )
 
     def _write_key_index(self, f: _OpenFile) -> None:
-        """Write the key index file of ``f`` (:mod:`lakefmt.spec.key_index`), once the data file is complete."""
+        """Write the key index file of ``f`` (:mod:`lakefmt.spec.keys.index_file`), once the data file is complete."""
         if f.rows > _MAX_INDEXED_ROWS:
             return
         rel = layout.key_index_path(f.rel_path)

@@ -44,7 +44,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructType
 
 import lakefmt
-from lakefmt.spec.schema_changes import readable_under
+from lakefmt.spec.evolution.changes import readable_under
 
 from .options import parse_options
 

@@ -22,7 +22,7 @@ from lakefmt.io.local import LocalFileIO
 from lakefmt.read import masks
 from lakefmt.rewrite.keys.planners import key_cache_clear
 from lakefmt.spec import deletion_vector as dvm
-from lakefmt.spec.keys import key_hash
+from lakefmt.spec.keys.hashing import key_hash
 from lakefmt.spec.manifest import decode_manifest, encode_manifest
 
 SCHEMA = pa.schema([pa.field("k", pa.int64(), False), ("v", pa.int64())])

@@ -14,7 +14,7 @@ from test_key_index_files import SCHEMA, data_paths, key_rows, state_of  # the r
 import lakefmt
 from lakefmt.rewrite.keys.planners import key_cache_clear
 from lakefmt.spec import layout
-from lakefmt.spec.key_index import HEADER_SIZE, parse_header
+from lakefmt.spec.keys.index_file import HEADER_SIZE, parse_header
 
 
 def test_a_folder_named_like_an_index_falls_back(local_store: Any) -> None:

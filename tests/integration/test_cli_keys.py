@@ -1,6 +1,6 @@
 """``lakefmt describe`` and ``lakefmt files`` on format-version-3 tables: the primary key, the buckets and the
 deletion vectors, in text and ``--json``; tables without them print what they always printed. The commands run in
-this process (``lakefmt.cli.commands.main``) on a copy of the golden version-3 table and on small new tables."""
+this process (``lakefmt.cli.main.main``) on a copy of the golden version-3 table and on small new tables."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 import pytest
 
 import lakefmt
-from lakefmt.cli.commands import main
+from lakefmt.cli.main import main
 
 GOLDEN = Path(__file__).resolve().parents[1] / "data" / "golden_v3"
 SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string()), ("dt", pa.string())])

@@ -22,7 +22,7 @@ from lakefmt.errors import DeletionVectorsError, UnsupportedFormatVersionError
 from lakefmt.meta import entries as ents
 from lakefmt.spec import codec
 from lakefmt.spec.deletion_vector import decode_puffin, puffin_blobs
-from lakefmt.spec.keys import bucket_of
+from lakefmt.spec.keys.hashing import bucket_of
 from lakefmt.spec.manifest import FileContent
 
 GOLDEN = Path(__file__).resolve().parents[1] / "data" / "golden_v3"

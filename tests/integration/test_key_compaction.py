@@ -26,7 +26,7 @@ from lakefmt.options import TableOptions
 from lakefmt.read import masks
 from lakefmt.read.masks import load_vectors
 from lakefmt.spec import CommitKind
-from lakefmt.spec.keys import bucket_of
+from lakefmt.spec.keys.hashing import bucket_of
 
 KEYED = pa.schema(
     [pa.field("p", pa.string(), nullable=False), pa.field("k", pa.int64(), nullable=False), pa.field("v", pa.int64())]

@@ -16,7 +16,7 @@ from lakefmt.maintenance.report import FileClass
 from lakefmt.rewrite.keys import find as finder_module
 from lakefmt.rewrite.keys.planners import key_cache_clear
 from lakefmt.spec import layout
-from lakefmt.spec.keys import key_hash
+from lakefmt.spec.keys.hashing import key_hash
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), ("v", pa.string())])
 
@@ -145,7 +145,7 @@ def test_an_unusable_hashed_index_costs_only_speed(store: Any, damage: str) -> N
     elif damage == "truncated":
         t.io.write(rel, blob[:-100], sync=False)
     elif damage == "key bytes":  # every stored key's last character changed: hashes and bytes disagree
-        from lakefmt.spec.key_index import parse_header
+        from lakefmt.spec.keys.index_file import parse_header
 
         h = parse_header(blob)
         assert h is not None and h.hashed
@@ -155,8 +155,8 @@ def test_an_unusable_hashed_index_costs_only_speed(store: Any, damage: str) -> N
             body[h.bytes_offset + end - 1] ^= 0x01
         t.io.write(rel, bytes(body), sync=False)
     else:  # a valid index of other rows
-        from lakefmt.spec.key_index import encode_hashed_index
-        from lakefmt.spec.keys import key_bytes, key_hash
+        from lakefmt.spec.keys.hashing import key_bytes, key_hash
+        from lakefmt.spec.keys.index_file import encode_hashed_index
 
         other = named_rows(range(10), "z")
         blob = encode_hashed_index(key_hash(other, ["name"]), key_bytes(other, ["name"]), data_file=path)
@@ -198,7 +198,7 @@ def test_an_unusable_index_costs_only_speed(store: Any, damage: str) -> None:
     elif damage == "truncated":
         t.io.write(rel, t.io.read(rel)[:-100], sync=False)
     else:  # a valid index of another file's rows
-        from lakefmt.spec.key_index import encode_key_index
+        from lakefmt.spec.keys.index_file import encode_key_index
 
         t.io.write(rel, encode_key_index(np.arange(10, dtype=np.int64), data_file=path), sync=False)
     key_cache_clear()

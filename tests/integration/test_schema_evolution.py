@@ -19,7 +19,7 @@ from helpers import create_table_in, file_listing
 
 import lakefmt
 from lakefmt import hooks
-from lakefmt.cli.commands import main
+from lakefmt.cli.main import main
 from lakefmt.io import file_io_for
 from lakefmt.spec import layout
 

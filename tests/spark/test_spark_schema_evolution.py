@@ -241,7 +241,7 @@ def test_a_streaming_read_follows_added_columns_and_stops_at_a_change_it_cannot_
 
 def test_stream_readable_rules() -> None:
     base = lakefmt.TableSchema(0, pa.schema([pa.field("id", pa.int32(), nullable=False), ("g", pa.string())]))
-    from lakefmt.spec.evolution import SchemaEditor
+    from lakefmt.spec.evolution.editor import SchemaEditor
 
     def change(f: Any) -> lakefmt.TableSchema:
         e = SchemaEditor(base)

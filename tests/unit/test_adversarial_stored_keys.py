@@ -9,7 +9,8 @@ import pytest
 
 from lakefmt.io import file_io_for
 from lakefmt.rewrite.keys import stored as stored_keys
-from lakefmt.spec import key_index, layout
+from lakefmt.spec import layout
+from lakefmt.spec.keys import index_file as key_index
 
 NAME = "data-test-0.parquet"  #: the data file every index here is written for
 

@@ -15,10 +15,11 @@ from lakefmt.errors import CorruptMetadataError, SchemaEvolutionError, SchemaMis
 from lakefmt.read.bounds import column_bounds
 from lakefmt.read.evolve import evolve_batch, name_compatible, runs, source_columns
 from lakefmt.spec import FileKind, TableSchema
-from lakefmt.spec.evolution import SchemaEditor, is_promotion
+from lakefmt.spec.evolution.changes import describe_changes, readable_under
+from lakefmt.spec.evolution.editor import SchemaEditor
+from lakefmt.spec.evolution.promotion import is_promotion
 from lakefmt.spec.fields import FIELD_ID_KEY, annotate, assign_ids, flat_ids, make_nodes
 from lakefmt.spec.manifest import ColumnStats, DataFile, entries_table
-from lakefmt.spec.schema_changes import describe_changes, readable_under
 from lakefmt.write.conform import conform
 
 INFO = pa.struct([("a", pa.int16()), ("b", pa.string())])

@@ -1,5 +1,5 @@
 """Hashed key index files (keys that are not one integer-like column: strings, binaries, several columns): the
-layout (lakefmt.spec.key_index), the key bytes (lakefmt.spec.keys.key_bytes), and lookups in them
+layout (lakefmt.spec.keys.index_file), the key bytes (lakefmt.spec.keys.hashing.key_bytes), and lookups in them
 (lakefmt.rewrite.keys.stored): mapped from local disk, by page and byte ranges from a memory filesystem, or fetched
 whole, a lookup finds exactly the (position, probe) pairs of equal keys a brute-force comparison finds; a key that
 shares a probed key's hash is told apart by its bytes, and damage makes it give up (None: the caller reads the key
@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 from lakefmt.io import file_io_for as open_fileio
 from lakefmt.rewrite.keys.stored import clear_stored, open_stored, stored_match
 from lakefmt.spec import layout
-from lakefmt.spec.key_index import (
+from lakefmt.spec.keys.hashing import hash_of_key_bytes, key_bytes, key_hash
+from lakefmt.spec.keys.index_file import (
     FLAG_HASHED,
     FLAG_POSITIONS,
     FLAG_WIDE,
@@ -31,7 +32,6 @@ from lakefmt.spec.key_index import (
     indexed_column,
     parse_header,
 )
-from lakefmt.spec.keys import hash_of_key_bytes, key_bytes, key_hash
 from lakefmt.spec.schema import TableSchema
 
 COLUMNS = ["s", "n"]

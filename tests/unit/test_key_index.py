@@ -1,4 +1,4 @@
-"""Key index files (lakefmt.spec.key_index) and lookups in them (lakefmt.rewrite.keys.stored): every lookup, mapped
+"""Key index files (spec.keys.index_file) and lookups in them (rewrite.keys.stored): every lookup, mapped
 from local disk, by page ranges from a memory filesystem, or fetched whole, finds exactly the (position, probe)
 pairs of equal keys that a brute-force comparison finds."""
 
@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from lakefmt.io import file_io_for as open_fileio
 from lakefmt.rewrite.keys.stored import clear_stored, open_stored, stored_match
 from lakefmt.spec import layout
-from lakefmt.spec.key_index import (
+from lakefmt.spec.keys.index_file import (
     FLAG_POSITIONS,
     FLAG_WIDE,
     HEADER_SIZE,
@@ -193,7 +193,7 @@ def test_a_run_of_consecutive_keys_is_its_header(io: Any) -> None:
 
 
 def test_a_run_flag_with_other_flags_is_no_index() -> None:
-    from lakefmt.spec.key_index import FLAG_RUN
+    from lakefmt.spec.keys.index_file import FLAG_RUN
 
     blob = bytearray(encode_key_index(np.arange(5, dtype=np.int64), data_file=NAME))
     struct_flags = FLAG_RUN | FLAG_WIDE

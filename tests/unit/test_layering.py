@@ -7,6 +7,10 @@ then ``rewrite`` (compaction and row-level delete, on one skeleton); then ``main
 package root and the CLI. Spark (``pyspark``, ``pyspark_lakefmt``) and the benchmarks sit above lakefmt and are
 never imported by it. No module reaches itself through imports (``TYPE_CHECKING`` imports count).
 
+Inside a layer, folders group a concept (:data:`FOLDERS`): ``rewrite.keys`` (the upsert's path), ``rewrite.compact``,
+``rewrite.merge``; ``spec.keys``, ``spec.evolution``, ``spec.sql``. Each says in its ``__init__`` docstring what lives
+there and what it may import, and the folders of one layer import each other only in the directions listed.
+
 ``pytest -s`` prints the import table of every module by layer.
 """
 
@@ -48,6 +52,19 @@ FORBIDDEN: dict[str, set[str]] = {
 }
 #: a layer -> third-party top-level packages it must not import
 FORBIDDEN_EXTERNAL: dict[str, set[str]] = {"spec": {"fsspec", "s3fs"}}
+#: the folders inside a layer -> the modules and folders of lakefmt they must not reach (a prefix names a folder),
+#: and the modules of those that they may import all the same
+FOLDERS: dict[str, tuple[set[str], set[str]]] = {
+    "lakefmt.rewrite.keys": ({"lakefmt.rewrite.compact", "lakefmt.rewrite.merge"}, set()),
+    "lakefmt.rewrite.compact": ({"lakefmt.rewrite.merge", "lakefmt.rewrite.keys"}, {"lakefmt.rewrite.keys.buckets"}),
+    "lakefmt.rewrite.merge": ({"lakefmt.rewrite.compact"}, set()),
+    "lakefmt.spec.keys": ({"lakefmt.spec.evolution", "lakefmt.spec.sql"}, set()),
+    "lakefmt.spec.evolution": ({"lakefmt.spec.sql"}, set()),
+    "lakefmt.spec.sql": ({"lakefmt.spec.evolution"}, set()),
+}
+#: modules of a layer outside its folders that no folder's module may reach: the skeleton a folder builds on never
+#: imports the folders (``rewrite.base`` is below ``rewrite.keys``, ``rewrite.compact`` and ``rewrite.merge``)
+BELOW_FOLDERS = {"lakefmt.rewrite.base": {"lakefmt.rewrite.keys", "lakefmt.rewrite.compact", "lakefmt.rewrite.merge"}}
 LAYER_ORDER = [
     "neutral", "spec", "io", "meta", "hooks", "read", "commit", "write", "rewrite", "maintenance", "table", "api", "cli"
 ]
@@ -163,6 +180,46 @@ def test_layer_rules(graph: dict[str, set[str]]) -> None:
                 if target.startswith("lakefmt") and layer_of(target) in FORBIDDEN[layer]:
                     violations.append(f"{module} ({layer}) reaches {target} ({layer_of(target)}): {' -> '.join(chain)}")
     assert violations == [], "layer rules broken:\n" + "\n".join(violations)
+
+
+def _under(module: str, prefix: str) -> bool:
+    return module == prefix or module.startswith(prefix + ".")
+
+
+def test_folder_rules(graph: dict[str, set[str]]) -> None:
+    """The folders of one layer import each other only in the allowed directions, and the module a folder builds
+    on (``rewrite.base``) never imports a folder."""
+    violations = []
+    for module in sorted(graph):
+        rules = [rule for folder, rule in FOLDERS.items() if _under(module, folder)]
+        rules += [(banned, set()) for below, banned in BELOW_FOLDERS.items() if module == below]
+        for banned, allowed in rules:
+            for target, chain in sorted(_closure(graph, module).items()):
+                if target in allowed or any(_under(c, a) for c in chain[1:-1] for a in allowed):
+                    continue
+                if any(_under(target, b) for b in banned):
+                    violations.append(f"{module} reaches {target}: {' -> '.join(chain)}")
+    assert violations == [], "folder rules broken:\n" + "\n".join(violations)
+
+
+def test_every_folder_is_known_and_says_what_lives_there() -> None:
+    """Each package under lakefmt/ is a layer or a known folder of one, and its ``__init__`` docstring says what
+    lives there (a folder's in at most three lines, naming what it may import)."""
+    problems = []
+    for init in sorted(PACKAGE.rglob("__init__.py")):
+        name = _module_name(init, PACKAGE)
+        doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8")))
+        if not doc:
+            problems.append(f"{name} has no docstring")
+        if name.count(".") < 2:
+            if name != "lakefmt" and layer_of(name) not in LAYER_ORDER:
+                problems.append(f"{name} is in no layer")
+            continue
+        if name not in FOLDERS:
+            problems.append(f"{name} is not in FOLDERS (say what it may import)")
+        elif doc and (len(doc.splitlines()) > 3 or "import" not in doc.lower()):
+            problems.append(f"{name}'s docstring is over three lines or does not say what it may import")
+    assert problems == [], "\n".join(problems)
 
 
 def _circles(graph: dict[str, set[str]]) -> list[list[str]]:

@@ -1,4 +1,4 @@
-"""The merge engines' reductions (rewrite.keys.engines) and their options (:mod:`lakefmt.spec.merge_engine`):
+"""The merge engines' reductions (rewrite.keys.engines) and their options (:mod:`lakefmt.spec.keys.merge_engine`):
 each function over several rows of a key, nulls, the order of rows and of ``sequence.field``, the combination with
 the live row, and the options refused."""
 
@@ -13,7 +13,7 @@ from lakefmt.errors import InvalidOptionError, KeyTableError, UnknownOptionError
 from lakefmt.meta.location import first_schema
 from lakefmt.rewrite.keys.engines import merge_with_live, reduce_batch
 from lakefmt.spec import TableSchema
-from lakefmt.spec.merge_engine import column_functions
+from lakefmt.spec.keys.merge_engine import column_functions
 
 SCHEMA = pa.schema(
     [

@@ -7,7 +7,7 @@ import pytest
 
 from lakefmt.errors import InvalidOptionError, InvalidRowKindError
 from lakefmt.options import TableOptions
-from lakefmt.spec.rowkind import DELETE, IGNORE, SPELLINGS, UPSERT, drop_ignored, row_kinds
+from lakefmt.spec.keys.rowkind import DELETE, IGNORE, SPELLINGS, UPSERT, drop_ignored, row_kinds
 
 WANT = {
     "paimon": {"+I": UPSERT, "+U": UPSERT, "-U": IGNORE, "-D": DELETE},

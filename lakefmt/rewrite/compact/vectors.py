@@ -75,7 +75,7 @@ def replace_vectors(
         if not files:
             continue
         data = live.filter(pa.array([h == key for h in homes], pa.bool_()))
-        vectors = load_group_vectors(table, ents.concat_entries(list(files.values())), data, "compaction")
+        vectors = load_group_vectors(table, ents.concat_entries(list(files.values())), data, "compaction", whole=True)
         kept = sorted((p, v) for p, v in vectors.items() if p not in rewritten[key])
         if kept:
             keep[key] = [(p, pa.array(deleted_positions(table.io, v), pa.int64())) for p, v in kept]

@@ -20,7 +20,7 @@ from lakefmt.meta.store import MetaStore
 from lakefmt.read.files import read_entries
 from lakefmt.spec import DataFile, Snapshot, TableSchema, layout
 from lakefmt.spec.deletion_vector import encode_puffin
-from lakefmt.spec.keys import bucket_of
+from lakefmt.spec.keys.hashing import bucket_of
 from lakefmt.spec.manifest import FileContent
 from lakefmt.spec.partition import partition_path
 

@@ -34,8 +34,8 @@ from lakefmt.read.change_labels import label_changes
 from lakefmt.read.rows_at import RowReader, RowRequest
 from lakefmt.spec import DataFile, TableSchema
 from lakefmt.spec.changelog import encode_changelog
+from lakefmt.spec.keys.rowkind import change_codes
 from lakefmt.spec.manifest import FileContent
-from lakefmt.spec.rowkind import change_codes
 
 __all__ = ["clear_readers", "store_changelog", "store_input"]
 

@@ -32,7 +32,7 @@ from lakefmt.rewrite.keys.engines import merge_rows, reduce_batch
 from lakefmt.rewrite.keys.lookup import probe_of
 from lakefmt.rewrite.keys.planners import UpsertPlanner
 from lakefmt.spec import DataFile, ManifestFileMeta, Snapshot, TableSchema
-from lakefmt.spec.merge_engine import DEDUPLICATE, column_functions
+from lakefmt.spec.keys.merge_engine import DEDUPLICATE, column_functions
 from lakefmt.write.writer import TableWriter
 
 __all__ = ["MergePlanner"]

@@ -1,4 +1,4 @@
-"""The merge engines' reductions (``merge-engine``: :mod:`lakefmt.spec.merge_engine`): how the rows written for one
+"""The merge engines' reductions (``merge-engine``: :mod:`lakefmt.spec.keys.merge_engine`): how the rows written for one
 key of a key table become one row. Pure functions on Arrow tables, no I/O.
 
 Two steps, because a key's live row is not one more input but the result of every earlier write:
@@ -34,7 +34,7 @@ import pyarrow.compute as pc
 
 from lakefmt.errors import KeyTableError
 from lakefmt.spec import TableSchema
-from lakefmt.spec.merge_engine import column_functions
+from lakefmt.spec.keys.merge_engine import column_functions
 
 __all__ = ["fold", "merge_rows", "merge_with_live", "reduce_batch"]
 

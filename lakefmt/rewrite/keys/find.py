@@ -20,13 +20,13 @@ from lakefmt.io import FileIO
 from lakefmt.meta import entries as ents
 from lakefmt.meta.store import MetaStore
 from lakefmt.read.bounds import column_bounds
-from lakefmt.read.masks import deleted_positions, load_vectors
+from lakefmt.read.masks import deleted_positions, latest_data, load_vectors
 from lakefmt.rewrite.keys.buckets import FILE, POS, BucketKey, bucket_keys_of, member, read_columns
 from lakefmt.rewrite.keys.lookup import KeyIndex, Probe, index_of, match
 from lakefmt.rewrite.keys.stored import StoredIndex, open_stored, stored_match
 from lakefmt.spec import TableSchema
-from lakefmt.spec.key_index import hashed_columns, indexed_column, key_values
-from lakefmt.spec.keys import key_bytes, key_hash
+from lakefmt.spec.keys.hashing import key_bytes, key_hash
+from lakefmt.spec.keys.index_file import hashed_columns, indexed_column, key_values
 
 __all__ = ["Found", "HashedProbe", "KeyFinder", "file_index", "in_ranges"]
 
@@ -61,7 +61,7 @@ class KeyFinder:
         bks = bucket_keys_of(live, schema)
         here = live.filter(pa.array([b == bk for b in bks], pa.bool_()))
         data = ents.data_files(here)
-        vectors = load_vectors(self.io, ents.vector_files(here), data=data)
+        vectors = load_vectors(self.io, ents.vector_files(here), data=data, live=latest_data(self.store))
         found = Found(ents.paths(data), [], [], [], [])
         in_range = in_ranges(data, probe.keys, schema, self.store)
         stored_key = indexed_column(schema) if not extra else None

@@ -1,7 +1,7 @@
 """Finding the live rows of given keys in a key table's data files, without reading more than their key columns.
 
-Each data file gets a *key index*: the format's 64-bit key hash (:func:`lakefmt.spec.keys.key_hash`) of each of its
-rows, sorted, with the rows' positions. A lookup hashes the keys it looks for, sorts them, and binary-searches each
+Each data file gets a *key index*: the format's 64-bit key hash (:func:`~lakefmt.spec.keys.hashing.key_hash`) of each of
+its rows, sorted, with the rows' positions. A lookup hashes the keys it looks for, sorts them, and binary-searches each
 file's index: ``O(k log n)`` per file for ``k`` keys, however large the file. Sorting costs more than one pass over
 the hashes, so a file's index is first kept unsorted and probed through a hash set (one ``O(n)`` pass), and sorted
 when a second lookup comes to it (a file a writer keeps coming back to). Equal hashes are then checked on the
@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakefmt.cache import BoundedCache
-from lakefmt.spec.keys import key_hash
+from lakefmt.spec.keys.hashing import key_hash
 
 __all__ = ["KeyIndex", "Probe", "clear_cache", "index_of", "match", "probe_of"]
 

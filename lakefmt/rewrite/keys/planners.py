@@ -25,7 +25,7 @@ from lakefmt.commit.kinds import VectorChanges
 from lakefmt.io import FileIO
 from lakefmt.meta import entries as ents
 from lakefmt.meta.store import MetaStore
-from lakefmt.read.masks import deleted_positions, load_vectors
+from lakefmt.read.masks import deleted_positions, latest_data, load_vectors
 from lakefmt.read.plan import prune_entries
 from lakefmt.rewrite.keys.buckets import (
     FILE,
@@ -49,9 +49,9 @@ from lakefmt.rewrite.keys.lookup import Probe, clear_cache, probe_of
 from lakefmt.rewrite.keys.stored import clear_stored
 from lakefmt.spec import DataFile, ManifestFileMeta, Snapshot, TableSchema, layout
 from lakefmt.spec.filters import referenced_columns
-from lakefmt.spec.key_index import hashed_columns, indexed_column
-from lakefmt.spec.keys import key_hash
-from lakefmt.spec.rowkind import DELETE, IGNORE, row_kinds
+from lakefmt.spec.keys.hashing import key_hash
+from lakefmt.spec.keys.index_file import hashed_columns, indexed_column
+from lakefmt.spec.keys.rowkind import DELETE, IGNORE, row_kinds
 
 __all__ = ["DeleteKeysPlanner", "DeleteWherePlanner", "Planner", "UpsertPlanner", "dedup_keys", "key_cache_clear"]
 
@@ -122,7 +122,7 @@ class Planner:
             here = live.filter(pa.array([b == bk for b in bks], pa.bool_()))
             old_dv = ents.vector_files(here)
             data_paths = set(ents.paths(ents.data_files(here)))
-            vectors = load_vectors(self.io, old_dv, data=ents.data_files(here))
+            vectors = load_vectors(self.io, old_dv, data=ents.data_files(here), live=latest_data(self.store))
             merged: dict[str, np.ndarray] = {}
             for path, vec in vectors.items():
                 if path in data_paths:  # a vector of a file no longer live is dropped with its file
@@ -208,7 +208,7 @@ class UpsertPlanner(Planner):
     ``against_live=False`` (an overwrite of a key table, which replaces the old rows anyway) only settles the
     new rows among themselves. ``deletes``: keys whose live rows the same commit marks deleted.
 
-    With the table option ``rowkind.field`` (:mod:`lakefmt.spec.rowkind`) the new rows are changes: a key's
+    With the table option ``rowkind.field`` (:mod:`lakefmt.spec.keys.rowkind`) the new rows are changes: a key's
     winning row that is a delete marks the key's live row as an upsert would, and is marked deleted itself (no
     delete row is ever live); a row to ignore (an update's before-image) takes no part and is marked deleted."""
 
@@ -368,7 +368,9 @@ class DeleteWherePlanner(Planner):
         self.buckets = set(bucket_keys_of(candidates, schema))
         mine = [bk in self.buckets for bk in bucket_keys_of(live, schema)]
         live = live.filter(pa.array(mine, pa.bool_()))
-        vectors = load_vectors(self.io, ents.vector_files(live), data=ents.data_files(live))
+        vectors = load_vectors(
+            self.io, ents.vector_files(live), data=ents.data_files(live), live=latest_data(self.store)
+        )
         columns = referenced_columns(self.filter, schema.arrow_schema) or [schema.arrow_schema.names[0]]
         marks: dict[BucketKey, Marks] = {}
         for i, (path, bk) in enumerate(zip(ents.paths(candidates), bucket_keys_of(candidates, schema), strict=True)):

@@ -1,5 +1,5 @@
-"""Looking keys up in key index files (:mod:`lakefmt.spec.key_index`): the rows of a data file that hold given keys,
-by binary search over the file's stored, sorted keys, without reading its key column.
+"""Looking keys up in key index files (:mod:`lakefmt.spec.keys.index_file`): the rows of a data file that hold given
+keys, by binary search over the file's stored, sorted keys, without reading its key column.
 
 On local disk an index is mapped into memory, so a lookup touches only the pages its binary searches visit. On
 object storage the header and directory are fetched first (one request), then only the pages of the key array
@@ -22,8 +22,8 @@ import pyarrow.compute as pc
 from lakefmt.cache import BoundedCache
 from lakefmt.io import FileIO
 from lakefmt.spec import layout
-from lakefmt.spec.key_index import HEADER_SIZE, IndexHeader, directory_ok, parse_header
-from lakefmt.spec.keys import hash_of_key_bytes
+from lakefmt.spec.keys.hashing import hash_of_key_bytes
+from lakefmt.spec.keys.index_file import HEADER_SIZE, IndexHeader, directory_ok, parse_header
 
 __all__ = ["StoredIndex", "clear_stored", "open_stored", "stored_match"]
 
@@ -209,7 +209,8 @@ def stored_match(
 ) -> tuple[np.ndarray, np.ndarray] | None:
     """The rows of the data file that hold the probed keys (``values``: int64, ascending; ``rows``: each one's row
     of the probe): ``(positions in the file, probe rows)``, every pair of equal keys. For a hashed index, ``values``
-    are the probed keys' hashes (as int64) and ``keys`` their key bytes (:func:`lakefmt.spec.keys.key_bytes`, one per
+    are the probed keys' hashes (as int64) and ``keys`` their key bytes
+    (:func:`lakefmt.spec.keys.hashing.key_bytes`, one per
     probe row), which every pair of equal hashes is checked on. With ``types`` (the bucket-key columns' types), a
     stored key whose bytes differ from the probed key's is hashed again: when its bytes give the hash it is filed
     under, it is another key that shares the hash, and the pair is dropped. None when the index turns out damaged or

@@ -23,9 +23,9 @@ from lakefmt.rewrite.base import OPERATION, Targetable, as_target, keyed_produce
 from lakefmt.rewrite.keys.planners import DeleteKeysPlanner, DeleteWherePlanner, UpsertPlanner, dedup_keys
 from lakefmt.spec import CommitKind, Snapshot, TableSchema, operations
 from lakefmt.spec.filters import check_filter, show
-from lakefmt.spec.keys import key_hash
-from lakefmt.spec.merge_engine import DEDUPLICATE
-from lakefmt.spec.rowkind import check_kind_column, drop_ignored
+from lakefmt.spec.keys.hashing import key_hash
+from lakefmt.spec.keys.merge_engine import DEDUPLICATE
+from lakefmt.spec.keys.rowkind import check_kind_column, drop_ignored
 from lakefmt.write.conform import conform, fill_missing, repeated_names
 from lakefmt.write.discard import discard_written
 from lakefmt.write.writer import as_tables

@@ -43,7 +43,7 @@ from lakefmt.rewrite.merge.rows import (
     target_filter,
 )
 from lakefmt.spec import Snapshot, TableSchema
-from lakefmt.spec.rowkind import UPSERT, row_kinds
+from lakefmt.spec.keys.rowkind import UPSERT, row_kinds
 from lakefmt.write.conform import repeated_names
 from lakefmt.write.writer import as_tables
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from lakefmt.spec.evolution import Path, is_promotion, kind_of, show_path
+from lakefmt.spec.evolution.promotion import Path, is_promotion, kind_of, show_path
 from lakefmt.spec.fields import FieldNode
 from lakefmt.spec.schema import TableSchema
 from lakefmt.spec.types import DOC_KEY

@@ -7,8 +7,8 @@ storage), so a cold writer's lookup of ``k`` keys costs about ``k`` pages, howev
 A data file of a key table gets one whose bucket key (the primary key without the partition keys) is one
 integer-like column: integers up to 64 bits (not ``uint64``), dates, times and timestamps, by their stored integer.
 A file of any other bucket key (strings, binaries, booleans, ``uint64``, several columns) gets a *hashed* key index
-(flag HASHED): its "keys" are the rows' 64-bit key hashes (:func:`lakefmt.spec.keys.key_hash`, as int64), and the
-rows' key bytes (:func:`lakefmt.spec.keys.key_bytes`) follow, in the same order, so that a lookup checks every
+(flag HASHED): its "keys" are the rows' 64-bit key hashes (:func:`.hashing.key_hash`, as int64), and the
+rows' key bytes (:func:`lakefmt.spec.keys.hashing.key_bytes`) follow, in the same order, so that a lookup checks every
 equal hash on the key itself. An index is optional: a reader that finds none, or one whose header does not match
 its data file, reads the file's key columns instead. Layout (all little-endian), named after its data file
 (:func:`lakefmt.spec.layout.key_index_path`)::
@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from lakefmt.spec.keys import stored_integers
+from lakefmt.spec.keys.hashing import stored_integers
 from lakefmt.spec.schema import TableSchema
 
 __all__ = [
@@ -219,7 +219,7 @@ def encode_key_index(keys: np.ndarray, *, data_file: str) -> bytes:
 
 def encode_hashed_index(hashes: np.ndarray, keys: pa.Array, *, data_file: str) -> bytes:
     """The hashed key index of the data file ``data_file`` (its path or name), whose rows have the key hashes
-    ``hashes`` (uint64, in file order) and the key bytes ``keys`` (:func:`lakefmt.spec.keys.key_bytes`, in file
+    ``hashes`` (uint64, in file order) and the key bytes ``keys`` (:func:`lakefmt.spec.keys.hashing.key_bytes`, in file
     order)."""
     signed = np.asarray(hashes, dtype=np.uint64).view(np.int64)
     count = len(signed)
