@@ -6,8 +6,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
+import pyarrow as pa
+
 from lakefmt.aliases import either
 from lakefmt.errors import InvalidOptionError, NotATableError, TableAlreadyExistsError
+from lakefmt.rewrite.replace import check_rows_satisfy
+from lakefmt.spec.filters import check_filter
+from lakefmt.spec.scope import constant_condition
 from lakefmt.table import Table, create_table, open_table
 from lakefmt.write.source import as_arrow, differences, schema_of
 
@@ -48,7 +53,8 @@ def write_table(
     and returns the table as it is. Any other mode is an :class:`InvalidOptionError`, as is ``predicate`` with a
     mode other than ``overwrite``. ``schema_mode="merge"`` adds the data's new columns to the table first; without
     it a column the table lacks is refused. Either way the table's nullable columns the data lacks are written as
-    nulls. ``primary_keys`` (pypaimon's spelling) is ``primary_key``."""
+    nulls. ``primary_keys`` (pypaimon's spelling) is ``primary_key``. When the table is new, ``predicate`` and the
+    rows are checked before it is created (a stream is read first), so a refusal leaves no table behind."""
     primary_key = either("primary_key", primary_key, "primary_keys", primary_keys)
     if mode not in MODES:
         raise InvalidOptionError(f"mode must be one of {', '.join(repr(m) for m in MODES)}, got {mode!r}")
@@ -59,6 +65,8 @@ def write_table(
     if predicate is not None and (not isinstance(predicate, str) or not predicate.strip()):
         raise InvalidOptionError(f"predicate must be SQL text such as \"x < 0.5\", got {predicate!r}")
     data = as_arrow(data)
+    if predicate is not None and not _exists(uri, storage_options):
+        data = _checked_first_rows(data, predicate)
     table, created = _table(uri, data, partition_by, primary_key, storage_options, options,
                             exclusive=mode in ("error", "ignore"))
     if mode in ("error", "ignore") and not created:
@@ -73,6 +81,26 @@ def write_table(
     else:
         table.append(data, schema_mode=schema_mode)
     return table
+
+
+def _exists(uri: str, storage_options: Mapping[str, Any] | None) -> bool:
+    try:
+        open_table(uri, storage_options)
+    except NotATableError as exc:
+        return type(exc) is not NotATableError  # a missing bucket: the write fails as it would
+    return True
+
+
+def _checked_first_rows(data: Any, predicate: str) -> Any:
+    """``data`` (a stream read into a table) once ``predicate`` binds to its columns and every row satisfies it:
+    the checks the overwrite of a new table makes, made before the table is created."""
+    if isinstance(data, pa.RecordBatchReader):
+        data = data.read_all()
+    schema = schema_of(data)
+    condition = check_filter(predicate, schema, "overwrite condition")
+    if constant_condition(condition, schema, predicate) is None and isinstance(data, pa.Table | pa.RecordBatch):
+        check_rows_satisfy(data, condition, predicate)
+    return data
 
 
 def _table(

@@ -3,7 +3,7 @@
 * the whole table;
 * a partition, given by values of some or all partition keys (``{"dt": "2026-11-01"}``);
 * the partitions matching a predicate on partition columns (``where="dt >= '2026-11-01' AND dt < '2026-12-01'"``,
-  the SQL subset of :mod:`lakefmt.spec.predicate`, or a pyarrow expression);
+  the SQL subset of :mod:`lakefmt.spec.sql.predicate`, or a pyarrow expression);
 * dynamic: exactly the partitions the written rows fall in.
 
 Every scope is decided by partition values alone (files are replaced whole, by metadata), so a written row
@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 
 from lakefmt.errors import InvalidPartitionError, InvalidPredicateError
 from lakefmt.spec.filters import referenced_columns
-from lakefmt.spec.predicate import bind_predicate, columns, parse_predicate
+from lakefmt.spec.sql.predicate import bind_predicate, columns, parse_predicate
 from lakefmt.spec.schema import TableSchema
 
 __all__ = ["OverwriteScope", "ScopeKind", "names_data_columns"]
@@ -70,7 +70,9 @@ class OverwriteScope:
             return cls("partition", keys, partition=values, expression=_equals(values, schema.partition_schema))
         if where is not None and not (isinstance(where, str) and not where.strip()):
             text, expr = _bind_where(where, schema)
-            return cls("where", keys, where=text, expression=expr)
+            if constant_condition(expr, schema.partition_schema, text) is None:
+                return cls("where", keys, where=text, expression=expr)
+            return cls("table", keys)  # TRUE, NOT FALSE: the whole table
         if where is not None:
             raise InvalidPredicateError("an empty predicate; leave where out to overwrite the whole table")
         return cls("dynamic" if dynamic else "table", keys)
@@ -172,6 +174,21 @@ def _equals(values: Mapping[str, Any], partition_schema: pa.Schema) -> pc.Expres
         test = col.is_null() if value is None else col == pa.scalar(value, partition_schema.field(key).type)
         expr = expr & test
     return expr
+
+
+def constant_condition(expr: pc.Expression, schema: pa.Schema, text: str) -> bool | None:
+    """An overwrite's condition that names no column (``TRUE``, ``NOT FALSE``): True; one that is never true
+    (``FALSE``) is an :class:`InvalidPartitionError`, since it replaces no row and admits none of the new rows;
+    None for a condition on columns."""
+    if referenced_columns(expr, schema):
+        return None
+    if pa.table({"row": [0]}).filter(expr).num_rows:
+        return True
+    raise InvalidPartitionError(
+        f"overwrite where {text}: the condition is not true for any row, so it would replace no row and admit none "
+        "of the new rows (each must satisfy it); nothing was committed. Leave where out to replace the whole table, "
+        "or append the rows"
+    )
 
 
 def _bind_where(where: str | pc.Expression, schema: TableSchema) -> tuple[str, pc.Expression]:

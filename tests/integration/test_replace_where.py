@@ -151,3 +151,40 @@ def test_write_table_mode_error_and_ignore(tmp_path: Path) -> None:
     assert content(fresh) == [(3, 0.3, "a")]
     with pytest.raises(InvalidOptionError, match="'append', 'overwrite', 'error', 'ignore'"):
         lakefmt.write_table(uri, rows([2], [0.2]), mode="upsert")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("partition_by", [None, ["dt"]])
+def test_a_condition_on_no_column(tmp_path: Path, partition_by: list[str] | None) -> None:
+    """Review: ``where="TRUE"`` on an unpartitioned table was a raw KeyError, ``"FALSE"`` spoke of partitions: TRUE
+    (``NOT FALSE``) replaces the whole table; FALSE replaces no row and admits none, so it is refused."""
+    t = lakefmt.create_table(str(tmp_path / "t"), SCHEMA, partition_by)
+    t.append(rows([1], [0.1]))
+    t.overwrite(rows([2], [0.2], "b"), where="TRUE")
+    assert content(t) == [(2, 0.2, "b")]
+    t.overwrite(rows([3], [0.3]), where="NOT FALSE")
+    assert content(t) == [(3, 0.3, "a")]
+    for where in ("FALSE", "TRUE AND FALSE"):
+        with pytest.raises(InvalidPartitionError, match=f"overwrite where {where}: the condition is not true for any"):
+            t.overwrite(rows([4], [0.4]), where=where)
+    assert content(t) == [(3, 0.3, "a")] and t.version() == 3
+
+
+@pytest.mark.parametrize(
+    ("predicate", "data", "error"),
+    [("x > ", rows([1], [0.1]), InvalidPredicateError), ("x > 0.5", rows([1], [0.1]), InvalidPartitionError),
+     ("dt = 'b'", rows([1], [0.1]), InvalidPartitionError), ("FALSE", rows([], []), InvalidPartitionError),
+     ("nope = 1", rows([1], [0.1]), InvalidPredicateError)],
+)
+def test_write_table_refused_creates_no_table(tmp_path: Path, predicate: str, data: pa.Table, error: type) -> None:
+    """Review: a refused predicate or row left a new table behind (its schema), and a later ``mode="error"`` write
+    then said a table exists, though the refusal said nothing was committed."""
+    uri = str(tmp_path / "t")
+    with pytest.raises(error):
+        lakefmt.write_table(uri, data, mode="overwrite", predicate=predicate, partition_by=["dt"])
+    with pytest.raises(lakefmt.errors.NotATableError):
+        lakefmt.open_table(uri)
+    assert not (tmp_path / "t").exists() or not any((tmp_path / "t").rglob("*"))
+    assert content(lakefmt.write_table(uri, rows([2], [0.9]), mode="error")) == [(2, 0.9, "a")]
+    stream = pa.RecordBatchReader.from_batches(SCHEMA, rows([3], [0.7]).to_batches())
+    assert content(lakefmt.write_table(str(tmp_path / "s"), stream, mode="overwrite", predicate="x > 0.5")) == [
+        (3, 0.7, "a")]
