@@ -386,3 +386,14 @@ def test_ilike_folds_ascii_letters_only(tmp_path: Any, text: str, want: list[int
     t = lakefmt.create_table(str(tmp_path / "t"), pa.schema([("s", pa.string()), ("rid", pa.int64())]))
     t.append(pa.table({"s": ["abc", "ABC", "i", "\u0130", "k", "\u212a"], "rid": list(range(6))}))
     assert _rids(t.to_arrow(filter=text)) == want
+
+
+def test_merge_sets_the_text_spark_casts(tmp_path: Any) -> None:
+    """Review: ``updates={"s": "CAST(DATE '2026-01-02' AS STRING)"}`` wrote ``DATE '2026-01-02``."""
+    t = lakefmt.create_table(str(tmp_path / "t"), pa.schema([("rid", pa.int64()), ("s", pa.string())]))
+    t.append(pa.table({"rid": [1, 2], "s": ["a", "b"]}))
+    (t.merge(pa.table({"rid": [1, 2]}), "t.rid = s.rid", source_alias="s", target_alias="t")
+     .when_matched_update({"s": "CAST(DATE '2026-01-02' AS STRING)"}, "t.rid = 1")
+     .when_matched_update({"s": "CAST(FALSE AS STRING)"}).execute())
+    assert sorted(t.to_arrow().to_pylist(), key=lambda r: r["rid"]) == [{"rid": 1, "s": "2026-01-02"},
+                                                                        {"rid": 2, "s": "false"}]
