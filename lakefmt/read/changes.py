@@ -42,7 +42,7 @@ from lakefmt.read.change_labels import ROW_KINDS, label_changes, names_of
 from lakefmt.read.change_range import change_range
 from lakefmt.read.expired import expired_reads
 from lakefmt.read.files import read_entries
-from lakefmt.read.masks import Vector, deleted_positions, load_vectors
+from lakefmt.read.masks import Home, Vector, check_homes, deleted_positions, homes_of, load_vectors
 from lakefmt.read.rows_at import RowReader, RowRequest
 from lakefmt.spec import CommitKind, Snapshot, TableSchema
 from lakefmt.spec.changelog import ROW_KIND_COLUMN, row_kinds_of, rows_of
@@ -224,7 +224,8 @@ class _Walker:
         self.pool = pool
         self.input_rows = input_rows
         self.ahead: dict[int, Future[tuple[pa.Table, np.ndarray] | Literal[False] | None]] = {}
-        self.live: dict[str, int | None] | None = None  # live data path -> its schema id, once a vector needs it
+        #: live data path -> its schema id and home (partition and bucket), once a vector needs it
+        self.live: dict[str, tuple[int | None, Home]] | None = None
         self.rows = RowReader(io, store, schema)
         self.decoded: dict[str, tuple[Vector, np.ndarray]] = {}  # data path -> its last vector decoded
 
@@ -249,6 +250,7 @@ class _Walker:
             return stored  # stored when it was committed (changelog-producer=lookup)
         new = load_vectors(self.io, ents.adds(dv))
         old = load_vectors(self.io, ents.deletes(dv))
+        self._check_homes(snap, ents.adds(dv), new, added)
         added_paths, removed_paths = ents.paths(added), ents.paths(removed)
         inserted = [self._read(added, new)]
         deleted: list[pa.Table] = []
@@ -258,7 +260,7 @@ class _Walker:
         touched = set(added_paths) | set(removed_paths)
         # a commit other than a restore only adds marks: a vector as long as the one it replaces is the same vector
         forward = snap.properties.get(OPERATION_PROPERTY) != RESTORE
-        changed: list[tuple[str, np.ndarray, np.ndarray]] = []
+        changed: list[tuple[str, np.ndarray, np.ndarray, Vector | None, Vector | None]] = []
         for path in sorted((set(new) | set(old)) - touched):
             now, before = new.get(path), old.get(path)
             if now == before:
@@ -270,11 +272,11 @@ class _Walker:
             now_pos = self._positions(path, now)
             newly, again = _differences(now_pos, before_pos)
             if len(newly) or len(again):
-                changed.append((path, newly, again))
+                changed.append((path, newly, again, now, before))
         if changed:  # the rows at those positions, each file's needed row groups read once
-            sids = [self._schema_id(snap, path) for path, _, _ in changed]
-            gone = [RowRequest(p, sid, newly) for (p, newly, _), sid in zip(changed, sids, strict=True) if len(newly)]
-            back = [RowRequest(p, sid, again) for (p, _, again), sid in zip(changed, sids, strict=True) if len(again)]
+            sids = [self._schema_id(snap, c[0]) for c in changed]
+            gone = [RowRequest(c[0], sid, c[1], _file(c[3])) for c, sid in zip(changed, sids, strict=True) if len(c[1])]
+            back = [RowRequest(c[0], sid, c[2], _file(c[4])) for c, sid in zip(changed, sids, strict=True) if len(c[2])]
             deleted.append(self.rows.take(gone))
             inserted.append(self.rows.take(back))
         return label_changes(
@@ -365,18 +367,43 @@ class _Walker:
             return
         for path in ents.paths(removed):
             self.live.pop(path, None)
-        self.live.update(zip(ents.paths(added), ents.schema_ids(added), strict=True))
+        self.live.update(zip(ents.paths(added), zip(ents.schema_ids(added), homes_of(added), strict=True), strict=True))
+
+    def _live_at(self, snap: Snapshot) -> dict[str, tuple[int | None, Home]]:
+        """The live data files of ``snap`` (followed from here on: :meth:`_follow`)."""
+        if self.live is None:
+            live = ents.data_files(ents.live_entries(self.store, snap))
+            both = zip(ents.schema_ids(live), homes_of(live), strict=True)
+            self.live = dict(zip(ents.paths(live), both, strict=True))
+        return self.live
+
+    def _check_homes(
+        self, snap: Snapshot, vector_entries: pa.Table, vectors: Mapping[str, Vector], added: pa.Table
+    ) -> None:
+        """Every vector ``snap`` ADDs must be in the deletion-vector file of its data file's partition and bucket
+        (:func:`lakefmt.read.masks.check_homes`, as every read and write checks): a file it adds by its entry, any
+        other by the live files. A vector of a file in another partition would otherwise be read as deletes."""
+        homes = dict(zip(ents.paths(added), homes_of(added), strict=True))
+        others = [path for path in vectors if path not in homes]
+        if others:
+            live = self._live_at(snap)
+            homes.update({path: live[path][1] for path in others if path in live})
+        check_homes(vector_entries, vectors, homes)
 
     def _schema_id(self, snap: Snapshot, path: str) -> int | None:
         """The schema id of data file ``path`` (live in ``snap``), whose rows a vector's positions index."""
-        if self.live is None or path not in self.live:  # the first need, or a file this walk has not seen added
-            live = ents.data_files(ents.live_entries(self.store, snap))
-            self.live = dict(zip(ents.paths(live), ents.schema_ids(live), strict=True))
-        if path not in self.live:
+        if self.live is not None and path not in self.live:  # a file this walk has not seen added: read again
+            self.live = None
+        live = self._live_at(snap)
+        if path not in live:
             raise CorruptMetadataError(
                 f"snapshot {snap.id} has a deletion vector for {path}, a data file it does not hold"
             )
-        return self.live[path]
+        return live[path][0]
+
+
+def _file(vector: Vector | None) -> str | None:
+    return None if vector is None else vector.file
 
 
 def _differences(now: np.ndarray, before: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

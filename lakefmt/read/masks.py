@@ -10,7 +10,7 @@ below it (a row skipped before masking would shift every position after it).
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -21,18 +21,23 @@ from lakefmt.cache import BoundedCache
 from lakefmt.errors import CorruptMetadataError
 from lakefmt.io import FileIO
 from lakefmt.meta import entries as ents
+from lakefmt.meta.store import MetaStore
 from lakefmt.spec.deletion_vector import decode_framed_positions, puffin_blobs
 
 __all__ = [
+    "Home",
     "Vector",
     "apply_vector",
+    "check_homes",
     "check_positions",
     "check_vectors",
     "deleted_count",
     "deleted_positions",
+    "homes_of",
     "keep_bitmap",
     "keep_mask",
     "keep_rows",
+    "latest_data",
     "load_vectors",
     "mask_whole",
     "vectors_of",
@@ -72,7 +77,11 @@ def _read(io: FileIO, rel: str) -> bytes:
     return data
 
 
-def _homes(entries: pa.Table) -> list[tuple[str, object]]:
+#: a file's home: its partition values (comparable) and bucket
+Home = tuple[str, object]
+
+
+def homes_of(entries: pa.Table) -> list[Home]:
     """Each entry's partition values and bucket, comparable (the home of a data or deletion-vector file)."""
     n = entries.num_rows
     parts = entries.column(ents.PARTITION).to_pylist() if ents.PARTITION in entries.column_names else [None] * n
@@ -80,22 +89,46 @@ def _homes(entries: pa.Table) -> list[tuple[str, object]]:
     return [(repr(sorted((p or {}).items())), b) for p, b in zip(parts, buckets, strict=True)]
 
 
+def check_homes(vector_entries: pa.Table, vectors: Mapping[str, Vector], homes: Mapping[str, Home]) -> None:
+    """Every vector of ``vectors`` (held by the deletion-vector files of ``vector_entries``) whose data file's home
+    is known (``homes``: data-file path -> :func:`homes_of`) must be in the deletion-vector file of that home (format
+    §22.3): :class:`CorruptMetadataError` naming the Puffin file and the data file otherwise. Every read, write and
+    the change feed check here before they leave out the vectors they do not need, so a vector misplaced into
+    another partition's file is refused wherever it is met, never applied by one path and dropped by another."""
+    file_homes = dict(zip(ents.paths(vector_entries), homes_of(vector_entries), strict=True))
+    for path, vector in vectors.items():
+        home = homes.get(path)
+        if home is not None and file_homes.get(vector.file, home) != home:
+            raise CorruptMetadataError(
+                f"deletion-vector file {vector.file} holds a vector of data file {path}, which is in another "
+                "partition or bucket"
+            )
+
+
 def load_vectors(
-    io: FileIO, vector_entries: pa.Table, only: Iterable[str] | None = None, *, data: pa.Table | None = None
+    io: FileIO,
+    vector_entries: pa.Table,
+    only: Iterable[str] | None = None,
+    *,
+    data: pa.Table | None = None,
+    live: Callable[[], pa.Table] | None = None,
 ) -> dict[str, Vector]:
     """The vectors the deletion-vector files of ``vector_entries`` hold, by data-file path (only those of ``only``
     when given, or of the data files ``data``, whose entries then also check that each vector is in the file of
     its data file's partition and bucket, and give each vector its data file's row count, against which
     :func:`deleted_positions` checks every position). A vector of a file that is not among ``data`` is left out:
-    no read of those files applies it, and a write that rewrites a bucket's vectors drops it. Each file is read
-    once (in parallel on object stores); a data file with two live vectors, or a partition and bucket with two
-    live deletion-vector files, is corrupt metadata."""
+    no read of those files applies it, and a write that rewrites a bucket's vectors drops it; but first, when
+    ``live`` is given (the snapshot's live data entries, asked for only when such a vector is met), such a file
+    must not be live in another partition or bucket (:func:`check_homes`: a write that read only its own
+    partitions would otherwise drop a misplaced vector silently). Each file is read once (in parallel on object
+    stores); a data file with two live vectors, or a partition and bucket with two live deletion-vector files, is
+    corrupt metadata."""
     if vector_entries.num_rows == 0:
         return {}
     ents.check_data_paths(vector_entries, "a deletion-vector entry")
     files = ents.paths(vector_entries)
-    homes = _homes(vector_entries)
-    data_homes = None if data is None else dict(zip(ents.paths(data), _homes(data), strict=True))
+    homes = homes_of(vector_entries)
+    data_homes = None if data is None else dict(zip(ents.paths(data), homes_of(data), strict=True))
     counts = None if data is None else data.column(ents.ROW_COUNT).to_pylist()
     data_rows = None if counts is None else dict(zip(ents.paths(data), counts, strict=True))
     wanted = set(data_homes) if data_homes is not None else None if only is None else set(only)
@@ -114,26 +147,47 @@ def load_vectors(
             contents = list(pool.map(lambda f: _read(io, f), files))
     else:
         contents = [_read(io, f) for f in files]
-    out: dict[str, Vector] = {}
-    for rel, home, content in zip(files, homes, contents, strict=True):
+    every: dict[str, Vector] = {}  # each file's vectors, then checked against their data files' homes
+    others: dict[str, Vector] = {}  # vectors of files not among ``data``
+    for rel, content in zip(files, contents, strict=True):
         try:
             blobs = puffin_blobs(content)
         except CorruptMetadataError as exc:
             raise CorruptMetadataError(f"deletion-vector file {rel}: {exc}") from exc
         for blob in blobs:
             path = blob.referenced_data_file
+            rows = None if data_rows is None else data_rows.get(path)
+            vector = Vector(rel, blob.offset, blob.length, blob.cardinality, path, rows)
             if wanted is not None and path not in wanted:
+                others[path] = vector
                 continue
-            if path in out:
-                raise CorruptMetadataError(f"data file {path} has two live deletion vectors ({out[path].file}, {rel})")
-            if data_homes is not None and data_homes[path] != home:
+            if path in every:
                 raise CorruptMetadataError(
-                    f"deletion-vector file {rel} holds a vector of data file {path}, which is in another partition "
-                    "or bucket"
+                    f"data file {path} has two live deletion vectors ({every[path].file}, {rel})"
                 )
-            rows = None if data_rows is None else data_rows[path]
-            out[path] = Vector(rel, blob.offset, blob.length, blob.cardinality, path, rows)
-    return out
+            every[path] = vector
+    if data_homes is not None:
+        check_homes(vector_entries, every, data_homes)
+        if others and live is not None:
+            elsewhere = live()
+            elsewhere = ents.data_files(elsewhere) if ents.CONTENT in elsewhere.column_names else elsewhere
+            known = dict(zip(ents.paths(elsewhere), homes_of(elsewhere), strict=True))
+            check_homes(vector_entries, others, {p: known[p] for p in others if p in known})
+    return every
+
+
+def latest_data(store: MetaStore) -> Callable[[], pa.Table]:
+    """For :func:`load_vectors`'s ``live``: the live entries of the table's latest snapshot, read when called. A
+    data file's partition and bucket never change (its path is never reused), so the entry of a file in any
+    snapshot says where its vector belongs: a write planned on an older snapshot may check against the latest."""
+
+    def read() -> pa.Table:
+        latest = store.latest_snapshot()
+        return (
+            ents.live_entries(store, latest) if latest is not None else pa.table({ents.PATH: pa.array([], pa.string())})
+        )
+
+    return read
 
 
 def vectors_of(io: FileIO, entries: pa.Table, data_paths: Iterable[str] | None = None) -> dict[str, Vector]:
@@ -172,8 +226,7 @@ def check_positions(positions: np.ndarray, num_rows: int, what: str, *, source: 
     if len(positions) and int(positions[-1]) >= num_rows:
         where = f" (in {source})" if source else ""
         raise CorruptMetadataError(
-            f"the deletion vector of {what}{where} deletes row {int(positions[-1])}, but the file holds {num_rows} "
-            "rows"
+            f"the deletion vector of {what}{where} deletes row {int(positions[-1])}, but the file holds {num_rows} rows"
         )
 
 

@@ -32,11 +32,12 @@ _CACHE_BYTES = 256 << 20
 @dataclass(frozen=True, slots=True)
 class RowRequest:
     """The rows of data file ``path`` (written under schema ``schema_id``, None: the table's first) at the sorted
-    ``positions``."""
+    ``positions``; ``source``: the deletion-vector file they come from, named when one is not a row of the file."""
 
     path: str
     schema_id: int | None
     positions: np.ndarray
+    source: str | None = None
 
 
 class RowReader:
@@ -56,11 +57,11 @@ class RowReader:
         for request in requests:
             if request.schema_id != self.schema.id:  # matched by field id: read whole
                 whole = self._whole(request)
-                check_positions(request.positions, whole.num_rows, request.path)
+                check_positions(request.positions, whole.num_rows, request.path, source=request.source)
                 parts.append(whole.take(pa.array(request.positions, pa.int64())))
                 continue
             starts = self._row_groups(request.path)
-            check_positions(request.positions, int(starts[-1]), request.path)
+            check_positions(request.positions, int(starts[-1]), request.path, source=request.source)
             groups = np.searchsorted(starts, request.positions, side="right") - 1
             first, last = int(groups[0]), int(groups[-1])  # positions are sorted
             if first == last:

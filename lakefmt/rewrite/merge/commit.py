@@ -27,7 +27,7 @@ from lakefmt.errors import MergeError, RewriteConflictError
 from lakefmt.io import FileIO
 from lakefmt.meta import entries as ents
 from lakefmt.meta.store import MetaStore
-from lakefmt.read.masks import deleted_positions, latest_data, load_vectors
+from lakefmt.read.masks import deleted_positions, load_vectors
 from lakefmt.rewrite.base import RewriteTarget, keyed_producer, publish, removed_since
 from lakefmt.rewrite.keys.buckets import FILE, POS, BucketKey, Marks, bucket_keys_of, live_in
 from lakefmt.rewrite.keys.planners import Planner, UpsertPlanner
@@ -137,7 +137,7 @@ class _Checked:
                 f"first: {gone[0]}); nothing was committed",
                 gone=gone,
             )
-        vectors = load_vectors(self.io, ents.vector_files(live), data=data, live=latest_data(self.store))
+        vectors = load_vectors(self.io, ents.vector_files(live), data=data)
         for path, marks in self.marks.items():
             if path not in vectors:
                 continue
