@@ -29,7 +29,7 @@ import pyarrow.parquet as pq
 
 import lakefmt
 from benchmarks.common import EVENTS_SCHEMA, Comparison, Result, drop_tree, events
-from lakefmt.spec.predicate import any_of
+from lakefmt.spec.sql.predicate import any_of
 
 NAME = "delete_rows"
 TARGET_RATIO = 1.3

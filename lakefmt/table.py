@@ -342,7 +342,8 @@ class Table(TableVersions):
         """Plan a read: the latest snapshot, one by id or timestamp (``as_of``), one by tag (``tag``: it reads
         after its snapshot expired), or what snapshots ``from_snapshot+1 .. to_snapshot`` added. Then
         ``.to_arrow()``, ``.to_batches()``, ``.to_dataset()`` or ``.files()``. ``filter``: SQL predicate text
-        (``"id > 3 AND dt IN ('2026-11-01', '2026-11-02')"``; :mod:`lakefmt.spec.predicate`) or a pyarrow expression.
+        (``"id > 3 AND dt IN ('2026-11-01', '2026-11-02')"``; :mod:`lakefmt.spec.sql.predicate`) or a pyarrow
+        expression.
 
         ``as_of`` (here, in :meth:`restore` and everywhere else): a ``datetime`` (naive = UTC), an ISO-8601 string
         (``"2026-11-30T23:59:59Z"``; no offset = UTC) or whole epoch milliseconds (an ``int``); a ``float`` is

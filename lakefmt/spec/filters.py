@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakefmt.errors import InvalidPredicateError, UnsupportedFilterError
-from lakefmt.spec.sql_filter import bind_text
+from lakefmt.spec.sql.row_filter import bind_text
 
 __all__ = ["FilterInfo", "analyze", "check_filter", "evaluating", "has_float", "pushdown_safe", "show"]
 
@@ -206,8 +206,8 @@ def show(filter: pc.Expression) -> str:
 def check_filter(filter: Any, schema: pa.Schema, what: str = "filter") -> pc.Expression:
     """``filter`` as a checked pyarrow expression over ``schema``, before anything is read: the one helper every
     API that takes a filter calls. ``filter`` is SQL predicate text (``"id > 3 AND dt = '2026-11-01'"``: the
-    language of :mod:`lakefmt.spec.predicate`, whose rules ``docs/filters.md`` writes, bound by
-    :func:`lakefmt.spec.sql_filter.bind_text`) or a
+    language of :mod:`lakefmt.spec.sql.predicate`, whose rules ``docs/filters.md`` writes, bound by
+    :func:`lakefmt.spec.sql.row_filter.bind_text`) or a
     ``pyarrow.compute.Expression`` (``TypeError`` for anything else) over named columns
     (:class:`~lakefmt.errors.UnsupportedFilterError` for a positional reference) that evaluates to a boolean over
     the table's columns (:class:`~lakefmt.errors.InvalidPredicateError` naming a syntax error, a missing column, a

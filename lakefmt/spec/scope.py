@@ -22,8 +22,8 @@ import pyarrow.compute as pc
 
 from lakefmt.errors import InvalidPartitionError, InvalidPredicateError
 from lakefmt.spec.filters import referenced_columns
-from lakefmt.spec.sql.predicate import bind_predicate, columns, parse_predicate
 from lakefmt.spec.schema import TableSchema
+from lakefmt.spec.sql.predicate import bind_predicate, columns, parse_predicate
 
 __all__ = ["OverwriteScope", "ScopeKind", "names_data_columns"]
 

@@ -19,7 +19,7 @@ from pyspark_lakefmt.writer import LakefmtCommitMessage
 import lakefmt
 from lakefmt.rewrite.delete import plan_delete
 from lakefmt.spec import CommitKind
-from lakefmt.spec.predicate import bind_predicate, parse_predicate
+from lakefmt.spec.sql.predicate import bind_predicate, parse_predicate
 
 SCHEMA = pa.schema([("id", pa.int64()), ("x", pa.float64()), ("dt", pa.string())])
 DAYS = ["2025-12-30", "2025-12-31", "2026-01-01"]

@@ -11,10 +11,10 @@ import pyspark_lakefmt
 import pytest
 
 import lakefmt
-from lakefmt.spec.predicate import bind_predicate, parse_predicate
+from lakefmt.spec.sql.predicate import bind_predicate, parse_predicate
 
 UTC = datetime.UTC
-FILLER = 55  # more than lakefmt.spec.sql_filter.SIMPLIFIED_IN values: the IN list gets a range beside it
+FILLER = 55  # more than lakefmt.spec.sql.row_filter.SIMPLIFIED_IN values: the IN list gets a range beside it
 
 
 @pytest.mark.parametrize(

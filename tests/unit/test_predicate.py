@@ -11,8 +11,8 @@ import pytest
 
 from lakefmt.errors import InvalidPartitionError, InvalidPredicateError
 from lakefmt.spec import TableSchema
-from lakefmt.spec.predicate import bind_predicate, columns, parse_predicate
 from lakefmt.spec.scope import OverwriteScope
+from lakefmt.spec.sql.predicate import bind_predicate, columns, parse_predicate
 
 SCHEMA = pa.schema([("dt", pa.string()), ("n", pa.int64()), ("day", pa.date32()), ("ok", pa.bool_())])
 ROWS = pa.table(

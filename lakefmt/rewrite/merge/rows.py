@@ -28,8 +28,8 @@ import pyarrow.dataset as ds
 
 from lakefmt.errors import InvalidPredicateError, MergeError, MergeMultipleMatchesError, SchemaMismatchError
 from lakefmt.rewrite.merge_keys import join_keys
-from lakefmt.spec.sql_bind import bind_sql
-from lakefmt.spec.sql_tree import Call, Expr, Ref, conjuncts, parse_sql, refs
+from lakefmt.spec.sql.bind import bind_sql
+from lakefmt.spec.sql.tree import Call, Expr, Ref, conjuncts, parse_sql, refs
 from lakefmt.write.conform import conform
 
 __all__ = [

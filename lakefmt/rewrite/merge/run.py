@@ -92,7 +92,7 @@ class MergeReport:
 class TableMerger:
     """A MERGE being built (deltalake's ``TableMerger``): add clauses with the ``when_*`` methods (each returns the
     merger), then :meth:`execute`. Conditions and values are SQL text over the source's and the target's columns,
-    qualified by ``source_alias`` and ``target_alias`` (docs/filters.md; :mod:`lakefmt.spec.sql_bind`)."""
+    qualified by ``source_alias`` and ``target_alias`` (docs/filters.md; :mod:`lakefmt.spec.sql.bind`)."""
 
     def __init__(
         self,

@@ -1,4 +1,4 @@
-"""SQL text's meaning: the one module that binds the tree of :mod:`lakefmt.spec.sql_tree` to a pyarrow expression
+"""SQL text's meaning: the one module that binds the tree of :mod:`lakefmt.spec.sql.tree` to a pyarrow expression
 over a table's columns (filters, ``delete``, ``overwrite(where=)`` and ``replaceWhere``, MERGE's conditions and
 values). The rules, written for users in ``docs/filters.md``:
 
@@ -29,8 +29,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakefmt.errors import InvalidPredicateError
-from lakefmt.spec.sql_literals import EXACT
-from lakefmt.spec.sql_tree import Call, Expr, Lit, Ref, number_of, parse_date, parse_stamp, short
+from lakefmt.spec.sql.literals import EXACT
+from lakefmt.spec.sql.tree import Call, Expr, Lit, Ref, number_of, parse_date, parse_stamp, short
 
 __all__ = ["MAX_TESTS", "SIMPLIFIED_IN", "Resolver", "any_of", "bind_sql"]
 

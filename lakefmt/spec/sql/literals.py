@@ -1,5 +1,5 @@
 """SQL text's literal values: numbers, dates and timestamps read from text exactly, and ``CAST(literal AS type)``
-folded to a value with Spark's meaning or refused (:mod:`lakefmt.spec.sql_tree` builds the tree; the rules are
+folded to a value with Spark's meaning or refused (:mod:`lakefmt.spec.sql.tree` builds the tree; the rules are
 written in ``docs/filters.md``).
 
 A cast gives Spark's value (its ANSI mode, where a cast that fails is an error) or is refused; it never guesses:

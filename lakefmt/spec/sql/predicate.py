@@ -1,5 +1,5 @@
 """SQL predicate text over a table's columns (a filter, ``overwrite(where=)``, Spark's ``replaceWhere``): parsed by
-:mod:`lakefmt.spec.sql_tree` (sqlglot, Spark's dialect) and bound by :mod:`lakefmt.spec.sql_bind`, whose rules
+:mod:`lakefmt.spec.sql.tree` (sqlglot, Spark's dialect) and bound by :mod:`lakefmt.spec.sql.bind`, whose rules
 ``docs/filters.md`` writes down. A predicate tests columns against literals: comparisons, ``[NOT] IN``,
 ``[NOT] BETWEEN``, ``[NOT] LIKE``, ``IS [NOT] NULL``, ``isnan(c)``, a boolean column alone, ``AND``, ``OR``,
 ``NOT``; literals may be computed (``date_sub(current_date(), 7)``, ``CAST('1.5' AS DECIMAL(3, 1))``, ``2 * 60``).
@@ -11,12 +11,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakefmt.errors import InvalidPredicateError
-from lakefmt.spec.sql_bind import MAX_TESTS, any_of, bind_sql
-from lakefmt.spec.sql_tree import Expr, Ref, columns, parse_sql, short
+from lakefmt.spec.sql.bind import MAX_TESTS, any_of, bind_sql
+from lakefmt.spec.sql.tree import Expr, Ref, columns, parse_sql, short
 
 __all__ = ["MAX_TESTS", "Predicate", "any_of", "bind_predicate", "columns", "parse_predicate", "resolve_field"]
 
-#: a parsed predicate (the tree of :mod:`lakefmt.spec.sql_tree`)
+#: a parsed predicate (the tree of :mod:`lakefmt.spec.sql.tree`)
 Predicate = Expr
 
 
@@ -42,7 +42,7 @@ def resolve_field(name: str, schema: pa.Schema, text: str) -> pa.Field:
 
 def bind_predicate(pred: Predicate, schema: pa.Schema, text: str = "") -> pc.Expression:
     """A pyarrow expression of ``pred`` over the columns of ``schema``; :class:`InvalidPredicateError` for an
-    unknown column, a literal of another type (see :mod:`lakefmt.spec.sql_bind`) or a form a filter cannot take."""
+    unknown column, a literal of another type (see :mod:`lakefmt.spec.sql.bind`) or a form a filter cannot take."""
 
     def resolve(ref: Ref) -> tuple[pc.Expression, pa.DataType]:
         if ref.qualifier is not None:

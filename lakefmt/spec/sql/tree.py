@@ -1,6 +1,6 @@
 """SQL text as a small tree: sqlglot parses the text (Spark's dialect), and this module keeps the forms lakefmt gives
 a meaning to, folding literal arithmetic, casts of literals and date functions into literals. What the tree means
-over a table's columns is :mod:`lakefmt.spec.sql_bind`'s job; the rules are written in ``docs/filters.md``.
+over a table's columns is :mod:`lakefmt.spec.sql.bind`'s job; the rules are written in ``docs/filters.md``.
 
 The tree: a :class:`Ref` (a column, ``t.id`` or ``id``), a :class:`Lit` (a literal, of one :data:`LitKind`) or a
 :class:`Call` (an operation on its arguments: ``= != < <= > >=``, ``in``, ``between``, ``and``, ``or``, ``not``,
@@ -30,7 +30,7 @@ from math import isfinite
 from typing import Any, Literal
 
 from lakefmt.errors import InvalidPredicateError
-from lakefmt.spec.sql_literals import EXACT, Stamp, cast_value, number_of, parse_date, parse_stamp
+from lakefmt.spec.sql.literals import EXACT, Stamp, cast_value, number_of, parse_date, parse_stamp
 
 __all__ = ["Call", "Expr", "Lit", "LitKind", "Ref", "Stamp", "columns", "conjuncts", "number_of", "parse_date",
            "parse_sql", "parse_stamp", "refs", "short"]
@@ -314,7 +314,7 @@ class _Converter:
         return self.shift(base, days.value)
 
     def cast(self, node: Any) -> Lit:
-        """``CAST(literal AS type)`` folded with Spark's meaning, or refused (:func:`~lakefmt.spec.sql_literals
+        """``CAST(literal AS type)`` folded with Spark's meaning, or refused (:func:`~lakefmt.spec.sql.literals
         .cast_value`)."""
         inner = self.convert(node.this)
         to = node.to.this.name  # sqlglot's DType
