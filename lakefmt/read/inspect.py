@@ -279,11 +279,16 @@ class InspectTable:
         ]  # fmt: skip
         return pa.Table.from_pylist(rows, TAGS_SCHEMA)
 
-    def audit_log(self, from_snapshot: int = 0, to_snapshot: int | None = None, **options: Any) -> pa.Table:
+    def audit_log(self, from_snapshot: int | None = None, to_snapshot: int | None = None, **options: Any) -> pa.Table:
         """Paimon's ``T$audit_log`` over the change feed: every row snapshots ``from_snapshot+1 .. to_snapshot``
-        (default: from the first commit to the latest) inserted, updated and deleted, with its row kind
-        ``_row_kind`` (``+I``, ``-U``, ``+U``, ``-D``), ``_commit_snapshot`` and ``_commit_timestamp``: exactly
-        :meth:`lakefmt.Table.changes` with ``row_kinds=True`` (``options``: ``columns``, ``filter``, ...)."""
+        (default: the whole retained history, to the latest: from the first commit while it is retained, else
+        after the earliest retained snapshot, the first whose changes can still be read) inserted, updated and
+        deleted, with its row kind ``_row_kind`` (``+I``, ``-U``, ``+U``, ``-D``), ``_commit_snapshot`` and
+        ``_commit_timestamp``: exactly :meth:`lakefmt.Table.changes` with ``row_kinds=True`` (``options``:
+        ``columns``, ``filter``, ...)."""
+        if from_snapshot is None:
+            ids = self._store.snapshot_ids()
+            from_snapshot = 0 if not ids or ids[0] <= 1 else ids[0]
         return table_changes(
             self._io, self._store, from_snapshot, to_snapshot, row_kinds=True, now_ms=self._now_ms(), **options
         )

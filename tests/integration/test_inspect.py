@@ -172,3 +172,19 @@ def test_the_audit_log_is_the_change_feed_with_row_kinds(tmp_path: Path) -> None
     kinds = log.column("_row_kind").to_pylist()
     assert kinds.count("+I") == 10 and kinds.count("-U") == kinds.count("+U") == 3 and kinds.count("-D") == 1
     assert t.inspect.audit_log(2).equals(t.changes(2, row_kinds=True))
+
+
+def test_the_audit_log_by_default_reads_the_retained_history(tmp_path: Path) -> None:
+    """Found: ``audit_log()`` with no arguments started at snapshot 0 and raised ``SnapshotNotFoundError`` once any
+    snapshot expired. By default it now reads the retained history: from the first commit while it is retained,
+    else the changes after the earliest retained snapshot (the first ones that can still be read)."""
+    schema = pa.schema([pa.field("k", pa.int64(), False), ("v", pa.int64())])
+    t = lakefmt.create_table(str(tmp_path / "a"), schema, primary_key=["k"], options={"compaction.auto": "false"})
+    for i in range(4):
+        t.upsert(pa.table({"k": [i], "v": [i]}, schema=schema))
+    assert t.inspect.audit_log().column("_commit_snapshot").to_pylist() == [1, 2, 3, 4]
+    t.expire_snapshots(retain_max=2)
+    assert [s.id for s in t.snapshots()] == [3, 4]
+    log = t.inspect.audit_log()
+    assert log.column("_commit_snapshot").to_pylist() == [4]
+    assert log.equals(t.changes(3, row_kinds=True))
