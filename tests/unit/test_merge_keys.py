@@ -15,8 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lakefmt.errors import MergeError
+from lakefmt.rewrite.merge.keys import join_keys
 from lakefmt.rewrite.merge.rows import key_matches
-from lakefmt.rewrite.merge_keys import join_keys
 
 SPECIAL = [-0.0, 0.0, math.nan, math.inf, -math.inf, 1.0, -1.0, 2.5, None]
 floats = st.one_of(st.sampled_from(SPECIAL), st.floats(allow_nan=True, allow_infinity=True, width=32))

@@ -3,7 +3,7 @@ it writes (updated and inserted), from the source rows and the target rows it re
 
 The ON condition is split into its conjuncts: equalities between a target and a source column are the keys of a
 hash join (``pyarrow.Table.join``) on keys brought to one form in which equal bytes mean ``=`` is true
-(:mod:`lakefmt.rewrite.merge_keys`: a null key never matches, as in SQL, nor a NaN, and ``-0.0`` matches ``0.0``,
+(:mod:`lakefmt.rewrite.merge.keys`: a null key never matches, as in SQL, nor a NaN, and ``-0.0`` matches ``0.0``,
 as pyarrow's ``equal`` says); the other conjuncts filter the joined pairs. A pair matches when the whole
 condition is true. Then, as in SQL MERGE:
 
@@ -27,7 +27,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from lakefmt.errors import InvalidPredicateError, MergeError, MergeMultipleMatchesError, SchemaMismatchError
-from lakefmt.rewrite.merge_keys import join_keys
+from lakefmt.rewrite.merge.keys import join_keys
 from lakefmt.spec.sql.bind import bind_sql
 from lakefmt.spec.sql.tree import Call, Expr, Ref, conjuncts, parse_sql, refs
 from lakefmt.write.conform import conform
