@@ -18,9 +18,25 @@ __all__ = ["build_parser", "main"]
 
 
 class _Parser(argparse.ArgumentParser):
-    """An argument parser whose usage errors are one line on stderr (exit 2)."""
+    """An argument parser whose usage errors are one line on stderr (exit 2). A missing command is reported as the
+    unknown options given instead of one, when there are (``lakefmt --bogus`` names ``--bogus``, as argparse names
+    them once a command is given)."""
+
+    _argv: Sequence[str] = ()
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        self._argv = list(sys.argv[1:] if args is None else args)
+        return super().parse_known_args(args, namespace)
 
     def error(self, message: str) -> NoReturn:
+        if message.startswith("the following arguments are required: COMMAND"):
+            unknown = [
+                a for a in self._argv if a.startswith("-") and a.split("=", 1)[0] not in self._option_string_actions
+            ]
+            if unknown:
+                message = f"unrecognized arguments: {' '.join(unknown)}"
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 

@@ -649,3 +649,15 @@ def test_consumers_list_hold_back_and_delete(cli_store: Any) -> None:
     deleted = _ok(_cli("consumers", uri, "--delete", "silver")).stdout
     assert "deleted consumer 'silver' (next snapshot 3, recorded " in deleted
     assert t.consumers() == []
+
+
+def test_an_unknown_option_without_a_command_is_named() -> None:
+    """Found: ``lakefmt --bogus`` said "the following arguments are required: COMMAND", not what was wrong. An
+    unknown option given where the command should be is now named (exit 2); with nothing given, the command is
+    still what is missing."""
+    for argv, named in ((["--bogus"], "--bogus"), (["--bogus=1", "-x"], "--bogus=1 -x")):
+        r = _cli(*argv)
+        assert r.returncode == 2, r
+        assert r.stderr == f"lakefmt: error: unrecognized arguments: {named} (see lakefmt --help)\n"
+    r = _cli()
+    assert r.returncode == 2 and "required: COMMAND" in r.stderr
