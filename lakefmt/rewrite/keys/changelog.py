@@ -127,17 +127,23 @@ def store_input(
     new: pa.Table,
     deleted_keys: pa.Table | None,
     path: str,
+    dropped: Mapping[str, np.ndarray] | None = None,
 ) -> DataFile | None:
     """Write the ``input`` changelog file of a commit at ``path``: every row of its writers' files ``new``, in
-    order, as it was written, with its own row kind (the ``rowkind.field`` value, else an insert), then a delete
-    for each of ``deleted_keys`` (its key columns; the other columns null). None, writing nothing, for no row."""
+    order, as it was written, with its own row kind (the ``rowkind.field`` value, else an insert), but the rows
+    ``dropped`` (sorted positions by data file: those an upsert of the same rows never writes, a row that lost to a
+    later row of its key and an update's before-image, so that ``append``, ``upsert``, job writers and the Spark
+    sink store the same rows for the same batch), then a delete for each of ``deleted_keys`` (its key columns; the
+    other columns null). None, writing nothing, for no row."""
     reader, lock = _reader(io, store, schema)
     counts = new.column(ents.ROW_COUNT).to_pylist()
+    gone = dropped or {}
     every = [
-        RowRequest(p, sid, np.arange(count, dtype=np.int64))
+        RowRequest(p, sid, _kept(count, gone.get(p)))
         for p, sid, count in zip(ents.paths(new), ents.schema_ids(new), counts, strict=True)
         if count
     ]
+    every = [r for r in every if len(r.positions)]
     with lock:
         reader.io, reader.store = io, store
         rows = reader.take(every)
@@ -155,6 +161,12 @@ def store_input(
     if rows.num_rows == 0:
         return None
     return _write(io, schema, rows, codes, path)
+
+
+def _kept(count: int, dropped: np.ndarray | None) -> np.ndarray:
+    """The positions ``0 .. count-1`` but ``dropped``."""
+    every = np.arange(count, dtype=np.int64)
+    return every if dropped is None or not len(dropped) else np.setdiff1d(every, dropped, assume_unique=True)
 
 
 def _nullable(schema: pa.Schema) -> pa.Schema:

@@ -105,6 +105,9 @@ class Planner:
         self.new_files: pa.Table | None = None
         self.input_files: pa.Table | None = None
         self.input_deletes: pa.Table | None = None
+        #: rows of the writers' files that the ``input`` changelog leaves out, as an upsert never writes them: a row
+        #: that lost to a later row of its key in the same commit, and an update's before-image (``rowkind.field``)
+        self.input_dropped = Marks({})
 
     def state(self, latest: Snapshot | None) -> frozenset[str]:
         return state_of(live_in(self.store, latest, self.schema, self.buckets))
@@ -149,7 +152,10 @@ class Planner:
             path = layout.changelog_file_path(self.writer_id, self._k - 1)
             self.written.append(path)
             inputs = self.input_files if self.input_files is not None else ents.empty_entries_for(schema)
-            return store_input(self.io, self.store, schema, new=inputs, deleted_keys=self.input_deletes, path=path)
+            dropped = {p: sorted_unique(np.concatenate(parts)) for p, parts in self.input_dropped.by_file.items()}
+            return store_input(
+                self.io, self.store, schema, new=inputs, deleted_keys=self.input_deletes, path=path, dropped=dropped
+            )
         by_path: dict[str, np.ndarray] = {}
         for mark in marks.values():
             for path, parts in mark.by_file.items():
@@ -236,6 +242,7 @@ class UpsertPlanner(Planner):
         new = ents.data_files(ents.adds(ents.concat_entries(tables))) if tables else ents.empty_entries_for(schema)
         self.new_files = self.input_files = new
         self.input_deletes = self.deletes
+        self.input_dropped = Marks({})
         self.kept_live = Marks({})
         seq = schema.table_options.sequence_field
         if seq in schema.primary_keys:  # the same value for every version of a key: ties alone, the later wins
@@ -270,6 +277,7 @@ class UpsertPlanner(Planner):
             if rowkind:  # an update's before-image is no version of its key: out of the settling, and never live
                 kinds = row_kinds(incoming.column(rowkind), schema.table_options)
                 self._mark_rows(mark, incoming.filter(pa.array(kinds == IGNORE)), new_paths)
+                self._mark_rows(self.input_dropped, incoming.filter(pa.array(kinds == IGNORE)), new_paths)
                 incoming = incoming.filter(pa.array(kinds != IGNORE))
             order = pa.array(np.arange(incoming.num_rows, dtype=np.int64))
             incoming = incoming.append_column(ORDER, order)
@@ -281,6 +289,7 @@ class UpsertPlanner(Planner):
                 lost = np.nonzero(~won)[0]
                 if len(lost):
                     self._mark_rows(mark, incoming.take(pa.array(lost)), new_paths)
+                    self._mark_rows(self.input_dropped, incoming.take(pa.array(lost)), new_paths)
                 probe = probe_of(winners, schema.primary_keys)
             else:
                 winners = incoming  # every key once: each new row wins among the new ones
