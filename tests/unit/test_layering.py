@@ -33,9 +33,9 @@ BENCHMARKS = REPO / "benchmarks"
 ABOVE = ("pyspark", "pyspark_lakefmt", "benchmarks")
 #: modules under lakefmt/ that belong to no layer package: below everything (they import no other layer)
 NEUTRAL = {"errors", "options", "retry", "binpack", "progress", "cache"}
-#: modules beside ``table`` in its layer (the one-line writes; the consumers, tags and restore of ``Table``; the
-#: peers' keyword spellings)
-TABLE_LEVEL = {"oneliner", "table_versions", "aliases"}
+#: modules beside ``table`` in its layer (the one-line writes; the consumers, tags and restore of ``Table``; its
+#: writes and rewrites; the peers' keyword spellings)
+TABLE_LEVEL = {"oneliner", "table_versions", "table_writes", "aliases"}
 #: a layer -> the lakefmt layers it must not import (directly or through other lakefmt modules)
 FORBIDDEN: dict[str, set[str]] = {
     "spec": {"io", "meta", "commit", "read", "write", "rewrite", "maintenance", "table", "api", "cli"},
