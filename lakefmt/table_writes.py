@@ -12,6 +12,7 @@ from lakefmt import aliases
 from lakefmt.commit.committer import Committer
 from lakefmt.commit.schema_change import UpdateSchema
 from lakefmt.io import FileIO
+from lakefmt.io.storage import explains_storage_errors
 from lakefmt.maintenance import Progress
 from lakefmt.meta.store import MetaStore
 from lakefmt.rewrite.append import write_and_commit
@@ -32,6 +33,7 @@ __all__ = ["TableWrites"]
 Snap = Snapshot | None  #: what a write returns: its snapshot, or None when nothing was committed
 
 
+@explains_storage_errors
 class TableWrites:
     """The writes and rewrites of :class:`lakefmt.Table`, mixed into it (which provides what is declared here)."""
 
