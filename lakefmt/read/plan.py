@@ -22,7 +22,7 @@ from lakefmt.meta.entries import PARTITION, PATH, ROW_COUNT
 from lakefmt.meta.store import MetaStore
 from lakefmt.read.bounds import SchemaLookup, column_bounds
 from lakefmt.spec import ManifestFileMeta, Snapshot, TableSchema
-from lakefmt.spec.filters import has_nan_literal, referenced_columns
+from lakefmt.spec.filters import all_of, has_nan_literal, referenced_columns
 from lakefmt.spec.manifest import ColumnStats
 
 __all__ = ["live_entries", "may_hold", "prune_entries", "select_manifests"]
@@ -75,15 +75,6 @@ def may_hold(expr: pc.Expression, schema: pa.Schema, guarantees: Sequence[pc.Exp
     return out
 
 
-def _and(parts: list[pc.Expression]) -> pc.Expression | None:
-    if not parts:
-        return None
-    out = parts[0]
-    for p in parts[1:]:
-        out = out & p
-    return out
-
-
 def select_manifests(
     metas: Sequence[ManifestFileMeta], filter: pc.Expression | None, schema: TableSchema
 ) -> list[ManifestFileMeta]:
@@ -104,7 +95,7 @@ def select_manifests(
             g = _range_guarantee(k, lo, hi, s.null_count, m.num_entries)
             if g is not None:
                 parts.append(g)
-        guarantees.append(_and(parts))
+        guarantees.append(all_of(parts))
     keep = _surviving(filter, schema.arrow_schema, guarantees)
     return [m for m, k in zip(metas, keep, strict=True) if k]
 
@@ -148,7 +139,7 @@ def prune_entries(
                     g = _range_guarantee(c, mins[i], maxs[i], nulls[i], rows[i])
                     if g is not None:
                         parts.append(g)
-                guarantees.append(_and(parts))
+                guarantees.append(all_of(parts))
             survived = _surviving(filter, schema.arrow_schema, guarantees)
             kept_paths = candidates.filter(pa.array(survived)).column(PATH)
             keep = pc.and_(keep, pc.is_in(entries.column(PATH), value_set=kept_paths.combine_chunks()))
@@ -175,7 +166,7 @@ def _prune_partitions(entries: pa.Table, filter: pc.Expression, schema: TableSch
             v = row[c]
             t = keys.schema.field(c).type
             parts.append(pc.field(c).is_null() if v is None else pc.field(c) == pa.scalar(v, t))
-        guarantees.append(_and(parts))
+        guarantees.append(all_of(parts))
     survived = distinct.filter(pa.array(_surviving(filter, schema.arrow_schema, guarantees), pa.bool_()))
     if survived.num_rows == distinct.num_rows:
         return pa.array([True] * entries.num_rows)

@@ -20,7 +20,7 @@ import contextlib
 import ctypes
 import re
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,7 +30,7 @@ import pyarrow.compute as pc
 from lakefmt.errors import InvalidPredicateError, UnsupportedFilterError
 from lakefmt.spec.sql.row_filter import bind_text
 
-__all__ = ["FilterInfo", "analyze", "check_filter", "evaluating", "has_float", "pushdown_safe", "show"]
+__all__ = ["FilterInfo", "all_of", "analyze", "check_filter", "evaluating", "has_float", "pushdown_safe", "show"]
 
 
 @dataclass(frozen=True)
@@ -157,6 +157,16 @@ def _analyze(filter: pc.Expression) -> FilterInfo:
     has_nan = any(_holds_nan(column.combine_chunks()) for column in batch.columns)
     columns = tuple(dict.fromkeys(p[0] for p in paths if p))
     return FilterInfo(columns, tuple(dict.fromkeys(paths)), has_nan)
+
+
+def all_of(parts: Sequence[pc.Expression]) -> pc.Expression | None:
+    """The conjunction of ``parts``, in their order (``a & b & c``); None for no parts (nothing to hold)."""
+    if not parts:
+        return None
+    out = parts[0]
+    for p in parts[1:]:
+        out = out & p
+    return out
 
 
 def referenced_columns(filter: pc.Expression | None, schema: pa.Schema) -> list[str]:

@@ -28,6 +28,7 @@ import pyarrow.dataset as ds
 
 from lakefmt.errors import InvalidPredicateError, MergeError, MergeMultipleMatchesError, SchemaMismatchError
 from lakefmt.rewrite.merge.keys import join_keys
+from lakefmt.spec.filters import all_of
 from lakefmt.spec.sql.bind import bind_sql
 from lakefmt.spec.sql.tree import Call, Expr, Ref, conjuncts, parse_sql, refs
 from lakefmt.write.conform import conform
@@ -229,12 +230,7 @@ def target_filter(spec: MergeSpec, source: pa.Schema, target: pa.Schema) -> pc.E
                 return pc.field(f.name), f.type
 
             parts.append(bind_sql(c, plain, spec.predicate, values=True))
-    if not parts:
-        return None
-    out = parts[0]
-    for p in parts[1:]:
-        out = out & p
-    return out
+    return all_of(parts)
 
 
 def _evaluate(table: pa.Table, columns: Mapping[str, pc.Expression], what: str) -> pa.Table:

@@ -43,6 +43,7 @@ from lakefmt.rewrite.merge.rows import (
     target_filter,
 )
 from lakefmt.spec import Snapshot, TableSchema
+from lakefmt.spec.filters import all_of
 from lakefmt.spec.keys.rowkind import UPSERT, row_kinds
 from lakefmt.write.conform import repeated_names
 from lakefmt.write.writer import as_tables
@@ -243,12 +244,7 @@ def _prune_filter(spec: MergeSpec, source: pa.Table, schema: pa.Schema) -> pc.Ex
     only_target = target_filter(spec, source.schema, schema)
     if only_target is not None:
         parts.append(only_target)
-    if not parts:
-        return None
-    out = parts[0]
-    for p in parts[1:]:
-        out = out & p
-    return out
+    return all_of(parts)
 
 
 def _run(target: RewriteTarget, spec: MergeSpec, source: pa.Table, latest: Snapshot | None) -> MergeReport:
