@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 import lakefmt
-from lakefmt.cli.output import _emit, _iso, _when
+from lakefmt.cli.output import _beside, _emit, _iso, _when
 from lakefmt.errors import InvalidTagNameError, InvalidTimestampError, LakefmtError
 from lakefmt.meta.tags import read_tag
 from lakefmt.options import format_duration_ms
@@ -34,17 +34,6 @@ def parse_instant(text: str) -> int:
         raise argparse.ArgumentTypeError(
             f"{text!r} is not a point in time: use ISO-8601 (2026-11-30T23:59:59Z) or epoch milliseconds"
         ) from None
-
-
-def _beside(row: dict[str, Any], after: str, key: str, value: Any) -> dict[str, Any]:
-    """``row`` with ``key: value`` right after the key ``after`` (an ISO-8601 time beside its milliseconds)."""
-    out: dict[str, Any] = {}
-    for k, v in row.items():
-        out[k] = v
-        if k == after:
-            out[key] = value
-    out.setdefault(key, value)
-    return out
 
 
 def _tag_json(tag: lakefmt.Tag, now_ms: int) -> dict[str, Any]:

@@ -101,7 +101,7 @@ class OverwriteProducer(SnapshotProducer):
         self.planned_on = latest
         if latest is None:
             return entries.empty_entries_for(schema)
-        metas = [m for m in self.store.snapshot_manifests(latest) if _may_hold(m, self.scope.partition)]
+        metas = [m for m in self.store.snapshot_manifests(latest) if m.may_hold(self.scope.partition)]
         live = entries.live_entries(self.store, latest, metas) if metas else entries.empty_entries_for(schema)
         if self.scope.expression is None and self.scope.written is None:
             return live
@@ -211,7 +211,7 @@ def live_paths(store: MetaStore, snap: Snapshot | None, among: pa.Table) -> set[
         parts = [p or {} for p in among.column(entries.PARTITION).to_pylist()]
         distinct = {tuple(sorted(p.items(), key=lambda kv: kv[0])) for p in parts}
         if len(distinct) <= 64:  # else: read them all rather than test every manifest against every partition
-            metas = [m for m in metas if any(_may_hold(m, dict(p)) for p in distinct)]
+            metas = [m for m in metas if any(m.may_hold(dict(p)) for p in distinct)]
     if not metas:
         return set()
     live = entries.live_entries(store, snap, metas)
@@ -269,24 +269,6 @@ def _inside(stats: ColumnStats, rows: int, value: Any) -> bool:
     if value is None:
         return stats.null_count == rows
     return stats.min == value and stats.max == value and not stats.null_count
-
-
-def _may_hold(meta: ManifestFileMeta, partition: Mapping[str, Any]) -> bool:
-    """Whether a manifest may hold entries of ``partition`` (by its partition ranges)."""
-    for key, value in partition.items():
-        s = meta.partition_stats.get(key)
-        if s is None or (value is not None and value != value):  # no stats, or NaN: cannot rule it out
-            continue
-        if value is None:
-            if s.null_count == 0:
-                return False
-            continue
-        try:
-            if s.min is None or s.max is None or not (s.min <= value <= s.max):
-                return False
-        except TypeError:
-            continue
-    return True
 
 
 def _check_inside(added: Sequence[ManifestFileMeta], scope: OverwriteScope) -> None:

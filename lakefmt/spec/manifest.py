@@ -255,6 +255,25 @@ class ManifestFileMeta:
     def num_entries(self) -> int:
         return self.num_added_files + self.num_deleted_files
 
+    def may_hold(self, partition: Mapping[str, Any]) -> bool:
+        """Whether this manifest may hold entries of ``partition`` (values of some or all partition keys), by its
+        partition ranges: a cheap test per manifest (automatic compaction plans after every commit). A key
+        without stats, a NaN value or a value of another type than the stats cannot rule it out."""
+        for key, value in partition.items():
+            s = self.partition_stats.get(key)
+            if s is None or (value is not None and value != value):
+                continue
+            if value is None:
+                if s.null_count == 0:
+                    return False
+                continue
+            try:
+                if s.min is None or s.max is None or not (s.min <= value <= s.max):
+                    return False
+            except TypeError:
+                continue
+        return True
+
 
 def manifest_meta(file_name: str, file_size: int, entries: pa.Table, schema_id: int) -> ManifestFileMeta:
     """Summarise a manifest's entries (counts and partition ranges), vectorised."""

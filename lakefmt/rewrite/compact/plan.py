@@ -34,11 +34,11 @@ from lakefmt.read.masks import load_vectors
 from lakefmt.rewrite.base import RewriteTarget, Targetable, as_target
 from lakefmt.rewrite.compact.buckets import LARGE_ENOUGH, Files, plan_bucket, plan_partition
 from lakefmt.rewrite.compact.types import CompactionGroup, CompactionPlan, Partition, describe, partition_key
-from lakefmt.spec import ManifestFileMeta, Snapshot, TableSchema
+from lakefmt.spec import Snapshot, TableSchema
 from lakefmt.spec.manifest import FileContent
 from lakefmt.spec.scope import normalize_partition
 
-__all__ = ["LARGE_ENOUGH", "check_sort_by", "live_after", "may_hold", "plan_compaction", "whole"]
+__all__ = ["LARGE_ENOUGH", "check_sort_by", "live_after", "plan_compaction", "whole"]
 
 
 
@@ -100,25 +100,6 @@ def _selected(schema: TableSchema, partitions: Sequence[Mapping[str, Any]] | Non
     if not schema.partition_keys and any(partitions):
         raise InvalidPartitionError("the table is not partitioned: compact it without a partition")
     return [normalize_partition(p, schema) for p in partitions]
-
-
-def may_hold(meta: ManifestFileMeta, partition: Partition) -> bool:
-    """Whether a manifest may hold entries of ``partition``, by its partition ranges (a cheap test per manifest:
-    automatic compaction plans after every commit)."""
-    for key, value in partition.items():
-        s = meta.partition_stats.get(key)
-        if s is None:
-            continue
-        if value is None:
-            if s.null_count == 0:
-                return False
-            continue
-        try:
-            if s.min is None or s.max is None or not (s.min <= value <= s.max):
-                return False
-        except TypeError:  # values of another type than the stats: cannot rule it out
-            continue
-    return True
 
 
 Counts = dict[tuple[tuple[str, Any], ...], int]
@@ -211,7 +192,7 @@ def _live_in_scope(
         return live_after(store, snap, cached_threshold).entries
     metas = store.snapshot_manifests(snap)
     if wanted is not None and schema.partition_keys:
-        metas = [m for m in metas if any(may_hold(m, w) for w in wanted)]
+        metas = [m for m in metas if any(m.may_hold(w) for w in wanted)]
     return ents.live_entries(store, snap, metas) if metas else ents.empty_entries_for(schema)
 
 

@@ -26,7 +26,6 @@ from lakefmt.errors import RewriteConflictError
 from lakefmt.meta import entries as ents
 from lakefmt.read.masks import deleted_positions
 from lakefmt.rewrite.base import RewriteTarget, load_group_vectors
-from lakefmt.rewrite.compact.plan import may_hold
 from lakefmt.rewrite.compact.types import CompactionGroup, partition_key
 from lakefmt.rewrite.keys.buckets import write_vector_file
 from lakefmt.spec import CommitMessage, DataFile, ManifestFileMeta, Snapshot, TableSchema, layout
@@ -95,7 +94,7 @@ def _live_data(table: RewriteTarget, keys: set[BucketKey], schema: TableSchema) 
     if latest is None or not keys:
         return ents.empty_entries_for(schema)
     wanted = {key[0] for key in keys}
-    metas = [m for m in table.store.snapshot_manifests(latest) if any(may_hold(m, dict(p)) for p in wanted)]
+    metas = [m for m in table.store.snapshot_manifests(latest) if any(m.may_hold(dict(p)) for p in wanted)]
     if not metas:
         return ents.empty_entries_for(schema)
     live = ents.data_files(ents.live_entries(table.store, latest, metas))
@@ -158,7 +157,7 @@ class VectorCompactProducer(CompactProducer):
         if latest is None or not self.buckets:
             return
         wanted = {key[0] for key in self.buckets}
-        metas = [m for m in self.store.snapshot_manifests(latest) if any(may_hold(m, dict(p)) for p in wanted)]
+        metas = [m for m in self.store.snapshot_manifests(latest) if any(m.may_hold(dict(p)) for p in wanted)]
         live = ents.vector_files(ents.live_entries(self.store, latest, metas)) if metas else None
         now: dict[BucketKey, set[str]] = {}
         if live is not None and live.num_rows:
