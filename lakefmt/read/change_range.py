@@ -9,6 +9,8 @@ range ``(start, end]`` of snapshot ids that :func:`lakefmt.read.changes.read_cha
 
 from __future__ import annotations
 
+from typing import TypedDict, Unpack
+
 from lakefmt.errors import InvalidOptionError, SnapshotNotFoundError
 from lakefmt.io import FileIO
 from lakefmt.meta.store import MetaStore
@@ -17,7 +19,20 @@ from lakefmt.meta.versions import snapshot_as_of
 from lakefmt.spec.instants import Instant, to_millis
 from lakefmt.spec.snapshot import check_snapshot_id
 
-__all__ = ["change_range"]
+__all__ = ["RangeSpellings", "change_range"]
+
+
+class RangeSpellings(TypedDict, total=False):
+    """The ends of a change range named otherwise than by ``from_snapshot``/``to_snapshot`` (:func:`change_range`)."""
+
+    from_timestamp: Instant | None
+    to_timestamp: Instant | None
+    from_tag: str | None
+    to_tag: str | None
+    starting_version: int | None
+    ending_version: int | None
+    starting_timestamp: Instant | None
+    ending_timestamp: Instant | None
 
 
 def change_range(
@@ -26,15 +41,8 @@ def change_range(
     *,
     from_snapshot: int | None = None,
     to_snapshot: int | None = None,
-    from_timestamp: Instant | None = None,
-    to_timestamp: Instant | None = None,
-    from_tag: str | None = None,
-    to_tag: str | None = None,
-    starting_version: int | None = None,
-    ending_version: int | None = None,
-    starting_timestamp: Instant | None = None,
-    ending_timestamp: Instant | None = None,
     now_ms: int,
+    **spellings: Unpack[RangeSpellings],
 ) -> tuple[int, int]:
     """The range ``(start, end]`` of snapshot ids a change feed covers.
 
@@ -45,6 +53,10 @@ def change_range(
     the first commit. The end is inclusive in every spelling: ``to_snapshot`` or ``ending_version``,
     ``to_timestamp`` or ``ending_timestamp`` (the snapshot current then), ``to_tag``; none: the latest snapshot
     (0 for a table without commits). Each end is named once (:class:`InvalidOptionError` otherwise)."""
+    from_timestamp, to_timestamp = spellings.get("from_timestamp"), spellings.get("to_timestamp")
+    from_tag, to_tag = spellings.get("from_tag"), spellings.get("to_tag")
+    starting_version, ending_version = spellings.get("starting_version"), spellings.get("ending_version")
+    starting_timestamp, ending_timestamp = spellings.get("starting_timestamp"), spellings.get("ending_timestamp")
     starts = {
         "from_snapshot": from_snapshot, "from_timestamp": from_timestamp, "from_tag": from_tag,
         "starting_version": starting_version, "starting_timestamp": starting_timestamp,

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
-from typing import Literal
+from typing import Literal, Unpack
 
 import numpy as np
 import pyarrow as pa
@@ -39,7 +39,7 @@ from lakefmt.io import FileIO
 from lakefmt.meta import entries as ents
 from lakefmt.meta.store import MetaStore
 from lakefmt.read.change_labels import ROW_KINDS, label_changes, names_of
-from lakefmt.read.change_range import change_range
+from lakefmt.read.change_range import RangeSpellings, change_range
 from lakefmt.read.expired import expired_reads
 from lakefmt.read.files import read_entries
 from lakefmt.read.masks import Home, Vector, check_homes, deleted_positions, homes_of, load_vectors
@@ -47,7 +47,6 @@ from lakefmt.read.rows_at import RowReader, RowRequest
 from lakefmt.spec import CommitKind, Snapshot, TableSchema
 from lakefmt.spec.changelog import ROW_KIND_COLUMN, row_kinds_of, rows_of
 from lakefmt.spec.filters import check_filter
-from lakefmt.spec.instants import Instant
 from lakefmt.spec.operations import OPERATION_PROPERTY, RESTORE
 
 __all__ = [
@@ -81,15 +80,8 @@ def table_changes(
     columns: Sequence[str] | None = None,
     filter: str | pc.Expression | None = None,
     row_kinds: bool = False,
-    from_timestamp: Instant | None = None,
-    to_timestamp: Instant | None = None,
-    from_tag: str | None = None,
-    to_tag: str | None = None,
-    starting_version: int | None = None,
-    ending_version: int | None = None,
-    starting_timestamp: Instant | None = None,
-    ending_timestamp: Instant | None = None,
     now_ms: int,
+    **spellings: Unpack[RangeSpellings],
 ) -> pa.Table:
     """:meth:`lakefmt.Table.changes`: the change rows of the range :func:`change_range` resolves (``from_*``: the
     snapshot after which changes start; ``starting_*``: where they start, included; ``to_*`` and ``ending_*``: the
@@ -97,11 +89,8 @@ def table_changes(
     where ``filter`` is true; ``row_kinds``: Paimon's ``_row_kind`` (``+I -U +U -D``) in place of Delta's
     ``_change_type``."""
     start, end = change_range(
-        io, store, from_snapshot=from_snapshot, to_snapshot=to_snapshot, from_timestamp=from_timestamp,
-        to_timestamp=to_timestamp, from_tag=from_tag, to_tag=to_tag, starting_version=starting_version,
-        ending_version=ending_version, starting_timestamp=starting_timestamp, ending_timestamp=ending_timestamp,
-        now_ms=now_ms,
-    )  # fmt: skip
+        io, store, from_snapshot=from_snapshot, to_snapshot=to_snapshot, now_ms=now_ms, **spellings
+    )
     return read_changes(io, store, start, end, columns=columns, filter=filter, row_kinds=row_kinds)
 
 
