@@ -390,22 +390,15 @@ class SchemaEditor:
                 )
             if f.nullable:
                 raise SchemaEvolutionError(f"primary key column {key!r} cannot become nullable")
-        seq = self.base.table_options.sequence_field
-        if seq is not None and seq in self.base.column_ids and (
-            seq not in by_name or (new_ids and new_ids.get(seq) != self.base.column_ids[seq])
-        ):
-            raise SchemaEvolutionError(
-                f"column {seq!r} is the table's sequence.field, which orders the versions of a key: it cannot be "
-                "dropped or renamed"
-            )
-        kind = self.base.table_options.rowkind_field
-        if kind is not None and kind in self.base.column_ids and (
-            kind not in by_name or (new_ids and new_ids.get(kind) != self.base.column_ids[kind])
-        ):
-            raise SchemaEvolutionError(
-                f"column {kind!r} is the table's rowkind.field, which says what each written row is: it cannot be "
-                "dropped or renamed"
-            )
+        roles = (
+            (self.base.table_options.sequence_field, "sequence.field, which orders the versions of a key"),
+            (self.base.table_options.rowkind_field, "rowkind.field, which says what each written row is"),
+        )
+        for column, role in roles:
+            if column is not None and column in self.base.column_ids and (
+                column not in by_name or (new_ids and new_ids.get(column) != self.base.column_ids[column])
+            ):
+                raise SchemaEvolutionError(f"column {column!r} is the table's {role}: it cannot be dropped or renamed")
         _check_engine_columns(self.base, fields, by_name, new_ids)
 
 
