@@ -15,7 +15,7 @@ Two kinds of type difference are accepted and cast:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -23,6 +23,22 @@ import pyarrow.compute as pc
 from lakefmt.errors import SchemaMismatchError
 
 __all__ = ["conform", "fill_missing", "repeated_names"]
+
+
+def _nested(src: pa.DataType, dst: pa.DataType, inner: Callable[[pa.DataType, pa.DataType], bool]) -> bool | None:
+    """For two list (or large list), map or struct types: whether their parts pair up (a struct's fields by name, in
+    order) and each pair passes ``inner``; None when ``src`` and ``dst`` are not two nested types of one kind."""
+    if (pa.types.is_list(src) or pa.types.is_large_list(src)) and (
+        pa.types.is_list(dst) or pa.types.is_large_list(dst)
+    ):
+        return inner(src.value_type, dst.value_type)
+    if pa.types.is_map(src) and pa.types.is_map(dst):
+        return inner(src.key_type, dst.key_type) and inner(src.item_type, dst.item_type)
+    if pa.types.is_struct(src) and pa.types.is_struct(dst):
+        if [src.field(i).name for i in range(src.num_fields)] != [dst.field(i).name for i in range(dst.num_fields)]:
+            return False
+        return all(inner(src.field(i).type, dst.field(i).type) for i in range(src.num_fields))
+    return None
 
 
 def _castable(src: pa.DataType, dst: pa.DataType) -> bool:
@@ -39,17 +55,7 @@ def _castable(src: pa.DataType, dst: pa.DataType) -> bool:
             return True
     if pa.types.is_timestamp(src) and pa.types.is_timestamp(dst):
         return src.unit == dst.unit and (src.tz is None) == (dst.tz is None)
-    if (pa.types.is_list(src) or pa.types.is_large_list(src)) and (
-        pa.types.is_list(dst) or pa.types.is_large_list(dst)
-    ):
-        return _castable(src.value_type, dst.value_type)
-    if pa.types.is_map(src) and pa.types.is_map(dst):
-        return _castable(src.key_type, dst.key_type) and _castable(src.item_type, dst.item_type)
-    if pa.types.is_struct(src) and pa.types.is_struct(dst):
-        if [src.field(i).name for i in range(src.num_fields)] != [dst.field(i).name for i in range(dst.num_fields)]:
-            return False
-        return all(_castable(src.field(i).type, dst.field(i).type) for i in range(src.num_fields))
-    return False
+    return _nested(src, dst, _castable) or False
 
 
 def _family(t: pa.DataType) -> str | None:
@@ -83,16 +89,9 @@ def _coercible(src: pa.DataType, dst: pa.DataType) -> bool:
         return False
     if pa.types.is_timestamp(src) and pa.types.is_timestamp(dst):
         return (src.tz is None) == (dst.tz is None)  # naive and zoned instants mean different things
-    if (pa.types.is_list(src) or pa.types.is_large_list(src)) and (
-        pa.types.is_list(dst) or pa.types.is_large_list(dst)
-    ):
-        return _coercible(src.value_type, dst.value_type)
-    if pa.types.is_map(src) and pa.types.is_map(dst):
-        return _coercible(src.key_type, dst.key_type) and _coercible(src.item_type, dst.item_type)
-    if pa.types.is_struct(src) and pa.types.is_struct(dst):
-        if [src.field(i).name for i in range(src.num_fields)] != [dst.field(i).name for i in range(dst.num_fields)]:
-            return False
-        return all(_coercible(src.field(i).type, dst.field(i).type) for i in range(src.num_fields))
+    nested = _nested(src, dst, _coercible)
+    if nested is not None:
+        return nested
     family = _family(src)
     return family is not None and family == _family(dst)
 
