@@ -34,22 +34,12 @@ doc_examples = _load_tool("doc_examples")
 SPARK_DOCS = [REPO / "docs" / "spark.md", REPO / "docs" / "changes.md"]
 
 #: Examples not yet runnable as written, by document and first line of code other than an import: each must
-#: still fail (one that passes is taken off the list), every other must pass. Most show their input data in
-#: prose only (``df``, ``events``, ``ddl``, ``uri``, a table "holding ids 1, 2, 3"); giving them their data waits
-#: for the change-feed and Spark stream work under way on these documents.
+#: still fail (one that passes is taken off the list), every other must pass. These still show their input data
+#: in prose only (a table "holding ids 1, 2, 3", an ``events`` table with a ``user`` column, the ``tt`` table),
+#: need an S3 endpoint, or (changes.md) run their second micro-batch in a comment.
 PENDING = {
     "changes.md": {"def sink(df, batch_id):"},  # its second run (after an upsert) is a comment; its output is shown
     "spark.md": {
-        '(df.write.format("lakefmt").mode("append")',  # not Python as written: a continuation line without (
-        'df.write.format("lakefmt").mode("overwrite") \\',
-        'spark.conf.set("spark.sql.sources.partitionOverwriteMode", "dynamic")',
-        'events = spark.readStream.schema(ddl).json("landing/events")',
-        'lakefmt.create_table("orders", schema, primary_key=["id"],',
-        'spark.read.format("lakefmt").load("events")                                  # the latest snapshot',
-        'spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")',
-        'bronze = (spark.readStream.format("lakefmt")',
-        'spark.read.format("lakefmt").option("readChangeFeed", "true") \\',
-        'lakefmt.create_table(silver_uri, bronze_schema.append(pa.field("_change_type", pa.string()))',
         'snap = pyspark_lakefmt.delete(spark, "s3://bucket/events", "dt < \'2026-01-01\' AND amount > 900",',
         'updates = spark.createDataFrame([(2, "bob", 2), (4, "dee", 1)], "id long, name string, visits long")',
         'more = spark.createDataFrame([(3, "cid", "2026-11-02", "fr")], "id long, user string, dt string, country '
