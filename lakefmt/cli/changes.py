@@ -10,6 +10,7 @@ from typing import Any
 import pyarrow as pa
 
 import lakefmt
+from lakefmt.cli.maintain import whole_number
 from lakefmt.cli.output import _emit, _iso, _when
 from lakefmt.read.changes import CHANGE_TYPE, COMMIT_SNAPSHOT, COMMIT_TIMESTAMP, ROW_KIND, change_batches, change_range
 
@@ -18,13 +19,12 @@ __all__ = ["cmd_changes", "start_id"]
 
 def start_id(text: str) -> int:
     """``--from`` and ``--starting-version``: a snapshot id, or 0 (from the first commit, from the table's creation)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a snapshot id (a whole number)") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{value} is not a snapshot id: 0 (from the first commit) or more")
-    return value
+    return whole_number(
+        text,
+        0,
+        what="a snapshot id (a whole number)",
+        too_small=lambda value: f"{value} is not a snapshot id: 0 (from the first commit) or more",
+    )
 
 
 def _rows(table: lakefmt.Table, args: argparse.Namespace) -> pa.Table:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import time
+from collections.abc import Callable
 from typing import Any
 
 import lakefmt
@@ -44,24 +45,29 @@ def positive_duration(text: str) -> datetime.timedelta:
     return value
 
 
-def snapshot_id(text: str) -> int:
+def whole_number(text: str, least: int, *, what: str, too_small: Callable[[int], str]) -> int:
+    """``text`` as an integer of at least ``least``, else :class:`argparse.ArgumentTypeError`: ``'x' is not
+    <what>`` for text that is no whole number, ``too_small(value)`` for a smaller one."""
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a snapshot id (a whole number)") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} is not a snapshot id: snapshot ids start at 1")
+        raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
+    if value < least:
+        raise argparse.ArgumentTypeError(too_small(value))
     return value
+
+
+def snapshot_id(text: str) -> int:
+    return whole_number(
+        text,
+        1,
+        what="a snapshot id (a whole number)",
+        too_small=lambda value: f"{value} is not a snapshot id: snapshot ids start at 1",
+    )
 
 
 def positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
+    return whole_number(text, 1, what="a whole number", too_small=lambda value: f"must be at least 1, got {value}")
 
 
 def cmd_expire(table: lakefmt.Table, args: argparse.Namespace) -> None:
