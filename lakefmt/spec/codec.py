@@ -16,6 +16,7 @@ __all__ = [
     "FORMAT_VERSION",
     "check_version",
     "decode_json",
+    "decode_metadata",
     "encode_json",
     "read_arrow_file",
     "write_arrow_file",
@@ -80,6 +81,13 @@ def decode_json(data: bytes, what: str) -> dict[str, Any]:
     if not isinstance(obj, dict):
         raise CorruptMetadataError(f"{what} is not a JSON object")
     return obj
+
+
+def decode_metadata(data: bytes, what: str) -> tuple[dict[str, Any], int]:
+    """A JSON metadata file's object and its format version (``"version"``), checked by :func:`decode_json` and
+    :func:`check_version`."""
+    obj = decode_json(data, what)
+    return obj, check_version(obj.get("version"), what)
 
 
 def write_arrow_file(table: pa.Table, kind: str, version: int | None = None) -> bytes:

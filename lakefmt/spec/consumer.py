@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lakefmt.errors import CorruptMetadataError, InvalidConsumerIdError
-from lakefmt.spec.codec import check_version, decode_json, encode_json
+from lakefmt.spec.codec import decode_metadata, encode_json
 from lakefmt.spec.layout import CONSUMER_PREFIX
 from lakefmt.spec.names import MAX_NAME_LENGTH, check_name, is_valid, name_after
 
@@ -67,8 +67,7 @@ class Consumer:
     def from_json(cls, data: bytes, what: str = "consumer file") -> Consumer:
         """Parse a consumer file. Unknown fields are ignored; a newer format version is refused; a negative,
         non-integer or out-of-range position is corrupt."""
-        obj = decode_json(data, what)
-        check_version(obj.get("version"), what)
+        obj, _ = decode_metadata(data, what)
         consumer_id, next_snapshot, time_millis = obj.get("consumerId"), obj.get("nextSnapshot"), obj.get("timeMillis")
         if not is_valid(consumer_id):
             raise CorruptMetadataError(f"{what} is malformed: consumerId {consumer_id!r} is not a consumer id")

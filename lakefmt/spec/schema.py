@@ -11,7 +11,7 @@ import pyarrow as pa
 
 from lakefmt.errors import CorruptMetadataError, UnsupportedTypeError
 from lakefmt.options import TableOptions
-from lakefmt.spec.codec import BASE_FORMAT_VERSION, FORMAT_VERSION, check_version, decode_json, encode_json
+from lakefmt.spec.codec import BASE_FORMAT_VERSION, FORMAT_VERSION, decode_metadata, encode_json
 from lakefmt.spec.fields import FieldNode, annotate, assign_ids, flat_ids, index_nodes, make_nodes, walk
 from lakefmt.spec.keys.hashing import KEY_TYPES, is_key_type
 from lakefmt.spec.types import field_from_json, field_to_json
@@ -198,8 +198,7 @@ class TableSchema:
     @classmethod
     def from_json(cls, data: bytes, what: str = "schema file") -> TableSchema:
         """Parse a schema file; :class:`CorruptMetadataError` if it is malformed."""
-        obj = decode_json(data, what)
-        version = check_version(obj.get("version"), what)
+        obj, version = decode_metadata(data, what)
         try:
             fields: Sequence[Any] = obj["fields"]
             if not isinstance(fields, list):

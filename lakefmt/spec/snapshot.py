@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from lakefmt.errors import CorruptMetadataError, InvalidSnapshotIdError
-from lakefmt.spec.codec import FORMAT_VERSION, check_version, decode_json, encode_json
+from lakefmt.spec.codec import FORMAT_VERSION, decode_metadata, encode_json
 from lakefmt.spec.operations import Operation, operation_of, parameters_of
 
 __all__ = ["CommitKind", "Snapshot", "UserMark"]
@@ -106,8 +106,7 @@ class Snapshot:
     @classmethod
     def from_json(cls, data: bytes, what: str = "snapshot") -> Snapshot:
         """Parse a snapshot file. Unknown fields are ignored; a newer format version is refused."""
-        obj = decode_json(data, what)
-        version = check_version(obj.get("version"), what)
+        obj, version = decode_metadata(data, what)
         try:
             users = obj.get("commitUsers") or {}
             return cls(

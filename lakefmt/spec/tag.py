@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lakefmt.errors import CorruptMetadataError, InvalidTagNameError
-from lakefmt.spec.codec import check_version, decode_json, encode_json
+from lakefmt.spec.codec import decode_json, decode_metadata, encode_json
 from lakefmt.spec.consumer import MAX_SNAPSHOT_ID
 from lakefmt.spec.layout import PIN_PREFIX, TAG_PREFIX
 from lakefmt.spec.names import MAX_NAME_LENGTH, check_name, is_valid, name_after
@@ -91,8 +91,7 @@ class Tag:
     def from_json(cls, data: bytes, what: str = "tag file", *, pin: bool = False) -> Tag:
         """Parse a tag file. Unknown fields are ignored; a newer format version (of the tag or of the snapshot
         it holds) is refused; anything malformed is :class:`CorruptMetadataError`."""
-        obj = decode_json(data, what)
-        check_version(obj.get("version"), what)
+        obj, _ = decode_metadata(data, what)
         name, time_millis, retain = obj.get("tagName"), obj.get("timeMillis"), obj.get("retainMillis")
         if not is_valid(name):
             raise CorruptMetadataError(f"{what} is malformed: tagName {name!r} is not a tag name")
