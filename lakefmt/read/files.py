@@ -20,7 +20,7 @@ from lakefmt.io import FileIO
 from lakefmt.meta import entries as ents
 from lakefmt.meta.store import MetaStore
 from lakefmt.read.bounds import SchemaLookup
-from lakefmt.read.evolve import read_evolved, runs
+from lakefmt.read.evolve import dataset_for, read_evolved, runs
 from lakefmt.read.masks import Vector, apply_vector
 from lakefmt.spec import TableSchema
 from lakefmt.spec.filters import referenced_columns
@@ -32,11 +32,7 @@ def entries_dataset(io: FileIO, entries: pa.Table, schema: TableSchema) -> ds.Da
     """A ``pyarrow.dataset`` over exactly the files of ``entries``, in their order, with ``schema``'s columns,
     matched **by name**: right for files written under ``schema`` or one that agrees with it by name
     (:func:`lakefmt.read.evolve.name_compatible`); :func:`read_entries` reads any file right."""
-    rel = ents.paths(entries)
-    full = [io.full_path(p) for p in rel]
-    return ds.FileSystemDataset.from_paths(
-        full, schema=schema.arrow_schema, format=ds.ParquetFileFormat(), filesystem=io.arrow_filesystem()
-    )
+    return dataset_for(io, entries, schema)
 
 
 def read_entries(
