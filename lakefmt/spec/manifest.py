@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 
 from lakefmt.errors import CorruptMetadataError
 from lakefmt.spec.codec import read_arrow_file, write_arrow_file
+from lakefmt.spec.types import type_family
 
 __all__ = [
     "FIELD_STATS",
@@ -84,19 +85,12 @@ class DataFile:
 
 def is_stats_type(t: pa.DataType) -> bool:
     """Whether min/max statistics are kept for columns of type ``t`` (orderable primitives)."""
-    return bool(
-        pa.types.is_integer(t)
-        or pa.types.is_floating(t)
-        or pa.types.is_string(t)
-        or pa.types.is_large_string(t)
-        or pa.types.is_binary(t)
-        or pa.types.is_large_binary(t)
-        or pa.types.is_boolean(t)
-        or pa.types.is_date(t)
-        or pa.types.is_timestamp(t)
-        or pa.types.is_time(t)
-        or (pa.types.is_decimal(t) and t.bit_width >= 128)  # pyarrow has no min_max for decimal32/64
-    ) and not pa.types.is_float16(t)
+    family = type_family(t)
+    if family == "decimal":
+        return bool(t.bit_width >= 128)  # pyarrow has no min_max for decimal32/64
+    if family == "float":
+        return not pa.types.is_float16(t)
+    return family in ("integer", "string", "binary", "boolean", "date", "timestamp", "time")
 
 
 def stats_type(columns: pa.Schema, ids: Mapping[str, int] | None = None) -> pa.StructType:

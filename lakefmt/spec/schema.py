@@ -14,19 +14,13 @@ from lakefmt.options import TableOptions
 from lakefmt.spec.codec import BASE_FORMAT_VERSION, FORMAT_VERSION, decode_metadata, encode_json
 from lakefmt.spec.fields import FieldNode, annotate, assign_ids, flat_ids, index_nodes, make_nodes, walk
 from lakefmt.spec.keys.hashing import KEY_TYPES, is_key_type
-from lakefmt.spec.types import field_from_json, field_to_json
+from lakefmt.spec.types import field_from_json, field_to_json, type_family
 
 __all__ = ["PARTITION_TYPES", "TableSchema"]
 
 
 def _is_partition_type(t: pa.DataType) -> bool:
-    return bool(
-        pa.types.is_string(t)
-        or pa.types.is_large_string(t)
-        or pa.types.is_integer(t)
-        or pa.types.is_date32(t)
-        or pa.types.is_boolean(t)
-    )
+    return type_family(t) in ("string", "integer", "boolean") or pa.types.is_date32(t)
 
 
 PARTITION_TYPES = "string, integer, date32 or boolean"

@@ -8,7 +8,28 @@ import pyarrow as pa
 
 from lakefmt.errors import CorruptMetadataError, UnsupportedTypeError
 
-__all__ = ["DOC_KEY", "field_from_json", "field_to_json", "type_from_json", "type_to_json"]
+__all__ = ["DOC_KEY", "field_from_json", "field_to_json", "type_family", "type_from_json", "type_to_json"]
+
+
+#: the families of flat types that lakefmt's type rules (key, partition and statistics columns) are written in
+_FAMILIES = {
+    "integer": (pa.types.is_integer,),
+    "float": (pa.types.is_floating,),
+    "decimal": (pa.types.is_decimal,),
+    "string": (pa.types.is_string, pa.types.is_large_string),
+    "binary": (pa.types.is_binary, pa.types.is_large_binary),
+    "boolean": (pa.types.is_boolean,),
+    "date": (pa.types.is_date,),
+    "time": (pa.types.is_time,),
+    "timestamp": (pa.types.is_timestamp,),
+}
+
+
+def type_family(t: pa.DataType) -> str | None:
+    """The family of Arrow type ``t``: ``integer``, ``float``, ``decimal``, ``string`` (string or large_string),
+    ``binary`` (binary or large_binary), ``boolean``, ``date``, ``time`` or ``timestamp``; None for any other type
+    (nested, view, dictionary, null)."""
+    return next((name for name, tests in _FAMILIES.items() if any(test(t) for test in tests)), None)
 
 _PRIMITIVES: dict[str, pa.DataType] = {
     "null": pa.null(),

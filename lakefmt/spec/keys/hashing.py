@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakefmt.errors import UnsupportedTypeError
+from lakefmt.spec.types import type_family
 
 __all__ = [
     "KEY_TYPES",
@@ -48,17 +49,7 @@ _M2 = np.uint64(0x94D049BB133111EB)
 def is_key_type(t: pa.DataType) -> bool:
     """Whether a column of type ``t`` may be part of a primary key (floating point, decimal and nested types may
     not: they have no one exact byte form to hash and compare)."""
-    return bool(
-        pa.types.is_integer(t)
-        or pa.types.is_boolean(t)
-        or pa.types.is_string(t)
-        or pa.types.is_large_string(t)
-        or pa.types.is_binary(t)
-        or pa.types.is_large_binary(t)
-        or pa.types.is_date(t)
-        or pa.types.is_time(t)
-        or pa.types.is_timestamp(t)
-    )
+    return type_family(t) in ("integer", "boolean", "string", "binary", "date", "time", "timestamp")
 
 
 def _mix(z: np.ndarray) -> np.ndarray:
