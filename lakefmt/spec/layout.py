@@ -73,7 +73,8 @@ def manifest_path(name: str) -> str:
 
 
 def manifest_list_path(name: str) -> str:
-    return f"{MANIFEST_DIR}/{name}"
+    """Manifest lists live beside the manifests, in the manifest folder."""
+    return manifest_path(name)
 
 
 def manifest_name(writer_id: str, k: int) -> str:
