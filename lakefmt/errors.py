@@ -13,6 +13,53 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+__all__ = [
+    "BucketNotFoundError",
+    "CommitConflictError",
+    "CommitError",
+    "CommitRetriesExhaustedError",
+    "CommitStateUnknownError",
+    "ConsumerNotFoundError",
+    "CorruptMetadataError",
+    "DeletionVectorsError",
+    "InvalidCommitError",
+    "InvalidConsumerIdError",
+    "InvalidLocationError",
+    "InvalidOptionError",
+    "InvalidPartitionError",
+    "InvalidPredicateError",
+    "InvalidRowKindError",
+    "InvalidSnapshotIdError",
+    "InvalidStorageOptionError",
+    "InvalidTagNameError",
+    "InvalidTimestampError",
+    "KeyTableError",
+    "LakefmtError",
+    "LocationNotEmptyError",
+    "MergeError",
+    "MergeMultipleMatchesError",
+    "MissingDependencyError",
+    "MissingMetadataError",
+    "NonAtomicStorageError",
+    "NotATableError",
+    "PathOutsideTableError",
+    "RewriteConflictError",
+    "SchemaConflictError",
+    "SchemaEvolutionError",
+    "SchemaMismatchError",
+    "SnapshotNotFoundError",
+    "StorageCredentialsError",
+    "StorageError",
+    "StorageUnreachableError",
+    "TableAlreadyExistsError",
+    "TagAlreadyExistsError",
+    "TagNotFoundError",
+    "UnknownOptionError",
+    "UnsupportedFilterError",
+    "UnsupportedFormatVersionError",
+    "UnsupportedTypeError",
+]
+
 
 class LakefmtError(Exception):
     """Base class of every error lakefmt raises on purpose."""
@@ -219,9 +266,3 @@ class MergeMultipleMatchesError(MergeError):
 class InvalidRowKindError(LakefmtError, ValueError):
     """A row of change-data input (a key table with ``rowkind.field``) whose row kind is null or not one the table
     accepts (``rowkind.format``); nothing was written."""
-
-
-#: every error class above, by name: the list is written nowhere else (``lakefmt`` exports all but two of them)
-__all__ = sorted(
-    name for name, value in globals().items() if isinstance(value, type) and issubclass(value, LakefmtError)
-)
