@@ -5,7 +5,7 @@ calls with the paths it is about to read: the mechanism of its own Delta Lake re
 ``_deletion_files`` of kind ``"delta-deletion-vector"``). It applies the vector to the file's rows before its
 predicate, its row-group skipping, its slices and its row limit, and does so while it decodes: no frame of
 masked rows is copied after the read. :func:`reader_masks` says whether the Polars at hand has it (the parameter
-is not part of Polars' public API); without it, :mod:`lakefmt.read.engines` masks the frames after the read.
+is not part of Polars' public API); without it, :mod:`lakefmt.read.engine_polars` masks the frames after the read.
 
 The vectors are lakefmt's (:mod:`lakefmt.read.masks`), checked as every read checks them: a position past its
 file's rows, or a file that does not hold the rows its manifest entry says (its Parquet footer is read to know),

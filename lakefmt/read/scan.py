@@ -14,7 +14,7 @@ from lakefmt.errors import DeletionVectorsError, UnsupportedFilterError
 from lakefmt.io.storage import explains_storage_errors
 from lakefmt.meta import entries as ents
 from lakefmt.meta.versions import snapshot_as_of
-from lakefmt.read import engines
+from lakefmt.read import engine_duckdb, engine_polars, engines
 from lakefmt.read.evolve import dataset_for, read_evolved, runs
 from lakefmt.read.files import read_entries, read_entries_parallel
 from lakefmt.read.masks import deleted_count, mask_whole
@@ -221,7 +221,7 @@ class Scan(ScanPlan):
         kept = self._files_dataset().to_table(columns=self.columns_to_read()).filter(self.filter)
         return kept if self.columns is None else kept.select(self.columns)
 
-    # -- engines (lakefmt.read.engines) ------------------------------------------------------------------
+    # -- engines (lakefmt.read.engines, engine_duckdb, engine_polars) ----------------------------------
     def __arrow_c_stream__(self, requested_schema: object | None = None) -> object:
         """The Arrow PyCapsule stream interface: ``pyarrow.table(scan)``, ``polars.DataFrame(scan)``,
         ``duckdb.sql("select * from scan")`` and any engine that speaks it read the rows of :meth:`to_arrow`,
@@ -232,12 +232,12 @@ class Scan(ScanPlan):
         """The scan as a DuckDB relation on ``connection`` (default: DuckDB's default connection, the one
         ``duckdb.sql`` uses), and with ``name`` also a temporary view of that name. Only the planned files are
         read; DuckDB pushes its projection and filters into the read. Needs ``lakefmt[duckdb]``."""
-        return engines.to_duckdb(self, connection, name)
+        return engine_duckdb.to_duckdb(self, connection, name)
 
     def to_polars(self) -> Any:
         """The scan as a Polars ``LazyFrame``: Polars pushes its projection, predicate (which also prunes the
         planned files) and row limit into the read. Needs ``lakefmt[polars]``."""
-        return engines.to_polars(self)
+        return engine_polars.to_polars(self)
 
     def to_pandas(self, **kwargs: Any) -> Any:
         """The rows of :meth:`to_arrow` as a pandas ``DataFrame`` (``kwargs`` go to

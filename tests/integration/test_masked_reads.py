@@ -18,7 +18,7 @@ from helpers import create_table_in
 from test_key_reads import LOCAL_AND_MEMORY, SCHEMA, History, _sorted_rows
 
 import lakefmt
-from lakefmt.read import engines, polars_vectors
+from lakefmt.read import engine_duckdb, polars_vectors
 
 WAYS = pytest.mark.parametrize("way", ["as-read", "after-read"])
 
@@ -79,7 +79,7 @@ def test_duckdb_anti_joins_deleted_positions_on_one_key_or_two(
     """DuckDB's reader leaves out the deleted (file, position) pairs: as one 64-bit key when every file holds fewer
     than 2**32 rows, as two keys otherwise (forced here by lowering that bound)."""
     if keys == "two":
-        monkeypatch.setattr(engines, "_ONE_KEY_ROWS", 0)
+        monkeypatch.setattr(engine_duckdb, "_ONE_KEY_ROWS", 0)
     h = History(local_store)
     expected = h.rows(h.s4)
     con = duckdb.connect()
