@@ -1,95 +1,31 @@
 """Table options: string key/values stored in the schema file, parsed into typed settings here.
 
-Sizes accept ``b``, ``kb``, ``mb``, ``gb`` suffixes (binary multiples); durations accept ``ms``, ``s``, ``m``
-or ``min``, ``h``, ``d`` and ISO-8601 (``PT1H``, ``P7D``). A duration written as text must carry its unit: a bare
-number is refused wherever it is typed (only a number in Python, not text, is a duration: seconds). An unknown
-key is refused where options are set (:meth:`TableOptions.check_keys`), except under ``user.``
-(:data:`USER_PREFIX`), the users' own; unknown keys already stored are kept but never interpreted.
-
-Also the one home of the duration rules the API and the CLI share (:func:`duration_ms`, :func:`parse_duration`)
-and of the orphan-age default (:data:`DEFAULT_ORPHAN_OLDER_THAN`).
+:class:`TableOptions` is the registry: every key lakefmt interprets, its typed field and the parser of its value. An
+unknown key is refused where options are set (:meth:`TableOptions.check_keys`), except under ``user.``
+(:data:`USER_PREFIX`), the users' own; unknown keys already stored are kept but never interpreted. Sizes and
+durations are read by :mod:`lakefmt.units`, the key tables' options by :mod:`lakefmt.key_options`.
 """
 
 from __future__ import annotations
 
-import datetime
 import difflib
-import math
-import numbers
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from lakefmt.errors import InvalidOptionError, UnknownOptionError
-
-__all__ = [
-    "AGGREGATE_FUNCTIONS",
-    "CHANGELOG_PRODUCERS",
-    "DEFAULT_ORPHAN_OLDER_THAN",
-    "DEFAULT_ORPHAN_OLDER_THAN_MS",
-    "DURATION_FORMS",
-    "MAX_BUCKETS",
-    "MERGE_ENGINES",
-    "ROWKIND_FORMATS",
-    "USER_PREFIX",
-    "Duration",
-    "InvalidOptionError",
-    "TableOptions",
-    "UnknownOptionError",
-    "duration_ms",
-    "format_duration_ms",
-    "parse_duration",
-    "parse_duration_ms",
-    "parse_size",
-]
-
-
-_SIZE = re.compile(r"^\s*(\d+)\s*(b|kb|k|mb|m|gb|g|kib|mib|gib)?\s*$", re.IGNORECASE)
-_SIZE_UNITS = {
-    None: 1,
-    "b": 1,
-    "k": 1 << 10,
-    "kb": 1 << 10,
-    "kib": 1 << 10,
-    "m": 1 << 20,
-    "mb": 1 << 20,
-    "mib": 1 << 20,
-    "g": 1 << 30,
-    "gb": 1 << 30,
-    "gib": 1 << 30,
-}
-_DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|sec|m|min|h|d)\s*$", re.IGNORECASE)
-_DURATION_MS = {"ms": 1, "s": 1000, "sec": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
-_ISO_DURATION = re.compile(
-    r"^\s*P(?:(?P<w>\d+)W)?(?:(?P<d>\d+)D)?(?:T(?:(?P<h>\d+)H)?(?:(?P<m>\d+)M)?(?:(?P<s>\d+(?:\.\d{1,3})?)S)?)?\s*$",
-    re.IGNORECASE,
+from lakefmt.key_options import (
+    DEFAULT_FUNCTION,
+    FIELD_FUNCTION,
+    MAX_BUCKETS,
+    parse_aggregate_function,
+    parse_changelog_producer,
+    parse_merge_engine,
+    parse_rowkind_format,
 )
-_ISO_MS = {"w": 7 * 86_400_000, "d": 86_400_000, "h": 3_600_000, "m": 60_000}
-#: The forms a duration written as text takes, for messages and help texts.
-DURATION_FORMS = "500ms, 90s, 30min (or 30m), 12h, 7d, or ISO-8601 such as PT1H, P7D"
-_MAX_TIMEDELTA_MS = datetime.timedelta.max // datetime.timedelta(milliseconds=1)
+from lakefmt.units import parse_duration_ms, parse_size
 
-#: A duration as the API takes it: a ``timedelta``, a duration string (``"90m"``, ``"12h"``, ``"7d"``) or seconds.
-Duration = datetime.timedelta | str | int | float
-
-#: Orphan removal deletes an unreferenced file only when it was last modified longer ago than this, by default,
-#: so the files of a commit in flight are never touched (a writer must publish within it: format §17).
-DEFAULT_ORPHAN_OLDER_THAN = datetime.timedelta(days=1)
-DEFAULT_ORPHAN_OLDER_THAN_MS = DEFAULT_ORPHAN_OLDER_THAN // datetime.timedelta(milliseconds=1)
-
-
-def parse_size(text: str, key: str = "size") -> int:
-    """``"8mb"`` -> 8388608."""
-    m = _SIZE.match(str(text))
-    if m is None:
-        raise InvalidOptionError(f"{key}: {text!r} is not a size (examples: 512kb, 8mb, 1gb)")
-    unit = m.group(2).lower() if m.group(2) else None
-    return int(m.group(1)) * _SIZE_UNITS[unit]
-
-
-#: the most buckets a key table may have: manifest entries number a bucket in 32 bits
-MAX_BUCKETS = (1 << 31) - 1
+__all__ = ["USER_PREFIX", "InvalidOptionError", "TableOptions", "UnknownOptionError"]
 
 
 def _int(text: str, key: str) -> int:
@@ -131,59 +67,6 @@ def _delete_mode(text: str, key: str) -> str:
     return value
 
 
-#: ``merge-engine``: how the rows written for one key of a key table combine (Paimon's names)
-MERGE_ENGINES = ("deduplicate", "partial-update", "aggregation", "first-row")
-#: ``fields.<f>.aggregate-function``: the functions of the ``aggregation`` merge engine (Paimon's names)
-AGGREGATE_FUNCTIONS = ("sum", "min", "max", "count", "last_value", "last_non_null_value")
-_FIELD_FUNCTION = re.compile(r"^fields\.(?P<field>.+)\.aggregate-function$")
-_DEFAULT_FUNCTION = "fields.default-aggregate-function"
-
-
-def _merge_engine(text: str, key: str) -> str:
-    value = str(text).strip().lower()
-    if value not in MERGE_ENGINES:
-        raise InvalidOptionError(f"option {key}: unknown merge engine {text!r} (known: {', '.join(MERGE_ENGINES)})")
-    return value
-
-
-def _aggregate_function(text: str, key: str) -> str:
-    value = str(text).strip().lower()
-    if value not in AGGREGATE_FUNCTIONS:
-        raise InvalidOptionError(
-            f"option {key}: unknown aggregate function {text!r} (known: {', '.join(AGGREGATE_FUNCTIONS)})"
-        )
-    return value
-
-
-#: the values of the table option ``rowkind.format`` (:mod:`lakefmt.spec.keys.rowkind`)
-ROWKIND_FORMATS = ("any", "paimon", "delta", "debezium")
-
-
-def _rowkind_format(text: str, key: str) -> str:
-    value = str(text).strip().lower()
-    if value not in ROWKIND_FORMATS:
-        raise InvalidOptionError(f"option {key} is one of {', '.join(ROWKIND_FORMATS)}, got {text!r}")
-    return value
-
-
-#: ``changelog-producer`` values (Paimon's names) that lakefmt takes, and those it refuses for now
-CHANGELOG_PRODUCERS = ("none", "input", "lookup")
-_CHANGELOG_LATER = ("full-compaction",)
-
-
-def _changelog_producer(text: str, key: str) -> str:
-    value = str(text).strip().lower()
-    if value in _CHANGELOG_LATER:
-        raise InvalidOptionError(
-            f"option {key}: {value} is not supported yet; use none (the change feed is derived from each commit's "
-            "files and deletion vectors), lookup (commits store their change rows) or input (commits store the "
-            "rows given), see docs/changes.md"
-        )
-    if value not in CHANGELOG_PRODUCERS:
-        raise InvalidOptionError(f"option {key} is none, input or lookup, got {text!r}")
-    return value
-
-
 def _compression(text: str, key: str) -> str:
     value = str(text).strip().lower()
     if value not in ("zstd", "snappy", "gzip", "lz4", "brotli", "none"):
@@ -191,77 +74,11 @@ def _compression(text: str, key: str) -> str:
     return value
 
 
-def parse_duration_ms(text: str, key: str = "duration") -> int:
-    """A duration written as text, in milliseconds: ``"7d"`` -> 604800000, ``"PT1H"`` -> 3600000. A bare number
-    (``"5"``) is refused: its unit would be a guess (``--older-than 5`` used to mean 5 milliseconds)."""
-    s = str(text).strip()
-    if s.isdigit():
-        raise InvalidOptionError(
-            f"{key}: {text!r} has no unit: write {s}s, {s}min, {s}h or {s}d (durations: {DURATION_FORMS})"
-        )
-    m = _DURATION.match(s)
-    if m is not None:
-        return int(m.group(1)) * _DURATION_MS[m.group(2).lower()]
-    iso = _ISO_DURATION.match(s)
-    if iso is None or not any(iso.groupdict().values()) or s.upper().endswith("T"):
-        raise InvalidOptionError(f"{key}: {text!r} is not a duration ({DURATION_FORMS})")
-    parts = iso.groupdict()
-    ms = sum(int(parts[u]) * _ISO_MS[u] for u in ("w", "d", "h", "m") if parts[u])
-    return ms + (round(float(parts["s"]) * 1000) if parts["s"] else 0)
-
-
 def _stored_duration_ms(text: str, key: str) -> int:
     """A duration table option as stored: the format reads plain digits as milliseconds (Paimon's rule, and what
     tables created before units were required hold); :meth:`TableOptions.check_keys` refuses them when set."""
     s = str(text).strip()
     return int(s) if s.isdigit() else parse_duration_ms(text, key)
-
-
-def parse_duration(text: str, key: str = "duration") -> datetime.timedelta:
-    """``"90m"`` -> ``timedelta(minutes=90)``; a duration too long for a ``timedelta`` is refused."""
-    ms = parse_duration_ms(text, key)
-    if ms > _MAX_TIMEDELTA_MS:
-        raise InvalidOptionError(f"{text!r} is too long (at most {datetime.timedelta.max.days}d)")
-    return datetime.timedelta(milliseconds=ms)
-
-
-def format_duration_ms(ms: int) -> str:
-    """The inverse of :func:`parse_duration_ms` in the largest unit that fits exactly: 86400000 -> ``"1d"``."""
-    for unit in ("d", "h", "m", "s"):
-        if ms and ms % _DURATION_MS[unit] == 0:
-            return f"{ms // _DURATION_MS[unit]}{unit}"
-    return f"{ms}ms"
-
-
-def duration_ms(value: Duration, what: str = "older_than") -> int:
-    """Milliseconds of a timedelta, a duration string with its unit (``"7d"``, ``"PT12H"``; a string without
-    one is refused) or a number of seconds; never negative."""
-    if isinstance(value, datetime.timedelta):
-        seconds: float = value.total_seconds()
-    elif isinstance(value, str):
-        ms = parse_duration_ms(value, what)
-        if ms < 0:
-            raise InvalidOptionError(f"{what} must not be negative, got {value!r}")
-        return ms
-    elif isinstance(value, numbers.Real) and not isinstance(value, bool):  # numpy's integers and floats too
-        seconds = float(value) if not isinstance(value, numbers.Integral) else int(value)
-    else:
-        raise TypeError(f"a duration must be a timedelta, a string like '7d' or seconds, got {value!r}")
-    if isinstance(seconds, float) and not math.isfinite(seconds):
-        raise InvalidOptionError(f"{what} must be a finite number of seconds, got {value!r}")
-    if seconds < 0:
-        raise InvalidOptionError(f"{what} must not be negative, got {value!r}")
-    ms = int(seconds * 1000)
-    if ms > MAX_DURATION_MS:
-        raise InvalidOptionError(
-            f"{what} must be a positive duration of at most about 292 million years (int64 milliseconds), "
-            f"got {value!r}"
-        )
-    return ms
-
-
-#: the longest duration taken: what an int64 of milliseconds holds
-MAX_DURATION_MS = 2**63 - 1
 
 
 #: Table option keys under this prefix are the users' own: stored with the table, never interpreted, never refused.
@@ -397,14 +214,14 @@ class TableOptions:
         "bucket": ("bucket", _int),
         "sequence.field": ("sequence_field", _text),
         "rowkind.field": ("rowkind_field", _text),
-        "rowkind.format": ("rowkind_format", _rowkind_format),
+        "rowkind.format": ("rowkind_format", parse_rowkind_format),
         "write.delete.mode": ("delete_mode", _delete_mode),
         "num-sorted-run.compaction-trigger": ("sorted_run_compaction_trigger", _int),
         "num-sorted-run.stop-trigger": ("sorted_run_stop_trigger", _int),
         "compaction.bucket.delete-ratio-threshold": ("bucket_delete_ratio_threshold", _ratio),
-        "merge-engine": ("merge_engine", _merge_engine),
-        _DEFAULT_FUNCTION: ("default_aggregate_function", _aggregate_function),
-        "changelog-producer": ("changelog_producer", _changelog_producer),
+        "merge-engine": ("merge_engine", parse_merge_engine),
+        DEFAULT_FUNCTION: ("default_aggregate_function", parse_aggregate_function),
+        "changelog-producer": ("changelog_producer", parse_changelog_producer),
     }
     #: keys whose value may be 0 (sizes, never negative; every other integer must be positive)
     _ZERO_ALLOWED: ClassVar[frozenset[str]] = frozenset({"write.sync-ahead-bytes"})
@@ -421,7 +238,7 @@ class TableOptions:
             spec = cls._KEYS.get(key)
             if spec is not None and spec[1] is _stored_duration_ms:
                 parse_duration_ms(value, f"option {key}")
-            if key in cls._KEYS or key.startswith(USER_PREFIX) or _FIELD_FUNCTION.match(key):
+            if key in cls._KEYS or key.startswith(USER_PREFIX) or FIELD_FUNCTION.match(key):
                 continue
             close = difflib.get_close_matches(key, list(cls._KEYS), n=1, cutoff=0.6)
             hint = f" (did you mean {close[0]}?)" if close else ""
@@ -439,9 +256,9 @@ class TableOptions:
         functions: list[tuple[str, str]] = []
         for key, raw in options.items():
             spec = cls._KEYS.get(key)
-            field_function = _FIELD_FUNCTION.match(key) if spec is None and key != _DEFAULT_FUNCTION else None
+            field_function = FIELD_FUNCTION.match(key) if spec is None and key != DEFAULT_FUNCTION else None
             if field_function is not None:
-                functions.append((field_function.group("field"), _aggregate_function(raw, key)))
+                functions.append((field_function.group("field"), parse_aggregate_function(raw, key)))
                 continue
             if spec is None:
                 continue

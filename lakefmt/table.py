@@ -23,7 +23,6 @@ from lakefmt.maintenance.retention import expire_with_retention
 from lakefmt.meta.history import history as table_history
 from lakefmt.meta.location import create_store, first_schema, open_store
 from lakefmt.meta.store import MetaStore
-from lakefmt.options import DEFAULT_ORPHAN_OLDER_THAN, Duration, duration_ms  # also importable here
 from lakefmt.read.changes import table_changes
 from lakefmt.read.files import read_planned
 from lakefmt.read.inspect import InspectTable
@@ -34,6 +33,7 @@ from lakefmt.spec.filters import check_filter
 from lakefmt.spec.instants import Instant
 from lakefmt.table_versions import TableVersions
 from lakefmt.table_writes import TableWrites
+from lakefmt.units import DEFAULT_ORPHAN_OLDER_THAN, Duration, duration_ms  # also importable here
 from lakefmt.write.source import check_same_table, schema_of
 from lakefmt.write.writer import TableWriter, writer_schema
 

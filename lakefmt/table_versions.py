@@ -14,10 +14,10 @@ from lakefmt.meta import consumers as cons
 from lakefmt.meta import tags as tags_store
 from lakefmt.meta.store import MetaStore
 from lakefmt.meta.versions import version
-from lakefmt.options import Duration
 from lakefmt.spec import Consumer, Snapshot, TableSchema
 from lakefmt.spec.instants import Instant
 from lakefmt.spec.tag import Tag
+from lakefmt.units import Duration
 
 __all__ = ["TableVersions"]
 

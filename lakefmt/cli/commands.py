@@ -11,11 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import lakefmt
-from lakefmt.options import (
-    DEFAULT_ORPHAN_OLDER_THAN,
-    DEFAULT_ORPHAN_OLDER_THAN_MS,
-    format_duration_ms,
-)
+from lakefmt.units import DEFAULT_ORPHAN_OLDER_THAN, DEFAULT_ORPHAN_OLDER_THAN_MS, format_duration_ms
 
 __all__ = ["COMMANDS", "COMMON_ARGS", "EPILOG", "Arg", "Command"]
 

@@ -8,10 +8,10 @@ from typing import Any
 
 import lakefmt
 from lakefmt.cli.output import _emit, _human, _ProgressBar
-from lakefmt.options import parse_size
 from lakefmt.rewrite.compact.plan import LARGE_ENOUGH
 from lakefmt.rewrite.compact.types import CompactionReport
 from lakefmt.spec.partition import describe_partition, parse_partition_value
+from lakefmt.units import parse_size
 
 __all__ = ["cmd_compact", "parse_partition", "parse_sort_by", "parse_target_size"]
 

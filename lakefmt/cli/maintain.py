@@ -12,11 +12,8 @@ import lakefmt
 from lakefmt.cli.output import _beside, _emit, _iso, _ProgressBar, _report_json, _summary
 from lakefmt.errors import ConsumerNotFoundError, InvalidConsumerIdError
 from lakefmt.maintenance import list_consumers
-from lakefmt.options import (
-    format_duration_ms,
-    parse_duration,
-)
 from lakefmt.spec.consumer import check_consumer_id
+from lakefmt.units import format_duration_ms, parse_duration
 
 __all__ = [
     "CONSUMER_COLUMNS",

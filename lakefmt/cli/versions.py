@@ -12,9 +12,9 @@ import lakefmt
 from lakefmt.cli.output import _beside, _emit, _iso, _when
 from lakefmt.errors import InvalidTagNameError, InvalidTimestampError, LakefmtError
 from lakefmt.meta.tags import read_tag
-from lakefmt.options import format_duration_ms
 from lakefmt.read.scan import parse_as_of
 from lakefmt.spec.tag import check_tag_name
+from lakefmt.units import format_duration_ms
 
 __all__ = ["cmd_restore", "cmd_tag_create", "cmd_tag_delete", "cmd_tag_list", "parse_instant", "parse_tag_name"]
 

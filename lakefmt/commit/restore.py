@@ -52,10 +52,10 @@ from lakefmt.io import FileIO
 from lakefmt.meta import entries
 from lakefmt.meta.store import MetaStore
 from lakefmt.meta.tags import delete_pin, read_tag, write_pin
-from lakefmt.options import DEFAULT_ORPHAN_OLDER_THAN_MS
 from lakefmt.spec import CommitKind, ManifestFileMeta, Snapshot, TableSchema, Tag, layout, operations
 from lakefmt.spec.deletion_vector import decode_puffin
 from lakefmt.spec.manifest import encode_manifest, manifest_meta
+from lakefmt.units import DEFAULT_ORPHAN_OLDER_THAN_MS
 
 __all__ = [
     "OPERATION_KEY",

@@ -26,8 +26,8 @@ from lakefmt.maintenance.report import MaintenanceReport, Progress, classify
 from lakefmt.meta import entries as ents
 from lakefmt.meta.store import MetaStore
 from lakefmt.meta.tags import list_tags
-from lakefmt.options import DEFAULT_ORPHAN_OLDER_THAN_MS
 from lakefmt.spec import Tag, layout
+from lakefmt.units import DEFAULT_ORPHAN_OLDER_THAN_MS
 
 __all__ = ["is_referenced", "nested_table_roots", "referenced_files", "remove_orphan_files", "unreferenced"]
 

@@ -23,8 +23,9 @@ from lakefmt.io import FileIO
 from lakefmt.maintenance.expire import ExpirationPlan, apply_expiration, plan_expiration
 from lakefmt.maintenance.report import MaintenanceReport, Progress
 from lakefmt.meta.store import MetaStore
-from lakefmt.options import TableOptions, format_duration_ms
+from lakefmt.options import TableOptions
 from lakefmt.spec import Snapshot, layout
+from lakefmt.units import format_duration_ms
 
 __all__ = [
     "Retention",

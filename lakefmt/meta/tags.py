@@ -16,12 +16,12 @@ from lakefmt.errors import (
 )
 from lakefmt.io import FileIO
 from lakefmt.meta.store import MetaStore
-from lakefmt.options import Duration, duration_ms
 from lakefmt.spec import Snapshot, Tag, layout
 from lakefmt.spec.consumer import MAX_SNAPSHOT_ID
 from lakefmt.spec.instants import format_instant
 from lakefmt.spec.snapshot import check_snapshot_id
 from lakefmt.spec.tag import check_tag_name, parse_pin_name, parse_tag_name
+from lakefmt.units import Duration, duration_ms
 
 __all__ = [
     "TagListing",

@@ -23,9 +23,10 @@ import pyarrow.parquet as pq
 
 from lakefmt.errors import InvalidPartitionError, LakefmtError, SchemaMismatchError
 from lakefmt.io import FileIO
+from lakefmt.key_options import MAX_BUCKETS
 from lakefmt.meta import entries as ents
 from lakefmt.meta.store import MetaStore
-from lakefmt.options import MAX_BUCKETS, InvalidOptionError
+from lakefmt.options import InvalidOptionError
 from lakefmt.spec import CommitMessage, DataFile, TableSchema, layout
 from lakefmt.spec.keys.hashing import bucket_of, buckets_of_hashes, key_bytes, key_hash
 from lakefmt.spec.keys.index_file import (

@@ -22,9 +22,10 @@ from typing import Any, Literal
 from pyspark.sql.types import StructType
 
 import lakefmt
-from lakefmt.options import InvalidOptionError, UnknownOptionError, parse_size
+from lakefmt.options import InvalidOptionError, UnknownOptionError
 from lakefmt.read.scan import parse_as_of
 from lakefmt.spec.tag import check_tag_name
+from lakefmt.units import parse_size
 
 from .catalog import location_from_schema, no_location_error
 

@@ -1,11 +1,11 @@
 """The layers of lakefmt, checked: the core imports without Spark, and each layer imports only what is below it.
 
 From the bottom: ``spec`` (the format: encodings and names, no I/O) and ``io`` (storage: knows no format) over
-the neutral modules (errors, options, retry, binpack, progress, cache); ``meta`` (the metadata store and the entries
-algebra) over both; then ``read``, ``commit`` and ``write`` side by side (commit and write never import read);
-then ``rewrite`` (compaction and row-level delete, on one skeleton); then ``maintenance``; then ``table``, the
-package root and the CLI. Spark (``pyspark``, ``pyspark_lakefmt``) and the benchmarks sit above lakefmt and are
-never imported by it. No module reaches itself through imports (``TYPE_CHECKING`` imports count).
+the neutral modules (errors, options, units, key_options, retry, binpack, progress, cache); ``meta`` (the metadata
+store and the entries algebra) over both; then ``read``, ``commit`` and ``write`` side by side (commit and write
+never import read); then ``rewrite`` (compaction and row-level delete, on one skeleton); then ``maintenance``;
+then ``table``, the package root and the CLI. Spark (``pyspark``, ``pyspark_lakefmt``) and the benchmarks sit above
+lakefmt and are never imported by it. No module reaches itself through imports (``TYPE_CHECKING`` imports count).
 
 Inside a layer, folders group a concept (:data:`FOLDERS`): ``rewrite.keys`` (the upsert's path), ``rewrite.compact``,
 ``rewrite.merge``; ``spec.keys``, ``spec.evolution``, ``spec.sql``. Each says in its ``__init__`` docstring what lives
@@ -32,7 +32,7 @@ BENCHMARKS = REPO / "benchmarks"
 #: top-level modules and packages that must never be imported by lakefmt
 ABOVE = ("pyspark", "pyspark_lakefmt", "benchmarks")
 #: modules under lakefmt/ that belong to no layer package: below everything (they import no other layer)
-NEUTRAL = {"errors", "options", "retry", "binpack", "progress", "cache"}
+NEUTRAL = {"errors", "options", "units", "key_options", "retry", "binpack", "progress", "cache"}
 #: modules beside ``table`` in its layer (the one-line writes; the consumers, tags and restore of ``Table``; its
 #: writes and rewrites; the peers' keyword spellings)
 TABLE_LEVEL = {"oneliner", "table_versions", "table_writes", "aliases"}

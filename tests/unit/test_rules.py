@@ -13,16 +13,16 @@ import lakefmt.table
 from lakefmt.cli import build_parser
 from lakefmt.errors import InvalidTimestampError
 from lakefmt.maintenance import orphans
-from lakefmt.options import (
+from lakefmt.options import InvalidOptionError
+from lakefmt.read.scan import parse_as_of
+from lakefmt.units import (
     DEFAULT_ORPHAN_OLDER_THAN,
     DEFAULT_ORPHAN_OLDER_THAN_MS,
-    InvalidOptionError,
     duration_ms,
     format_duration_ms,
     parse_duration,
     parse_duration_ms,
 )
-from lakefmt.read.scan import parse_as_of
 
 
 @pytest.mark.parametrize(

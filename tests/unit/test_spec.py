@@ -18,13 +18,14 @@ from lakefmt.errors import (
     UnsupportedFormatVersionError,
     UnsupportedTypeError,
 )
-from lakefmt.options import InvalidOptionError, TableOptions, parse_duration_ms, parse_size
+from lakefmt.options import InvalidOptionError, TableOptions
 from lakefmt.spec import ColumnStats, CommitKind, DataFile, FileKind, ManifestFileMeta, Snapshot, TableSchema
 from lakefmt.spec.codec import FORMAT_VERSION, KIND_KEY, VERSION_KEY
 from lakefmt.spec.manifest import decode_manifest, encode_manifest, entries_table, manifest_meta
 from lakefmt.spec.manifest_list import decode_manifest_list, encode_manifest_list
 from lakefmt.spec.partition import NULL_VALUE, partition_path, value_to_text
 from lakefmt.spec.types import field_from_json, field_to_json, type_from_json, type_to_json
+from lakefmt.units import parse_duration_ms, parse_size
 
 # -- types ---------------------------------------------------------------------------------------------
 

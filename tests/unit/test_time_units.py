@@ -11,8 +11,9 @@ import pytest
 
 from lakefmt.cli import build_parser
 from lakefmt.errors import InvalidOptionError, InvalidTimestampError
-from lakefmt.options import TableOptions, duration_ms, parse_duration_ms
+from lakefmt.options import TableOptions
 from lakefmt.spec.instants import format_instant, parse_instant, to_millis
+from lakefmt.units import duration_ms, parse_duration_ms
 
 UTC = datetime.UTC
 MOMENT_MS = 1_795_314_883_376  # 2026-11-22T02:34:43.376Z

@@ -28,7 +28,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakefmt.errors import InvalidRowKindError
-from lakefmt.options import ROWKIND_FORMATS, TableOptions
+from lakefmt.key_options import ROWKIND_FORMATS
+from lakefmt.options import TableOptions
 
 __all__ = [
     "CHANGE_CODES",
