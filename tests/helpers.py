@@ -3,6 +3,10 @@ the path, as for ``faults``)."""
 
 from __future__ import annotations
 
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pyarrow as pa
@@ -10,7 +14,9 @@ import pyarrow as pa
 import lakefmt
 from lakefmt.io import FileIO
 
-__all__ = ["create_table_in", "file_listing", "sorted_ids"]
+__all__ = ["create_table_in", "file_listing", "load_tool", "sorted_ids"]
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 def create_table_in(store: Any, schema: pa.Schema, **kwargs: Any) -> lakefmt.Table:
@@ -26,3 +32,16 @@ def sorted_ids(t: lakefmt.Table, snapshot_id: int | None = None, **scan: Any) ->
 def file_listing(io: FileIO) -> dict[str, int]:
     """Every file under the table root: path relative to the root -> size in bytes."""
     return {f.path: f.size for f in io.walk()}
+
+
+def load_tool(name: str) -> ModuleType:
+    """The script ``tools/<name>.py`` as a module (the tools are scripts, not a package), loaded once per process."""
+    module_name = f"lakefmt_tools_{name}"
+    if module_name in sys.modules:
+        return sys.modules[module_name]
+    spec = importlib.util.spec_from_file_location(module_name, REPO / "tools" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module

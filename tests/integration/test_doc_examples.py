@@ -9,12 +9,10 @@ in order); here they are left out, and a document whose later examples depend on
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+from helpers import load_tool
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -26,16 +24,7 @@ DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 NOT_RUN = {"README.md": 1, "format.md": 1, "maintenance.md": 1}
 
 
-def _load_tool(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"lakefmt_tools_{name}", REPO / "tools" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
-doc_examples = _load_tool("doc_examples")
+doc_examples = load_tool("doc_examples")
 #: documents run whole by the Spark test, since an example after a Spark one reads what it wrote
 SPARK_DOCS = {"spark.md", "changes.md"}
 

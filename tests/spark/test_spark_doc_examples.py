@@ -9,28 +9,17 @@ back afterwards: an example may set one (``spark.sql.sources.partitionOverwriteM
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
+from helpers import load_tool
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _load_tool(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"lakefmt_tools_{name}", REPO / "tools" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
-doc_examples = _load_tool("doc_examples")
+doc_examples = load_tool("doc_examples")
 SPARK_DOCS = [REPO / "docs" / "spark.md", REPO / "docs" / "changes.md"]
 
 #: Examples not yet runnable as written, by document and first line of code other than an import: each must

@@ -3,13 +3,11 @@ the repository finds it, every ``#anchor`` finds a heading, and the long guides 
 
 from __future__ import annotations
 
-import importlib.util
 import re
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+from helpers import load_tool
 
 REPO = Path(__file__).resolve().parents[2]
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
@@ -18,17 +16,8 @@ _IMAGE = re.compile(r"!\[[^\]]*\]\(([^)\s]+)[^)]*\)|<img\s[^>]*src=\"([^\"]+)\""
 _LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)[^)]*\)")
 
 
-def _load_tool(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"lakefmt_tools_{name}", REPO / "tools" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
-doc_toc = _load_tool("doc_toc")
-draw_diagrams = _load_tool("draw_diagrams")
+doc_toc = load_tool("doc_toc")
+draw_diagrams = load_tool("draw_diagrams")
 
 
 def _prose(path: Path) -> str:
