@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -14,7 +15,7 @@ import pyarrow as pa
 import lakefmt
 from lakefmt.io import FileIO
 
-__all__ = ["create_table_in", "file_listing", "load_tool", "sorted_ids"]
+__all__ = ["clear_read_caches", "create_table_in", "file_listing", "load_tool", "sorted_ids", "stream_until_caught_up"]
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -45,3 +46,34 @@ def load_tool(name: str) -> ModuleType:
     sys.modules[module_name] = module  # its dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
+
+
+def clear_read_caches() -> Iterator[None]:
+    """A fixture body: the decoded-vector and key-index caches emptied before and after a test, so a test that
+    damages a vector file reads it again instead of a clean copy cached by an earlier test."""
+    from lakefmt.read import masks
+    from lakefmt.rewrite.keys.planners import key_cache_clear
+
+    masks._cache.clear()
+    key_cache_clear()
+    yield
+    masks._cache.clear()
+    key_cache_clear()
+
+
+def stream_until_caught_up(spark: Any, source: str, target: str, checkpoint: Path, **options: object) -> Any:
+    """Stream the lakefmt table ``source`` into the lakefmt table ``target`` until caught up
+    (Trigger.AvailableNow), each option given as text; the finished query."""
+    read = spark.readStream.format("lakefmt")
+    for key, value in options.items():
+        read = read.option(key, str(value))
+    query = (
+        read.load(source)
+        .writeStream.format("lakefmt")
+        .option("checkpointLocation", str(checkpoint))
+        .option("createTable", "true")
+        .trigger(availableNow=True)
+        .start(target)
+    )
+    query.awaitTermination()
+    return query

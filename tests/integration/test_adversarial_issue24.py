@@ -15,12 +15,12 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
+from helpers import clear_read_caches
 
 import lakefmt
 from lakefmt.errors import CorruptMetadataError
 from lakefmt.io.local import LocalFileIO
 from lakefmt.read import masks
-from lakefmt.rewrite.keys.planners import key_cache_clear
 from lakefmt.spec import deletion_vector as dvm
 from lakefmt.spec.keys.hashing import key_hash
 from lakefmt.spec.manifest import decode_manifest, encode_manifest
@@ -29,13 +29,7 @@ SCHEMA = pa.schema([pa.field("k", pa.int64(), False), ("v", pa.int64())])
 OPTIONS = {"bucket": "2", "compaction.auto": "false"}
 
 
-@pytest.fixture(autouse=True)
-def _fresh_caches() -> Any:
-    masks._cache.clear()
-    key_cache_clear()
-    yield
-    masks._cache.clear()
-    key_cache_clear()
+_fresh_caches = pytest.fixture(autouse=True)(clear_read_caches)
 
 
 def _table(tmp_path: Any, buckets: str = "2") -> tuple[str, lakefmt.Table]:

@@ -20,6 +20,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 import pytest
+from helpers import clear_read_caches
 
 import lakefmt
 from lakefmt.errors import CorruptMetadataError
@@ -33,13 +34,7 @@ SCHEMA = pa.schema([pa.field("k", pa.int64(), False), ("v", pa.int64())])
 HOSTILE = {"past": [1, 100], "at the row count": [1, 10], "past 2**32": [1, 2**32 + 5]}
 
 
-@pytest.fixture(autouse=True)
-def _fresh_caches() -> Any:
-    masks._cache.clear()
-    key_cache_clear()
-    yield
-    masks._cache.clear()
-    key_cache_clear()
+_fresh_caches = pytest.fixture(autouse=True)(clear_read_caches)
 
 
 @dataclasses.dataclass

@@ -18,6 +18,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from helpers import stream_until_caught_up as stream
 from pyspark.sql.streaming.datasource import ReadAllAvailable
 from pyspark_lakefmt.options import TableRef
 from pyspark_lakefmt.stream_reader import PENDING, KindRule, StreamReader, snapshot_rule
@@ -108,21 +109,6 @@ def drained(r: StreamReader) -> list[int]:
         r.commit(end)
         start = end
     return sorted(ids)
-
-
-def stream(spark: Any, source: str, target: str, checkpoint: Path, **options: object) -> None:
-    read = spark.readStream.format(FMT)
-    for key, value in options.items():
-        read = read.option(key, str(value))
-    query = (
-        read.load(source)
-        .writeStream.format(FMT)
-        .option("checkpointLocation", str(checkpoint))
-        .option("createTable", "true")
-        .trigger(availableNow=True)
-        .start(target)
-    )
-    query.awaitTermination()
 
 
 def test_the_rule() -> None:

@@ -15,6 +15,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from helpers import stream_until_caught_up as stream
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxBytes, ReadMaxFiles, ReadMaxRows
 from pyspark_lakefmt.options import TableRef
 from pyspark_lakefmt.stream_reader import PENDING, StreamReader, plan_read_tasks
@@ -296,23 +297,6 @@ def test_consumer_records_its_position_and_expiration_keeps_it(tmp_path: Path) -
 
 
 # -- real streaming queries ----------------------------------------------------------------------------------
-def stream(spark: Any, source: str, target: str, checkpoint: Path, **options: object) -> Any:
-    """Stream ``source`` into the lakefmt table ``target`` until caught up (Trigger.AvailableNow); the query."""
-    read = spark.readStream.format(FMT)
-    for key, value in options.items():
-        read = read.option(key, str(value))
-    query = (
-        read.load(source)
-        .writeStream.format(FMT)
-        .option("checkpointLocation", str(checkpoint))
-        .option("createTable", "true")
-        .trigger(availableNow=True)
-        .start(target)
-    )
-    query.awaitTermination()
-    return query
-
-
 def progress(query: Any) -> list[tuple[int, str, int]]:
     """(batch id, end offset, input rows) of each micro-batch this run executed (not the progress events of
     triggers that found nothing new)."""
